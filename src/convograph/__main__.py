@@ -1,0 +1,5 @@
+"""``python -m convograph`` is the same as ``convograph``."""
+
+from convograph.cli import main
+
+main()

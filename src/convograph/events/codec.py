@@ -1,0 +1,179 @@
+"""Decode and encode events: wire JSON <-> `Event` values, with errors that name the field.
+
+Two formats:
+- **wire**: the public camelCase JSON object. `parse_event` / `encode_event`. Unknown fields are kept
+  in ``Event.extra`` and flattened back on encode, so ``parse_event(encode_event(e)) == e``.
+- **packed**: the storage form event logs use (`pack_event` / `unpack_event`). Extras stay nested
+  under one key, so unpacking is a single typed msgspec decode with no per-field Python work.
+
+Cost: `parse_event` is one JSON decode plus one typed conversion, O(size of the event).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from convograph.events.types import EVENT_CLASSES, EXTRA_FIELD, Event
+
+__all__ = [
+    "EventError",
+    "encode_event",
+    "event_to_wire",
+    "pack_event",
+    "parse_event",
+    "unpack_event",
+]
+
+
+class EventError(ValueError):
+    """An event that cannot be accepted.
+
+    ``field`` is the wire path of the offending field (``"content"``, ``"content[0].text"``) or
+    ``None`` when the whole input is wrong; ``problem`` says what is wrong with it. ``line`` and
+    ``index`` locate the event inside an NDJSON stream or a batch when known.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        field: str | None = None,
+        line: int | None = None,
+        index: int | None = None,
+    ) -> None:
+        self.problem = problem
+        self.field = field
+        self.line = line
+        self.index = index
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.index is not None:
+            where.append(f"item {self.index}")
+        if self.field is not None:
+            where.append(f"field `{self.field}`")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.problem}" if prefix else self.problem
+
+    def located(self, *, line: int | None = None, index: int | None = None) -> EventError:
+        """The same error, placed at a line of a stream or an index of a batch."""
+        return EventError(self.problem, field=self.field, line=line, index=index)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"index"?, "line"?, "field", "message"}``."""
+        out: dict[str, Any] = {}
+        if self.index is not None:
+            out["index"] = self.index
+        if self.line is not None:
+            out["line"] = self.line
+        out["field"] = self.field
+        out["message"] = self.problem
+        return out
+
+
+_CLASS_BY_TAG: Final[dict[str, type[Any]]] = {str(cls.__struct_config__.tag): cls for cls in EVENT_CLASSES}
+_KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
+    tag: frozenset(cls.__struct_encode_fields__) - {EXTRA_FIELD} | {"type"}
+    for tag, cls in _CLASS_BY_TAG.items()
+}
+_TYPES_HINT: Final = ", ".join(sorted(_CLASS_BY_TAG))
+_AT_PATH = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
+
+_decode_any = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder()
+_decode_packed = msgspec.json.Decoder(Event)
+
+
+def _problem_from(exc: msgspec.ValidationError) -> EventError:
+    """Turn msgspec's message into (field path, problem)."""
+    text = str(exc)
+    path = ""
+    match = _AT_PATH.match(text)
+    if match:
+        text, path = match["problem"], match["path"]
+    path = path.removeprefix(".")
+    missing = _MISSING.match(text)
+    if missing:
+        name = missing["name"]
+        return EventError("required field is missing", field=f"{path}.{name}" if path else name)
+    problem = text[0].lower() + text[1:] if text else "invalid value"
+    return EventError(problem, field=path or None)
+
+
+def _to_mapping(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, (str, bytes, bytearray, memoryview)):
+        try:
+            raw = _decode_any.decode(obj)
+        except msgspec.DecodeError as exc:
+            raise EventError(f"invalid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise EventError(f"expected a JSON object, got {type(raw).__name__}")
+        return raw
+    raise EventError(f"expected a mapping, str or bytes holding one JSON object, got {type(obj).__name__}")
+
+
+def parse_event(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> Event:
+    """Validate one wire event.
+
+    Raises `EventError` naming the field and the problem. Unknown extra fields are kept in
+    ``extra``; an unknown ``type`` is an error.
+    """
+    raw = _to_mapping(obj)
+    tag = raw.get("type")
+    if tag is None:
+        raise EventError("required field is missing", field="type")
+    cls = _CLASS_BY_TAG.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise EventError(f"unknown event type {tag!r}; expected one of: {_TYPES_HINT}", field="type")
+    known = _KNOWN_FIELDS[tag]
+    if not known.issuperset(raw):
+        extras = {key: raw.pop(key) for key in [k for k in raw if k not in known]}
+        raw[EXTRA_FIELD] = extras
+    try:
+        event: Event = msgspec.convert(raw, cls)
+    except msgspec.ValidationError as exc:
+        raise _problem_from(exc) from None
+    return event
+
+
+def event_to_wire(event: Event) -> dict[str, Any]:
+    """The wire JSON object of ``event`` as plain Python data (extras flattened in)."""
+    out: dict[str, Any] = msgspec.to_builtins(event)
+    extras = out.pop(EXTRA_FIELD, None)
+    if extras:
+        for key, value in extras.items():
+            out.setdefault(key, value)
+    return out
+
+
+def encode_event(event: Event) -> bytes:
+    """The wire JSON of ``event``; ``parse_event(encode_event(e)) == e``."""
+    if event.extra is None:
+        return _encode.encode(event)
+    return _encode.encode(event_to_wire(event))
+
+
+def pack_event(event: Event) -> bytes:
+    """Storage form of ``event`` (not the wire format: extras stay nested)."""
+    return _encode.encode(event)
+
+
+def unpack_event(data: bytes | str | memoryview) -> Event:
+    """Inverse of `pack_event`. Raises `EventError` on corrupt data."""
+    try:
+        event: Event = _decode_packed.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _problem_from(exc) from None
+    except msgspec.DecodeError as exc:
+        raise EventError(f"corrupt packed event: {exc}") from None
+    return event

@@ -1,0 +1,158 @@
+"""The flat conversation graph (seed 000 "Graph structure"): an immutable value per version.
+
+A `Graph` is a (lineage, version) pair over partially persistent containers (`convograph.versioned`):
+reducing an event returns a new `Graph`; every older `Graph` keeps reading exactly what it read
+before. Extending the newest version costs O(1); extending an older one forks the lineage once (O(n)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from convograph.graph.nodes import Node
+from convograph.versioned import Clock, ListMapView, MapView, VersionedList, VersionedListMap, VersionedMap
+
+__all__ = ["Diagnostic", "Graph", "create_graph"]
+
+
+class Diagnostic(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Something the reducer could not apply as sent, kept so it is never silently lost.
+
+    ``code`` is ``"id_conflict"`` when an event's node id is already taken by a node of another kind.
+    """
+
+    code: str
+    node_id: str
+    event_type: str
+    message: str
+
+
+class _Lineage:
+    """Every container of one line of versions, and the clock that versions them."""
+
+    __slots__ = (
+        "clock",
+        "diagnostics",
+        "edges",
+        "first_node_by_run_id",
+        "last_node_by_run_id",
+        "nodes",
+        "pending_children",
+        "seen_event_ids",
+        "usage_counts",
+    )
+
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.nodes: VersionedMap[str, Node] = VersionedMap()
+        self.edges: VersionedListMap[str, str] = VersionedListMap()
+        self.last_node_by_run_id: VersionedMap[str, str] = VersionedMap()
+        self.first_node_by_run_id: VersionedMap[str, str] = VersionedMap()
+        self.usage_counts: VersionedMap[str, int] = VersionedMap()
+        self.seen_event_ids: VersionedMap[str, bool] = VersionedMap()
+        self.pending_children: VersionedMap[str, tuple[str, ...]] = VersionedMap()
+        self.diagnostics: VersionedList[Diagnostic] = VersionedList()
+
+    def fork_at(self, version: int) -> _Lineage:
+        out = _Lineage()
+        out.nodes = self.nodes.fork_at(version)
+        out.edges = self.edges.fork_at(version)
+        out.last_node_by_run_id = self.last_node_by_run_id.fork_at(version)
+        out.first_node_by_run_id = self.first_node_by_run_id.fork_at(version)
+        out.usage_counts = self.usage_counts.fork_at(version)
+        out.seen_event_ids = self.seen_event_ids.fork_at(version)
+        out.pending_children = self.pending_children.fork_at(version)
+        out.diagnostics = self.diagnostics.fork_at(version)
+        return out
+
+
+class Graph:
+    """One immutable version of a flat conversation graph.
+
+    - ``nodes``: node id -> `Node`, in insertion order.
+    - ``edges``: parent id -> child ids, in insertion order (no duplicates, no self-loops).
+    - ``last_node_by_run_id``: run id -> id of the newest node of that run.
+    - ``pending_parents``: parent ids named by a run's first event that have not arrived yet ->
+      the child node ids waiting for them (they are linked when the parent arrives).
+    - ``diagnostics``: events that could not be applied as sent.
+    """
+
+    __slots__ = ("_lineage", "_version")
+
+    def __init__(self, lineage: _Lineage, version: int) -> None:
+        self._lineage = lineage
+        self._version = version
+
+    @property
+    def version(self) -> int:
+        """Number of changes since this lineage began; equal graphs may differ here."""
+        return self._version
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        return MapView(self._lineage.nodes, self._version)
+
+    @property
+    def edges(self) -> Mapping[str, Sequence[str]]:
+        return ListMapView(self._lineage.edges, self._version)
+
+    @property
+    def last_node_by_run_id(self) -> Mapping[str, str]:
+        return MapView(self._lineage.last_node_by_run_id, self._version)
+
+    @property
+    def first_node_by_run_id(self) -> Mapping[str, str]:
+        return MapView(self._lineage.first_node_by_run_id, self._version)
+
+    @property
+    def pending_parents(self) -> Mapping[str, tuple[str, ...]]:
+        return MapView(self._lineage.pending_children, self._version)
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return self._lineage.diagnostics.get_at(self._version)
+
+    def has_seen_event(self, event_id: str) -> bool:
+        return self._lineage.seen_event_ids.get_at(event_id, self._version) is not None
+
+    def children_ids(self, node_id: str) -> tuple[str, ...]:
+        return self._lineage.edges.get_at(node_id, self._version)
+
+    def iter_nodes(self) -> Iterator[Node]:
+        """Nodes in insertion order."""
+        nodes = self._lineage.nodes
+        version = self._version
+        for node_id in nodes.keys_at(version):
+            yield nodes.get_at(node_id, version)  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return self._lineage.nodes.len_at(self._version)
+
+    def _state(self) -> tuple[Any, ...]:
+        return (
+            list(self.nodes.items()),
+            {key: tuple(value) for key, value in self.edges.items()},
+            dict(self.last_node_by_run_id),
+            dict(self.pending_parents),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Same nodes (in order), edges, run cursors and pending parents."""
+        if not isinstance(other, Graph):
+            return NotImplemented
+        if self._lineage is other._lineage and self._version == other._version:
+            return True
+        return self._state() == other._state()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Graph(nodes={len(self)}, runs={len(self.last_node_by_run_id)}, version={self._version})"
+
+
+def create_graph() -> Graph:
+    """An empty graph."""
+    return Graph(_Lineage(), 0)

@@ -1,0 +1,160 @@
+"""Flat-graph nodes: one frozen Struct per kind, tagged on ``kind`` (seed 000 "Nodes").
+
+Text and reasoning nodes hold their streamed fragments in a `Fragments` chain, so appending a delta
+is O(1) time and memory and every older version keeps its own (shorter) text. ``node.content`` joins
+the chain; the joined string is memoised on the newest cell only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from convograph.events.types import ContentPart
+
+__all__ = [
+    "ErrorNode",
+    "Fragments",
+    "HarnessEndNode",
+    "HarnessStartNode",
+    "Node",
+    "ReasoningNode",
+    "RelayNode",
+    "TextNode",
+    "ToolCallNode",
+    "ToolProgressNode",
+    "ToolResultNode",
+    "UsageNode",
+    "UserNode",
+]
+
+
+class Fragments:
+    """An immutable cons-list of text fragments, newest last. ``append`` is O(1)."""
+
+    __slots__ = ("_joined", "fragment", "length", "prev")
+
+    def __init__(self, fragment: str, prev: Fragments | None = None) -> None:
+        self.fragment = fragment
+        self.prev = prev
+        self.length: int = len(fragment) + (prev.length if prev is not None else 0)
+        self._joined: str | None = None
+
+    def append(self, fragment: str) -> Fragments:
+        return Fragments(fragment, self)
+
+    def text(self) -> str:
+        """The whole text. O(fragments since the last memoised cell + length)."""
+        if self._joined is not None:
+            return self._joined
+        pieces: list[str] = []
+        cell: Fragments | None = self
+        while cell is not None and cell._joined is None:
+            pieces.append(cell.fragment)
+            cell = cell.prev
+        if cell is not None:
+            pieces.append(cell._joined)  # type: ignore[arg-type]
+            cell._joined = None  # keep one memo per chain, so history costs no extra strings
+        pieces.reverse()
+        joined = "".join(pieces)
+        self._joined = joined
+        return joined
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fragments):
+            return NotImplemented
+        return self is other or (self.length == other.length and self.text() == other.text())
+
+    def __hash__(self) -> int:
+        return hash(self.text())
+
+    def __repr__(self) -> str:
+        return f"Fragments({self.text()!r})"
+
+
+class _Node(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", rename="camel", omit_defaults=True):
+    id: str
+    run_id: str
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class TextNode(_Node, frozen=True, tag="text"):
+    fragments: Fragments = msgspec.field(name="content")
+
+    @property
+    def content(self) -> str:
+        return self.fragments.text()
+
+
+class ReasoningNode(_Node, frozen=True, tag="reasoning"):
+    fragments: Fragments = msgspec.field(name="content")
+    signature: str | None = None
+
+    @property
+    def content(self) -> str:
+        return self.fragments.text()
+
+
+class ToolCallNode(_Node, frozen=True, tag="tool_call"):
+    name: str
+    input: Any = None
+
+
+class ToolResultNode(_Node, frozen=True, tag="tool_result"):
+    name: str
+    output: Any = None
+
+
+class ToolProgressNode(_Node, frozen=True, tag="tool_progress"):
+    tool_call_id: str
+    name: str
+    content: Any = None
+
+
+class UserNode(_Node, frozen=True, tag="user"):
+    content: str | list[ContentPart]
+
+
+class HarnessStartNode(_Node, frozen=True, tag="harness_start"):
+    agent_id: str | None = None
+
+
+class HarnessEndNode(_Node, frozen=True, tag="harness_end"):
+    agent_id: str | None = None
+
+
+class ErrorNode(_Node, frozen=True, tag="error"):
+    message: str
+
+
+class UsageNode(_Node, frozen=True, tag="usage"):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+
+
+class RelayNode(_Node, frozen=True, tag="relay"):
+    relay_kind: Literal["permission"]
+    tool_call_id: str
+    tool: str
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+Node = (
+    TextNode
+    | ReasoningNode
+    | ToolCallNode
+    | ToolResultNode
+    | ToolProgressNode
+    | UserNode
+    | HarnessStartNode
+    | HarnessEndNode
+    | ErrorNode
+    | UsageNode
+    | RelayNode
+)
