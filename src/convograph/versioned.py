@@ -32,6 +32,25 @@ V = TypeVar("V")
 D = TypeVar("D")
 
 
+SMALL_FANOUT: Final = 256
+"""Per-key sequences up to this length are tuples (the cyclic GC untracks tuples of atoms, and a
+head read needs no copy); longer ones become lists so appends stay O(1) amortised."""
+
+
+def _appended[V](items: tuple[V, ...] | list[V] | None, value: V) -> tuple[V, ...] | list[V]:
+    """``items`` with ``value`` at the end: a new tuple while small, else the same list grown."""
+    if items is None:
+        return (value,)
+    if type(items) is tuple:
+        if len(items) < SMALL_FANOUT:
+            return (*items, value)
+        grown = list(items)
+        grown.append(value)
+        return grown
+    items.append(value)  # type: ignore[union-attr]
+    return items
+
+
 class _Missing:
     __slots__ = ()
 
@@ -68,7 +87,7 @@ class VersionedMap[K, V]:
         self._latest: dict[K, object] = {}
         self._since: dict[K, int] = {}
         self._older_stamps: dict[K, array[int]] = {}
-        self._older_values: dict[K, list[object]] = {}
+        self._older_values: dict[K, tuple[object, ...] | list[object]] = {}
         self._order: list[K] = []
         self._born = array("q")
         self._has_tombstones = False
@@ -140,10 +159,9 @@ class VersionedMap[K, V]:
             stamps = self._older_stamps.get(key)
             if stamps is None:
                 self._older_stamps[key] = array("q", (since,))
-                self._older_values[key] = [self._latest[key]]
             else:
                 stamps.append(since)
-                self._older_values[key].append(self._latest[key])
+            self._older_values[key] = _appended(self._older_values.get(key), self._latest[key])
         self._latest[key] = value
         self._since[key] = stamp
 
@@ -161,19 +179,20 @@ class VersionedListMap[K, V]:
     __slots__ = ("_born", "_items", "_order", "_stamps")
 
     def __init__(self) -> None:
-        self._items: dict[K, list[V]] = {}
+        self._items: dict[K, tuple[V, ...] | list[V]] = {}
         self._stamps: dict[K, array[int]] = {}
         self._order: list[K] = []
         self._born = array("q")
 
     def get_at(self, key: K, version: int) -> tuple[V, ...]:
-        """The list under ``key`` at ``version``. O(length)."""
+        """The list under ``key`` at ``version``. O(1) for a small list at its newest version, else
+        O(length)."""
         items = self._items.get(key)
         if items is None:
             return ()
         stamps = self._stamps[key]
         if stamps[-1] <= version:
-            return tuple(items)
+            return items if type(items) is tuple else tuple(items)
         return tuple(items[: bisect_right(stamps, version)])
 
     def head_list(self, key: K) -> Sequence[V]:
@@ -191,13 +210,12 @@ class VersionedListMap[K, V]:
 
     def append(self, key: K, value: V, stamp: int) -> None:
         items = self._items.get(key)
+        self._items[key] = _appended(items, value)
         if items is None:
-            self._items[key] = [value]
             self._stamps[key] = array("q", (stamp,))
             self._order.append(key)
             self._born.append(stamp)
         else:
-            items.append(value)
             self._stamps[key].append(stamp)
 
     def fork_at(self, version: int) -> VersionedListMap[K, V]:

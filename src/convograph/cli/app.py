@@ -14,4 +14,9 @@ app = typer.Typer(
 )
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Turn multi-agent LLM event streams into conversation graphs."""

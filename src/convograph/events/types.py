@@ -81,8 +81,9 @@ class _Event(
     tag_field="type",
     rename="camel",
     omit_defaults=True,
+    gc=False,
 ):
-    """Fields every event may carry."""
+    """Fields every event may carry. Not tracked by the cyclic GC (events never form cycles)."""
 
     parent_id: str | None = None
     agent_id: str | None = None
@@ -188,9 +189,9 @@ class Relay(_RunEvent, frozen=True, tag="relay"):
     """A human-in-the-loop permission request; ``id`` is the relay id."""
 
     id: str
+    kind: Literal["permission"]
     tool_call_id: str
     tool: str
-    kind: Literal["permission"] = "permission"
     params: dict[str, Any] = msgspec.field(default_factory=dict)
 
 

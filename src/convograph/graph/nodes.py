@@ -30,35 +30,40 @@ __all__ = [
 ]
 
 
-class Fragments:
-    """An immutable cons-list of text fragments, newest last. ``append`` is O(1)."""
+class Fragments(msgspec.Struct, gc=False):
+    """An immutable cons-list of text fragments, newest last. ``append`` is O(1).
 
-    __slots__ = ("_joined", "fragment", "length", "prev")
+    Not tracked by the cyclic GC (a chain never forms a cycle), so long streams do not slow
+    collections down. ``memo`` caches the joined text on the newest cell that was read.
+    """
 
-    def __init__(self, fragment: str, prev: Fragments | None = None) -> None:
-        self.fragment = fragment
-        self.prev = prev
-        self.length: int = len(fragment) + (prev.length if prev is not None else 0)
-        self._joined: str | None = None
+    fragment: str
+    prev: Fragments | None = None
+    length: int = -1
+    memo: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.length < 0:
+            self.length = len(self.fragment) + (self.prev.length if self.prev is not None else 0)
 
     def append(self, fragment: str) -> Fragments:
-        return Fragments(fragment, self)
+        return Fragments(fragment, self, self.length + len(fragment))
 
     def text(self) -> str:
         """The whole text. O(fragments since the last memoised cell + length)."""
-        if self._joined is not None:
-            return self._joined
+        if self.memo is not None:
+            return self.memo
         pieces: list[str] = []
         cell: Fragments | None = self
-        while cell is not None and cell._joined is None:
+        while cell is not None and cell.memo is None:
             pieces.append(cell.fragment)
             cell = cell.prev
         if cell is not None:
-            pieces.append(cell._joined)  # type: ignore[arg-type]
-            cell._joined = None  # keep one memo per chain, so history costs no extra strings
+            pieces.append(cell.memo)  # type: ignore[arg-type]
+            cell.memo = None  # keep one memo per chain, so history costs no extra strings
         pieces.reverse()
         joined = "".join(pieces)
-        self._joined = joined
+        self.memo = joined
         return joined
 
     def __eq__(self, other: object) -> bool:
@@ -73,7 +78,9 @@ class Fragments:
         return f"Fragments({self.text()!r})"
 
 
-class _Node(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", rename="camel", omit_defaults=True):
+class _Node(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", rename="camel", omit_defaults=True, gc=False
+):
     id: str
     run_id: str
 

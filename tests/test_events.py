@@ -1,0 +1,254 @@
+"""Event vocabulary: parsing, encoding, errors that name the field, NDJSON line numbers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convograph import EventError, encode_event, parse_event
+from convograph.events import (
+    EVENT_TYPES,
+    Error,
+    ImagePart,
+    Relay,
+    ReplOutput,
+    Text,
+    TextPart,
+    Usage,
+    User,
+    event_to_wire,
+    pack_event,
+    parse_ndjson,
+    unpack_event,
+)
+
+SAMPLES: list[dict[str, Any]] = [
+    {"type": "connected", "sessionId": "s-1", "sourceIds": ["a", "b"]},
+    {"type": "harness_start", "runId": "r", "agentId": "main", "depth": 1, "maxIterations": 10},
+    {
+        "type": "harness_end",
+        "runId": "r",
+        "reason": "final",
+        "iterations": 2,
+        "totalUsage": {"inputTokens": 5, "outputTokens": 7},
+    },
+    {"type": "text", "runId": "r", "parentId": "p", "id": "t1", "content": "hi"},
+    {"type": "reasoning", "runId": "r", "id": "th1", "content": "hmm", "signature": "sig"},
+    {"type": "tool_call", "runId": "r", "id": "r/x", "name": "bash", "input": {"command": "ls"}},
+    {"type": "tool_result", "runId": "r", "id": "r/x", "name": "bash", "output": {"context": "ok"}},
+    {
+        "type": "tool_progress",
+        "runId": "r",
+        "id": "p1",
+        "toolCallId": "r/x",
+        "name": "exec",
+        "content": {"channel": "stdout", "data": "a"},
+    },
+    {"type": "user", "runId": "u1", "content": "hello", "timestamp": "2026-11-22T00:00:00Z"},
+    {
+        "type": "user",
+        "runId": "u2",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "mediaType": "image/png", "data": "AAAA"},
+            {"type": "document", "mediaType": "application/pdf", "data": "BBBB"},
+        ],
+    },
+    {"type": "error", "runId": "r", "message": "boom"},
+    {"type": "error", "message": "server failure"},
+    {
+        "type": "usage",
+        "runId": "r",
+        "inputTokens": 1,
+        "outputTokens": 2,
+        "cacheReadTokens": 3,
+        "cacheCreationTokens": 4,
+    },
+    {
+        "type": "relay",
+        "kind": "permission",
+        "runId": "r",
+        "id": "rel1",
+        "toolCallId": "r/x",
+        "tool": "bash",
+        "params": {"command": "rm"},
+    },
+    {"type": "relay_resolved", "relayId": "rel1", "tool": "bash", "approved": False, "reason": "no"},
+    {"type": "repl_input", "runId": "r", "id": "c1", "code": "print(1)", "iteration": 0},
+    {"type": "repl_progress", "runId": "r", "id": "c1", "chunk": "1\n", "stream": "stderr"},
+    {
+        "type": "repl_output",
+        "runId": "r",
+        "id": "c1",
+        "stdout": "1\n",
+        "done": True,
+        "iteration": 0,
+        "durationMs": 12.5,
+        "truncated": False,
+    },
+]
+
+
+def test_samples_cover_every_type() -> None:
+    assert {sample["type"] for sample in SAMPLES} == EVENT_TYPES
+
+
+@pytest.mark.parametrize("wire", SAMPLES, ids=lambda s: str(s["type"]))
+def test_round_trip_keeps_wire_exactly(wire: dict[str, Any]) -> None:
+    event = parse_event(wire)
+    assert event.type == wire["type"]
+    assert json.loads(encode_event(event)) == wire
+    assert parse_event(encode_event(event)) == event
+    assert unpack_event(pack_event(event)) == event
+
+
+def test_parse_accepts_mapping_str_and_bytes() -> None:
+    wire = {"type": "text", "runId": "r", "id": "t", "content": "x"}
+    as_text = json.dumps(wire)
+    assert parse_event(wire) == parse_event(as_text) == parse_event(as_text.encode())
+
+
+def test_snake_case_attributes() -> None:
+    event = parse_event(SAMPLES[12])
+    assert isinstance(event, Usage)
+    assert (event.run_id, event.input_tokens, event.cache_creation_tokens) == ("r", 1, 4)
+    user = parse_event(SAMPLES[9])
+    assert isinstance(user, User)
+    assert isinstance(user.content, list)
+    assert isinstance(user.content[0], TextPart)
+    assert isinstance(user.content[1], ImagePart)
+    assert user.content[1].media_type == "image/png"
+
+
+def test_envelope_fields() -> None:
+    event = parse_event({"type": "error", "message": "x", "eventId": "e1", "seq": 4, "timestamp": 17.5})
+    assert isinstance(event, Error)
+    assert (event.event_id, event.seq, event.timestamp, event.run_id) == ("e1", 4, 17.5, None)
+
+
+def test_unknown_fields_are_kept_and_round_trip() -> None:
+    wire = {"type": "text", "runId": "r", "id": "t", "content": "x", "model": "m", "nested": {"a": [1]}}
+    event = parse_event(wire)
+    assert event.extra == {"model": "m", "nested": {"a": [1]}}
+    assert json.loads(encode_event(event)) == wire
+    assert event_to_wire(event) == wire
+    assert unpack_event(pack_event(event)) == event
+
+
+def test_relay_params_default_to_empty() -> None:
+    wire = {"type": "relay", "kind": "permission", "runId": "r", "id": "x", "toolCallId": "t", "tool": "b"}
+    event = parse_event(wire)
+    assert isinstance(event, Relay)
+    assert (event.kind, event.params) == ("permission", {})
+    with pytest.raises(EventError, match="`kind`"):
+        parse_event({key: value for key, value in wire.items() if key != "kind"})
+
+
+@pytest.mark.parametrize(
+    ("wire", "field", "fragment"),
+    [
+        ({"type": "text", "runId": "r", "id": "t", "content": 3}, "content", "expected `str`"),
+        ({"type": "text", "runId": "r", "id": "t"}, "content", "missing"),
+        ({"type": "text", "id": "t", "content": "x"}, "runId", "missing"),
+        ({"runId": "r"}, "type", "missing"),
+        ({"type": "nope", "runId": "r"}, "type", "unknown event type 'nope'"),
+        ({"type": 7}, "type", "unknown event type 7"),
+        (
+            {"type": "user", "runId": "r", "content": [{"type": "text"}]},
+            "content[0].text",
+            "missing",
+        ),
+        (
+            {"type": "user", "runId": "r", "content": [{"type": "video", "data": "x"}]},
+            "content[0].type",
+            "video",
+        ),
+        (
+            {"type": "repl_progress", "runId": "r", "id": "x", "chunk": "a", "stream": "err"},
+            "stream",
+            "err",
+        ),
+        (
+            {"type": "usage", "runId": "r", "inputTokens": "1", "outputTokens": 2},
+            "inputTokens",
+            "expected `int`",
+        ),
+        (
+            {"type": "relay", "runId": "r", "id": "x", "toolCallId": "t", "tool": "b", "kind": "other"},
+            "kind",
+            "other",
+        ),
+    ],
+)
+def test_errors_name_the_field(wire: dict[str, Any], field: str, fragment: str) -> None:
+    with pytest.raises(EventError) as info:
+        parse_event(wire)
+    assert info.value.field == field
+    assert fragment in str(info.value)
+    assert f"`{field}`" in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [(b"{oops", "invalid JSON"), (b"[1, 2]", "expected a JSON object"), ("42", "expected a JSON object")],
+)
+def test_errors_for_non_objects(raw: bytes | str, fragment: str) -> None:
+    with pytest.raises(EventError, match=fragment) as info:
+        parse_event(raw)
+    assert info.value.field is None
+
+
+def test_error_to_dict_and_location() -> None:
+    err = EventError("bad", field="content").located(line=3, index=1)
+    assert err.to_dict() == {"index": 1, "line": 3, "field": "content", "message": "bad"}
+    assert str(err) == "line 3, item 1, field `content`: bad"
+
+
+def test_ndjson_reports_every_bad_line_and_keeps_good_ones() -> None:
+    data = (
+        b'{"type":"text","runId":"r","id":"t","content":"a"}\n'
+        b"\n"
+        b"{broken\n"
+        b'{"type":"text","runId":"r","id":"t","content":5}\n'
+        b'{"type":"harness_end","runId":"r"}\n'
+    )
+    batch = parse_ndjson(data)
+    assert [type(event) for event in batch.events] == [Text, type(parse_event(SAMPLES[2]))]
+    assert [(err.line, err.field) for err in batch.errors] == [(3, None), (4, "content")]
+    assert not batch.ok
+
+
+def test_repl_output_numbers() -> None:
+    event = parse_event(SAMPLES[-1])
+    assert isinstance(event, ReplOutput)
+    assert event.duration_ms == 12.5
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    content=st.text(),
+    run_id=st.text(min_size=1, max_size=20),
+    tool_input=json_values,
+    extra=st.dictionaries(st.sampled_from(["model", "x-trace", "provider"]), json_values, max_size=3),
+)
+def test_round_trip_property(content: str, run_id: str, tool_input: Any, extra: dict[str, Any]) -> None:
+    for wire in (
+        {"type": "text", "runId": run_id, "id": "t", "content": content, **extra},
+        {"type": "tool_call", "runId": run_id, "id": "c", "name": "n", "input": tool_input, **extra},
+    ):
+        event = parse_event(wire)
+        assert parse_event(encode_event(event)) == event
+        assert unpack_event(pack_event(event)) == event
