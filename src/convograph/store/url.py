@@ -1,0 +1,128 @@
+"""`open_event_log(url)`: pick and open a backend from a URL (or the environment).
+
+| URL | Backend |
+| --- | --- |
+| ``memory://`` | `MemoryEventLog` |
+| ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` | `SQLiteEventLog` (``?synchronous=full|normal``) |
+| ``postgresql://user@host:port/db`` | `PostgresEventLog` (``?pool_max=``, ``?connect_timeout=`` seconds) |
+| ``redis://host:port/0?finalize=postgresql://...`` | `RedisEventLog` (``?maxlen=``, ``?ttl=``, ``?finalized_ttl=``, ``?prefix=``) |
+
+Any server backend also takes ``?spool=/path/spool.db``: appends made while it is unreachable go to
+that local file and drain when it returns (`convograph.store.spool`). Options not in the table are
+an error, so a typo never silently changes behaviour.
+
+Environment: ``CONVOGRAPH_DATABASE_URL`` (the URL when none is given) and ``CONVOGRAPH_DATA_DIR``
+(where the default ``events.db`` lives; default ``./.convograph``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from convograph.store.base import EventLog
+
+__all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "default_url", "open_event_log"]
+
+DATABASE_URL_ENV: Final = "CONVOGRAPH_DATABASE_URL"
+DATA_DIR_ENV: Final = "CONVOGRAPH_DATA_DIR"
+
+
+def default_url(data_dir: str | os.PathLike[str] | None = None) -> str:
+    """``$CONVOGRAPH_DATABASE_URL``, else SQLite at ``<data_dir>/events.db``."""
+    env = os.environ.get(DATABASE_URL_ENV)
+    if env:
+        return env
+    base = Path(data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV, ".convograph"))
+    return f"sqlite:///{base.resolve() / 'events.db'}"
+
+
+def _split(url: str) -> tuple[str, dict[str, str], str]:
+    parts = urlsplit(url)
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return parts.scheme.lower(), options, bare
+
+
+def _take(options: dict[str, str], name: str, kind: type[int] | type[float]) -> int | float | None:
+    raw = options.pop(name, None)
+    if raw is None:
+        return None
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"event log URL option {name}={raw!r} is not a valid {kind.__name__}") from None
+
+
+def _reject_unknown(scheme: str, options: dict[str, str]) -> None:
+    if options:
+        raise ValueError(f"unknown {scheme} event log URL option(s): {', '.join(sorted(options))}")
+
+
+async def open_event_log(url: str | None = None, *, data_dir: str | os.PathLike[str] | None = None) -> EventLog:
+    """Open the event log ``url`` names (default: `default_url`). Raises ValueError on a bad URL."""
+    url = url or default_url(data_dir)
+    scheme, options, bare = _split(url)
+    spool = options.pop("spool", None)
+    log: EventLog
+    if scheme == "memory":
+        _reject_unknown(scheme, options)
+        from convograph.store.memory import MemoryEventLog
+
+        log = MemoryEventLog()
+    elif scheme == "sqlite":
+        from convograph.store.sqlite import SQLiteEventLog
+
+        sync = options.pop("synchronous", "full").upper()
+        if sync not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError(f"sqlite synchronous must be full, normal or extra, got {sync.lower()!r}")
+        _reject_unknown(scheme, options)
+        path = url.split("?", 1)[0][len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}")
+        log = await SQLiteEventLog.open(path, synchronous=sync)  # type: ignore[arg-type]
+    elif scheme in ("postgresql", "postgres"):
+        from convograph.store.postgres import PostgresEventLog
+
+        pool_max = _take(options, "pool_max", int)
+        timeout = _take(options, "connect_timeout", float)
+        conninfo = urlunsplit(("postgresql", *urlsplit(bare)[1:3], urlencode(options), ""))
+        log = await PostgresEventLog.open(
+            conninfo, pool_max=int(pool_max or 8), connect_timeout=float(timeout or 5.0)
+        )
+    elif scheme in ("redis", "rediss"):
+        from convograph.store.redis import RedisEventLog
+
+        finalize_url = options.pop("finalize", None)
+        maxlen = _take(options, "maxlen", int)
+        ttl = _take(options, "ttl", float)
+        finalized_ttl = _take(options, "finalized_ttl", float)
+        prefix = options.pop("prefix", "convograph")
+        _reject_unknown(scheme, options)
+        archive = None
+        if finalize_url:
+            if not finalize_url.startswith(("postgresql://", "postgres://")):
+                raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
+            archive = await open_event_log(finalize_url)
+        log = await RedisEventLog.open(
+            bare,
+            archive=archive,  # type: ignore[arg-type]
+            maxlen=int(maxlen or 100_000),
+            ttl=float(ttl or 86_400.0),
+            finalized_ttl=float(finalized_ttl or 600.0),
+            prefix=prefix,
+        )
+    else:
+        raise ValueError(
+            f"unsupported event log URL scheme {scheme!r} in {url!r}; "
+            "expected memory://, sqlite:///, postgresql:// or redis://"
+        )
+    if spool:
+        if scheme in ("memory", "sqlite"):
+            raise ValueError("spool= only applies to server backends (postgresql://, redis://)")
+        from convograph.store.spool import SpoolingEventLog
+
+        log = await SpoolingEventLog.open(log, spool)
+    return log

@@ -1,0 +1,81 @@
+"""Shared service fixtures: real PostgreSQL and Redis on 127.0.0.1.
+
+Each test gets its own Postgres database and its own Redis key prefix, removed afterwards. When a
+service does not answer, the test is skipped locally, but FAILS when ``CI=true`` (a missing service
+in CI is a broken pipeline, not a reason to pass). Run ``scripts/ensure-services`` to start them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+PG_HOST = os.environ.get("CONVOGRAPH_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("CONVOGRAPH_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("CONVOGRAPH_TEST_PG_USER", "postgres")
+REDIS_HOST = os.environ.get("CONVOGRAPH_TEST_REDIS_HOST", "127.0.0.1")
+REDIS_PORT = int(os.environ.get("CONVOGRAPH_TEST_REDIS_PORT", "6379"))
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip (locally) or fail (``CI=true``) when ``host:port`` does not answer."""
+    if _answers(host, port):
+        return
+    message = f"{name} is not reachable on {host}:{port} (run scripts/ensure-services)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def pg_admin_url() -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """URL of a fresh, empty database, dropped after the test."""
+    require_service("PostgreSQL", PG_HOST, PG_PORT)
+    import psycopg
+
+    name = f"convograph_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def redis_url() -> str:
+    require_service("Redis", REDIS_HOST, REDIS_PORT)
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
+
+
+@pytest.fixture
+async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
+    """A unique key prefix; every key under it is deleted after the test."""
+    import redis.asyncio as aioredis
+
+    prefix = f"cgtest-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()

@@ -1,0 +1,1 @@
+"""Integration tests use the shared service fixtures of tests/conftest.py."""
