@@ -1,0 +1,184 @@
+"""Typed hyperedges, derived on demand from the tier indexes (the node -> edge index).
+
+The reducer never allocates edge objects: the tiers (chunk -> block -> message), the per-run chunk
+and block lists, the message tree, the summary records and the spawn links *are* the edges. This
+module renders them as upstream-shaped `HyperEdge` values:
+
+| type       | id                              | roles                                     |
+|------------|---------------------------------|-------------------------------------------|
+| `block`    | ``be:<block>``                  | ``part`` (chunks), ``whole`` [block]       |
+| `message`  | ``me:<message>``                | ``part`` (blocks), ``whole`` [message]     |
+| `sequence` | ``seq:chunk:<a>:<b>``           | consecutive chunks of one run              |
+|            | ``seq:block:<a>:<b>``           | consecutive blocks of one run              |
+|            | ``seq:msg:<a>:<b>``             | message ``b`` continues ``a`` (tree edge)  |
+| `summary`  | ``sum:<summary>``               | ``source`` (messages), ``result`` [summary]|
+| `spawn`    | ``spawn:<block>:<chunk>``       | ``trigger`` [block], ``invocation`` [chunk]|
+
+`edges_of` is O(degree of the node + sizes of the role lists returned); `iter_edges` is O(n).
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Literal
+
+import msgspec
+
+from convograph.hypergraph.model import Conversation, _Block, _Message, prefix
+from convograph.hypergraph.queries import _block, _chunk_index, _message, _spawn_record, chunk_id
+
+__all__ = ["EdgeType", "HyperEdge", "edges_of", "find_edges", "iter_edges"]
+
+EdgeType = Literal["sequence", "block", "message", "summary", "spawn"]
+
+
+class HyperEdge(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    id: str
+    type: EdgeType
+    roles: dict[str, tuple[str, ...]]
+
+
+def _block_edge(conv: Conversation, block: _Block) -> HyperEdge:
+    chunks = prefix(block.chunks, conv._n_chunks)
+    return HyperEdge(
+        id=f"be:{block.id}",
+        type="block",
+        roles={"part": tuple(chunk_id(i) for i in chunks), "whole": (block.id,)},
+    )
+
+
+def _message_edge(conv: Conversation, message: _Message) -> HyperEdge:
+    blocks = conv._store.blocks
+    return HyperEdge(
+        id=f"me:{message.id}",
+        type="message",
+        roles={
+            "part": tuple(blocks[i].id for i in prefix(message.blocks, conv._n_blocks)),
+            "whole": (message.id,),
+        },
+    )
+
+
+def _seq(level: str, a: str, b: str) -> HyperEdge:
+    return HyperEdge(
+        id=f"seq:{level}:{a}:{b}", type="sequence", roles={"predecessor": (a,), "successor": (b,)}
+    )
+
+
+def _summary_edge(conv: Conversation, summary: _Message) -> HyperEdge:
+    assert summary.summary is not None
+    messages = conv._store.messages
+    return HyperEdge(
+        id=f"sum:{summary.id}",
+        type="summary",
+        roles={"source": tuple(messages[i].id for i in summary.summary[0]), "result": (summary.id,)},
+    )
+
+
+def _spawn_edges_of_block(conv: Conversation, block: _Block) -> list[HyperEdge]:
+    out = []
+    for spawn in conv._store.spawns.get_at(block.index, conv._version):
+        info = _spawn_record(conv, spawn)
+        out.append(
+            HyperEdge(
+                id=info.id,
+                type="spawn",
+                roles={"trigger": (info.trigger_block_id,), "invocation": (info.invocation_chunk_id,)},
+            )
+        )
+    return out
+
+
+def _neighbours(items: list[int], index: int, limit: int) -> tuple[int | None, int | None]:
+    pos = bisect_left(items, index)
+    prev = items[pos - 1] if pos > 0 else None
+    nxt = items[pos + 1] if pos + 1 < len(items) and items[pos + 1] < limit else None
+    return prev, nxt
+
+
+def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
+    """Every hyperedge touching ``node_id`` (a chunk, block or message id). O(degree)."""
+    s = conv._store
+    out: list[HyperEdge] = []
+    if node_id.startswith("chunk:"):
+        index = _chunk_index(conv, node_id)
+        block = s.blocks[s.chunk_block[index]]
+        out.append(_block_edge(conv, block))
+        run = s.runs[block.run]
+        prev, nxt = _neighbours(run.chunks, index, conv._n_chunks)
+        if prev is not None:
+            out.append(_seq("chunk", chunk_id(prev), node_id))
+        if nxt is not None:
+            out.append(_seq("chunk", node_id, chunk_id(nxt)))
+        if run.chunks[0] == index:
+            spawn = s.spawn_of.get_at(run.id, conv._version)
+            if spawn is not None:
+                out.extend(e for e in _spawn_edges_of_block(conv, s.blocks[spawn.trigger]) if node_id in e.id)
+        return tuple(out)
+    if node_id.startswith("block:"):
+        block = _block(conv, node_id)
+        out.append(_block_edge(conv, block))
+        out.append(_message_edge(conv, s.messages[block.message]))
+        prev, nxt = _neighbours(s.runs[block.run].blocks, block.index, conv._n_blocks)
+        if prev is not None:
+            out.append(_seq("block", s.blocks[prev].id, block.id))
+        if nxt is not None:
+            out.append(_seq("block", block.id, s.blocks[nxt].id))
+        out.extend(_spawn_edges_of_block(conv, block))
+        return tuple(out)
+    message = _message(conv, node_id)
+    out.append(_message_edge(conv, message))
+    if message.summary is not None:
+        out.append(_summary_edge(conv, message))
+    elif message.parent >= 0:
+        out.append(_seq("msg", s.messages[message.parent].id, message.id))
+    for child in prefix(message.children, conv._n_messages):
+        out.append(_seq("msg", message.id, s.messages[child].id))
+    for summary in prefix(s.summaries_of.get(message.index, []), conv._n_messages):
+        out.append(_summary_edge(conv, s.messages[summary]))
+    return tuple(out)
+
+
+def iter_edges(conv: Conversation) -> Iterator[HyperEdge]:
+    """Every hyperedge of this version. O(n)."""
+    s = conv._store
+    for b in range(conv._n_blocks):
+        yield _block_edge(conv, s.blocks[b])
+    for m in range(conv._n_messages):
+        message = s.messages[m]
+        yield _message_edge(conv, message)
+        if message.summary is not None:
+            yield _summary_edge(conv, message)
+        elif message.parent >= 0:
+            yield _seq("msg", s.messages[message.parent].id, message.id)
+    for run in s.runs.values():
+        chunks = prefix(run.chunks, conv._n_chunks)
+        for a, b in itertools.pairwise(chunks):
+            yield _seq("chunk", chunk_id(a), chunk_id(b))
+        blocks = prefix(run.blocks, conv._n_blocks)
+        for a, b in itertools.pairwise(blocks):
+            yield _seq("block", s.blocks[a].id, s.blocks[b].id)
+    for b in range(conv._n_blocks):
+        yield from _spawn_edges_of_block(conv, s.blocks[b])
+
+
+def find_edges(
+    conv: Conversation,
+    *,
+    type: EdgeType | None = None,
+    node: str | None = None,
+    role: str | None = None,
+) -> tuple[HyperEdge, ...]:
+    """Edges filtered by type, by a node they touch, and (with ``node``) by the role it plays.
+    O(degree) with ``node``, else O(n)."""
+    edges = edges_of(conv, node) if node is not None else tuple(iter_edges(conv))
+    out = []
+    for edge in edges:
+        if type is not None and edge.type != type:
+            continue
+        if node is not None and role is not None and node not in edge.roles.get(role, ()):
+            continue
+        out.append(edge)
+    return tuple(out)

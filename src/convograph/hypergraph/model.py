@@ -1,0 +1,364 @@
+"""The hypergraph's storage and its immutable `Conversation` value (seed 000 "Hypergraph model").
+
+Tiers: **chunk** (one event, the only tier carrying data) -> **block** (consecutive chunks of one run
+with the same block key) -> **message** (one conversational turn of one thread). A **thread** is one
+conversational level: ``"main"`` for the top level, and one nested thread per spawned sub-run (keyed
+by that run's id). Messages of a thread form a tree (a sibling is a branch); the thread's **tip**
+selects the active path (root -> tip).
+
+Persistence (event sourcing plus partial persistence):
+- One `_Store` (a *lineage*) holds the log of every applied entry (events and operations) and the
+  indexes derived from it. A `Conversation` is ``(store, version)`` plus the tier counts at that
+  version; ``version`` is the number of log entries it has seen.
+- Tier lists and per-key index lists are **append-only** and hold monotone integer indexes, so a
+  version reads a prefix by comparing with its counts (``bisect``): no per-version copy, no stamps.
+- The few values that change (run status, thread tips, branch choices, relay decisions, usage,
+  spawn links) live in fat-node `convograph.versioned` maps stamped with the version: O(1) memory
+  per change, every version readable.
+- Only the head of a lineage is extended in place. Extending an older version replays its log
+  prefix into a new lineage once (O(n)), then it is O(1) per step again. Reducer-only state (open
+  message, key counters, outstanding calls) is therefore only ever read at the head.
+
+So every ``reduce`` returns a new `Conversation` and every older one keeps answering exactly as
+before (property-tested in ``tests/test_hypergraph_properties.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from typing import Any, Final, Literal
+
+import msgspec
+
+from convograph.events.types import Event
+from convograph.versioned import VersionedList, VersionedListMap, VersionedMap
+
+__all__ = [
+    "MAIN_THREAD",
+    "STREAM_RUN_ID",
+    "Conversation",
+    "Diagnostic",
+    "RelayDecision",
+    "RunStatus",
+    "SpawnKind",
+    "SummaryInfo",
+    "UsageTotals",
+    "ViewOptions",
+    "create_conversation",
+]
+
+MAIN_THREAD: Final = "main"
+"""Id of the top-level thread."""
+
+STREAM_RUN_ID: Final = "_stream"
+"""Run id given to run-less ``error`` events (server-level failures)."""
+
+RunStatus = Literal["streaming", "complete", "error", "aborted"]
+"""``aborted``: a run with a lifecycle that had not ended when the stream was closed."""
+
+SpawnKind = Literal["subagent", "repl", "call", "reply"]
+"""How a run was started: by a tool call / relay (``subagent``), by a ``repl_input`` (``repl``), as a
+provider call of a run (``call``: ``parentId`` is a run id) or in reply to another block (``reply``)."""
+
+
+class ViewOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Selective-view options carried by a `Conversation` and honoured by the projections.
+
+    - ``hide_reasoning``: reasoning blocks are left out of `queries.visible_blocks`.
+    - ``collapse_tools``: a tool call, its progress, relay and result show as the one call block.
+    - ``subagents``: ``"show"`` (nested runs are expanded), ``"collapse"`` (shown as a closed spawn,
+      contents not walked) or ``"hide"`` (not shown at all).
+    """
+
+    hide_reasoning: bool = False
+    collapse_tools: bool = False
+    subagents: Literal["show", "collapse", "hide"] = "show"
+
+
+class Diagnostic(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Something the reducer could not apply as sent (never silently dropped).
+
+    Codes: ``unresolved_parent`` (at stream end, a run's ``parentId`` never arrived),
+    ``duplicate_result`` (a second result for one tool call), ``unknown_relay`` (a decision for a
+    relay that never arrived).
+    """
+
+    code: str
+    message: str
+    subject: str
+
+
+class UsageTotals(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    calls: int = 0
+    """Number of ``usage`` events summed."""
+
+
+class RelayDecision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    relay_id: str
+    approved: bool
+    reason: str | None = None
+    tool: str | None = None
+
+
+class SummaryInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Provenance of a summary message: what it replaces, its text, who made it and when."""
+
+    source_ids: tuple[str, ...]
+    text: str
+    model: str | None = None
+    created_at: str | None = None
+
+
+# --- storage records (internal; read through `queries`) ---------------------------------------------
+
+
+class _Block:
+    """A block. ``chunks`` is append-only (monotone chunk indexes)."""
+
+    __slots__ = ("chunks", "id", "index", "key", "kind", "message", "run")
+
+    def __init__(self, index: int, block_id: str, key: str, kind: str, run: str, message: int) -> None:
+        self.index = index
+        self.id = block_id
+        self.key = key
+        self.kind = kind
+        self.run = run
+        self.message = message
+        self.chunks: list[int] = []
+
+
+class _Message:
+    """A message. ``blocks`` and ``children`` are append-only (monotone indexes)."""
+
+    __slots__ = ("blocks", "children", "depth", "id", "index", "parent", "role", "summary", "thread")
+
+    def __init__(self, index: int, message_id: str, thread: str, role: str, parent: int, depth: int) -> None:
+        self.index = index
+        self.id = message_id
+        self.thread = thread
+        self.role = role
+        self.parent = parent
+        """Index of the previous message in the thread's tree, -1 for a root."""
+        self.depth = depth
+        self.blocks: list[int] = []
+        self.children: list[int] = []
+        self.summary: tuple[tuple[int, ...], SummaryInfo] | None = None
+
+
+class _Run:
+    """A run. ``chunks``/``blocks`` are append-only; the rest is reducer state read at the head."""
+
+    __slots__ = (
+        "blocks",
+        "chunks",
+        "ended",
+        "id",
+        "last_block",
+        "last_key",
+        "last_message",
+        "parent_id",
+        "thread",
+    )
+
+    def __init__(self, run_id: str, thread: str, parent_id: str | None) -> None:
+        self.id = run_id
+        self.thread = thread
+        self.parent_id = parent_id
+        self.chunks: list[int] = []
+        self.blocks: list[int] = []
+        self.last_key: str | None = None
+        self.last_block: _Block | None = None
+        self.last_message: _Message | None = None
+        self.ended = False
+
+
+class _Thread:
+    """A conversational level. ``messages`` is append-only; ``open``/``after_result``/``tip`` are head
+    state (the versioned tip lives in ``_Store.tips``)."""
+
+    __slots__ = ("after_result", "id", "messages", "open", "tip")
+
+    def __init__(self, thread_id: str) -> None:
+        self.id = thread_id
+        self.messages: list[int] = []
+        self.open: _Message | None = None
+        self.tip: _Message | None = None
+        self.after_result = False
+
+
+class _Spawn(msgspec.Struct, frozen=True):
+    trigger: int
+    """Block index of the trigger."""
+    run: str
+    kind: str
+
+
+class _Store:
+    """One lineage: the log and every index derived from it. See the module docstring."""
+
+    __slots__ = (
+        "block_ids",
+        "blocks",
+        "broken",
+        "call_block",
+        "chosen",
+        "chunk_block",
+        "closed",
+        "decisions",
+        "diagnostics",
+        "events",
+        "key_count",
+        "key_latest",
+        "lock",
+        "log",
+        "message_ids",
+        "messages",
+        "meta",
+        "n_chunks",
+        "outstanding",
+        "parent_run",
+        "pending",
+        "progress",
+        "relay_block",
+        "relay_by_call",
+        "relays",
+        "result_block",
+        "runs",
+        "seen",
+        "spawn_of",
+        "spawns",
+        "status",
+        "summaries_by_first",
+        "summaries_of",
+        "threads",
+        "tips",
+        "unresolved",
+        "usage",
+        "version",
+    )
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.version = 0
+        self.broken = False
+        self.log: list[Any] = []
+        # tiers (append-only)
+        self.events: list[Event] = []
+        self.chunk_block: list[int] = []
+        self.n_chunks = 0
+        self.blocks: list[_Block] = []
+        self.messages: list[_Message] = []
+        self.block_ids: dict[str, int] = {}
+        self.message_ids: dict[str, int] = {}
+        self.runs: dict[str, _Run] = {}
+        self.threads: dict[str, _Thread] = {}
+        # write-once indexes: an entry exists at a version iff its index is below that version's count
+        self.call_block: dict[str, int] = {}
+        self.result_block: dict[str, int] = {}
+        self.relay_by_call: dict[str, int] = {}
+        self.relay_block: dict[str, int] = {}
+        self.relays: list[int] = []
+        self.progress: dict[str, list[int]] = {}
+        self.summaries_by_first: dict[int, list[int]] = {}
+        self.summaries_of: dict[int, list[int]] = {}
+        self.seen: dict[str, int] = {}
+        # head-only reducer state
+        self.key_latest: dict[str, int] = {}
+        self.key_count: dict[str, int] = {}
+        self.outstanding: dict[str, list[str]] = {}
+        self.pending: dict[str, list[str]] = {}
+        self.closed = False
+        # versioned values
+        self.tips: VersionedMap[str, int] = VersionedMap()
+        self.status: VersionedMap[str, str] = VersionedMap()
+        self.parent_run: VersionedMap[str, str] = VersionedMap()
+        self.spawn_of: VersionedMap[str, _Spawn] = VersionedMap()
+        self.spawns: VersionedListMap[int, _Spawn] = VersionedListMap()
+        self.chosen: VersionedMap[int, int] = VersionedMap()
+        self.decisions: VersionedMap[str, RelayDecision] = VersionedMap()
+        self.usage: VersionedMap[str, UsageTotals] = VersionedMap()
+        self.unresolved: VersionedMap[str, tuple[str, ...]] = VersionedMap()
+        self.meta: VersionedMap[str, Any] = VersionedMap()
+        self.diagnostics: VersionedList[Diagnostic] = VersionedList()
+
+
+class Conversation:
+    """One immutable version of a conversation hypergraph.
+
+    Read it with `convograph.hypergraph.queries` and `default_active`; change it only through
+    `reduce_conversation` and the operations, which return new values. ``view`` holds the selective
+    view options (`with_view`), which do not change the data.
+    """
+
+    __slots__ = ("_n_blocks", "_n_chunks", "_n_messages", "_store", "_version", "view")
+
+    def __init__(
+        self,
+        store: _Store,
+        version: int,
+        n_chunks: int,
+        n_blocks: int,
+        n_messages: int,
+        view: ViewOptions,
+    ) -> None:
+        self._store = store
+        self._version = version
+        self._n_chunks = n_chunks
+        self._n_blocks = n_blocks
+        self._n_messages = n_messages
+        self.view = view
+
+    @property
+    def version(self) -> int:
+        """Number of log entries (events and operations) applied to reach this version."""
+        return self._version
+
+    @property
+    def chunk_count(self) -> int:
+        return self._n_chunks
+
+    @property
+    def block_count(self) -> int:
+        return self._n_blocks
+
+    @property
+    def message_count(self) -> int:
+        return self._n_messages
+
+    def with_view(self, view: ViewOptions) -> Conversation:
+        """The same version with other view options. O(1)."""
+        return Conversation(
+            self._store, self._version, self._n_chunks, self._n_blocks, self._n_messages, view
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Conversation(version={self._version}, chunks={self._n_chunks}, "
+            f"blocks={self._n_blocks}, messages={self._n_messages})"
+        )
+
+
+DEFAULT_VIEW: Final = ViewOptions()
+
+
+def create_conversation(view: ViewOptions | None = None) -> Conversation:
+    """An empty conversation."""
+    return Conversation(_Store(), 0, 0, 0, 0, view if view is not None else DEFAULT_VIEW)
+
+
+def snapshot_of(store: _Store, view: ViewOptions) -> Conversation:
+    """The head of ``store`` as a `Conversation`."""
+    return Conversation(store, store.version, store.n_chunks, len(store.blocks), len(store.messages), view)
+
+
+def prefix(items: list[int], limit: int) -> list[int]:
+    """The leading items of a monotone list that are below ``limit``. O(1) when all are, else
+    O(log n + answer)."""
+    if not items or items[-1] < limit:
+        return items
+    return items[: bisect_left(items, limit)]

@@ -1,0 +1,713 @@
+"""Typed read queries over one `Conversation` version, for projections and tools.
+
+Every function reads one version (older versions answer as they did) and costs O(answer size) plus
+O(log n) lookups unless stated; none scans the whole conversation except the ``iter_*`` helpers.
+
+Ids: chunks ``chunk:<n>`` (``n`` = global arrival number, also ``Chunk.seq``), blocks
+``block:<key>`` / ``block:<key>#<k>``, messages ``msg:<n>`` (main thread) / ``msg:<thread>:<n>``,
+summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this version) raise
+``KeyError`` naming the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import msgspec
+
+from convograph.events.types import Error, Event, Relay, ToolCall, ToolResult
+from convograph.hypergraph.model import (
+    MAIN_THREAD,
+    Conversation,
+    Diagnostic,
+    RelayDecision,
+    RunStatus,
+    SummaryInfo,
+    UsageTotals,
+    _Block,
+    _Message,
+    _Spawn,
+    prefix,
+)
+
+__all__ = [
+    "Block",
+    "Chunk",
+    "Message",
+    "MessageHealth",
+    "RelayInfo",
+    "RunInfo",
+    "SpawnInfo",
+    "ToolCallInfo",
+    "block_of",
+    "blocks_of",
+    "children_of",
+    "chunks_of",
+    "diagnostics",
+    "get_block",
+    "get_chunk",
+    "get_message",
+    "is_stream_closed",
+    "iter_blocks",
+    "iter_chunks",
+    "iter_messages",
+    "message_health",
+    "message_of",
+    "parent_of",
+    "pending_relays",
+    "relay_info",
+    "relays",
+    "run_blocks",
+    "run_chunks",
+    "run_ids",
+    "run_info",
+    "run_status",
+    "session_id",
+    "siblings_of",
+    "sources_of",
+    "spawn_of",
+    "spawns_from",
+    "summaries_of",
+    "thread_ids",
+    "thread_messages",
+    "tool_call",
+    "tool_call_for_block",
+    "unresolved_parents",
+    "usage_totals",
+    "visible_blocks",
+    "visible_spawns",
+]
+
+
+# --- records ----------------------------------------------------------------------------------------
+
+
+class Chunk(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One event as stored. ``seq`` is the global arrival number (1-based) in this conversation."""
+
+    id: str
+    seq: int
+    kind: str
+    run_id: str
+    block_id: str
+    event: Event
+
+
+class Block(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Consecutive chunks of one run with one block key. ``kind`` is the first chunk's event type,
+    or ``"tool_error"`` for a tool exception reported as an ``error`` event."""
+
+    id: str
+    key: str
+    kind: str
+    run_id: str
+    message_id: str
+    chunk_ids: tuple[str, ...]
+    first_seq: int
+    last_seq: int
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One turn of one thread. ``role`` is ``user``, ``assistant`` or ``summary``; ``parent_id`` is
+    the previous message on its branch (``None`` for the first)."""
+
+    id: str
+    thread_id: str
+    role: str
+    parent_id: str | None
+    depth: int
+    block_ids: tuple[str, ...]
+    summary: SummaryInfo | None = None
+
+
+class SpawnInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A ``spawn`` hyperedge: ``trigger_block_id`` started ``run_id``, whose first chunk is
+    ``invocation_chunk_id``. ``thread_id`` is where the spawned run's messages live."""
+
+    id: str
+    kind: str
+    trigger_block_id: str
+    trigger_run_id: str
+    run_id: str
+    invocation_chunk_id: str
+    thread_id: str
+
+
+class RunInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    id: str
+    thread_id: str
+    parent_id: str | None
+    """``parentId`` as sent on the run's first event."""
+    parent_run_id: str | None
+    """The run this run belongs to (``call``) or was spawned by (``subagent``/``repl``)."""
+    status: RunStatus
+    has_lifecycle: bool
+    spawn: SpawnInfo | None
+    first_seq: int
+    agent_id: str | None
+
+
+class ToolCallInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A tool call with everything attached to it, whichever order it arrived in.
+
+    ``status``: ``pending`` (no result yet), ``complete``, ``error`` (an ``error`` output or a tool
+    exception) or ``denied`` (the relay was refused). ``synthesized`` is True when no ``tool_call``
+    event arrived (a denied call): ``name``/``input`` then come from the relay or the result.
+    """
+
+    call_id: str
+    name: str
+    input: Any
+    status: Literal["pending", "complete", "error", "denied"]
+    synthesized: bool
+    run_id: str
+    call_block_id: str | None
+    result_block_id: str | None
+    output: Any = None
+    error: str | None = None
+    relay_id: str | None = None
+    progress_chunk_ids: tuple[str, ...] = ()
+
+
+class RelayInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A permission relay. ``status``: ``pending``, ``approved``, ``denied``, or ``resolved`` (the
+    call went ahead or got a result without a recorded decision)."""
+
+    relay_id: str
+    tool_call_id: str
+    tool: str
+    params: dict[str, Any]
+    run_id: str
+    block_id: str
+    status: Literal["pending", "approved", "denied", "resolved"]
+    decision: RelayDecision | None
+
+
+class MessageHealth(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Whether a branch may start after this message (``clean``): no run-level error, no errored
+    or aborted run, and no tool call without a result."""
+
+    status: RunStatus
+    unresolved_call_ids: tuple[str, ...]
+    has_error: bool
+
+    @property
+    def clean(self) -> bool:
+        return not self.has_error and not self.unresolved_call_ids and self.status not in ("error", "aborted")
+
+
+# --- id helpers -------------------------------------------------------------------------------------
+
+
+def chunk_id(index: int) -> str:
+    return f"chunk:{index + 1}"
+
+
+def _chunk_index(conv: Conversation, cid: str) -> int:
+    if cid.startswith("chunk:"):
+        try:
+            index = int(cid[6:]) - 1
+        except ValueError:
+            index = -1
+        if 0 <= index < conv._n_chunks:
+            return index
+    raise KeyError(f"no chunk {cid!r} in this conversation version")
+
+
+def _block(conv: Conversation, block_id: str) -> _Block:
+    index = conv._store.block_ids.get(block_id)
+    if index is None or index >= conv._n_blocks:
+        raise KeyError(f"no block {block_id!r} in this conversation version")
+    return conv._store.blocks[index]
+
+
+def _message(conv: Conversation, message_id: str) -> _Message:
+    index = conv._store.message_ids.get(message_id)
+    if index is None or index >= conv._n_messages:
+        raise KeyError(f"no message {message_id!r} in this conversation version")
+    return conv._store.messages[index]
+
+
+def _chunk_record(conv: Conversation, index: int) -> Chunk:
+    s = conv._store
+    event = s.events[index]
+    block = s.blocks[s.chunk_block[index]]
+    return Chunk(
+        id=chunk_id(index), seq=index + 1, kind=event.type, run_id=block.run, block_id=block.id, event=event
+    )
+
+
+def _block_record(conv: Conversation, block: _Block) -> Block:
+    chunks = prefix(block.chunks, conv._n_chunks)
+    return Block(
+        id=block.id,
+        key=block.key,
+        kind=block.kind,
+        run_id=block.run,
+        message_id=conv._store.messages[block.message].id,
+        chunk_ids=tuple(chunk_id(i) for i in chunks),
+        first_seq=chunks[0] + 1,
+        last_seq=chunks[-1] + 1,
+    )
+
+
+def _message_record(conv: Conversation, message: _Message) -> Message:
+    s = conv._store
+    return Message(
+        id=message.id,
+        thread_id=message.thread,
+        role=message.role,
+        parent_id=s.messages[message.parent].id if message.parent >= 0 else None,
+        depth=message.depth,
+        block_ids=tuple(s.blocks[i].id for i in prefix(message.blocks, conv._n_blocks)),
+        summary=message.summary[1] if message.summary is not None else None,
+    )
+
+
+# --- tiers ------------------------------------------------------------------------------------------
+
+
+def get_chunk(conv: Conversation, cid: str) -> Chunk:
+    return _chunk_record(conv, _chunk_index(conv, cid))
+
+
+def get_block(conv: Conversation, block_id: str) -> Block:
+    return _block_record(conv, _block(conv, block_id))
+
+
+def get_message(conv: Conversation, message_id: str) -> Message:
+    return _message_record(conv, _message(conv, message_id))
+
+
+def chunks_of(conv: Conversation, block_id: str) -> tuple[Chunk, ...]:
+    """The block's chunks in arrival order."""
+    block = _block(conv, block_id)
+    return tuple(_chunk_record(conv, i) for i in prefix(block.chunks, conv._n_chunks))
+
+
+def blocks_of(conv: Conversation, message_id: str) -> tuple[Block, ...]:
+    """The message's blocks in arrival order (a summary has one block holding its text)."""
+    message = _message(conv, message_id)
+    blocks = conv._store.blocks
+    return tuple(_block_record(conv, blocks[i]) for i in prefix(message.blocks, conv._n_blocks))
+
+
+def block_of(conv: Conversation, cid: str) -> Block:
+    s = conv._store
+    return _block_record(conv, s.blocks[s.chunk_block[_chunk_index(conv, cid)]])
+
+
+def message_of(conv: Conversation, block_id: str) -> Message:
+    return _message_record(conv, conv._store.messages[_block(conv, block_id).message])
+
+
+def parent_of(conv: Conversation, message_id: str) -> Message | None:
+    message = _message(conv, message_id)
+    if message.parent < 0:
+        return None
+    return _message_record(conv, conv._store.messages[message.parent])
+
+
+def children_of(conv: Conversation, message_id: str) -> tuple[Message, ...]:
+    """Messages that continue ``message_id`` (more than one = a branch point), oldest first."""
+    message = _message(conv, message_id)
+    messages = conv._store.messages
+    return tuple(_message_record(conv, messages[i]) for i in prefix(message.children, conv._n_messages))
+
+
+def siblings_of(conv: Conversation, message_id: str) -> tuple[Message, ...]:
+    """Every alternative at ``message_id``'s position (itself included), oldest first. Roots of a
+    thread are siblings of each other."""
+    message = _message(conv, message_id)
+    s = conv._store
+    if message.role == "summary":
+        return (_message_record(conv, message),)
+    if message.parent >= 0:
+        indexes = prefix(s.messages[message.parent].children, conv._n_messages)
+    else:
+        thread = s.threads[message.thread]
+        indexes = [
+            i
+            for i in prefix(thread.messages, conv._n_messages)
+            if s.messages[i].parent < 0 and s.messages[i].role != "summary"
+        ]
+    return tuple(_message_record(conv, s.messages[i]) for i in indexes)
+
+
+def sources_of(conv: Conversation, summary_id: str) -> tuple[Message, ...]:
+    """The messages a summary replaces ([] for a non-summary)."""
+    message = _message(conv, summary_id)
+    if message.summary is None:
+        return ()
+    messages = conv._store.messages
+    return tuple(_message_record(conv, messages[i]) for i in message.summary[0])
+
+
+def summaries_of(conv: Conversation, message_id: str) -> tuple[Message, ...]:
+    """Every summary that lists ``message_id`` among its sources, oldest first."""
+    message = _message(conv, message_id)
+    s = conv._store
+    found = prefix(s.summaries_of.get(message.index, []), conv._n_messages)
+    return tuple(_message_record(conv, s.messages[i]) for i in found)
+
+
+def thread_ids(conv: Conversation) -> tuple[str, ...]:
+    """Threads that have messages at this version, ``"main"`` first. O(threads)."""
+    s = conv._store
+    out = [
+        t.id
+        for t in s.threads.values()
+        if t.messages and t.messages[0] < conv._n_messages and t.id != MAIN_THREAD
+    ]
+    main = s.threads.get(MAIN_THREAD)
+    if main is not None and main.messages and main.messages[0] < conv._n_messages:
+        out.insert(0, MAIN_THREAD)
+    return tuple(out)
+
+
+def thread_messages(conv: Conversation, thread_id: str) -> tuple[Message, ...]:
+    """Every message of a thread (all branches, summaries included) in creation order."""
+    thread = conv._store.threads.get(thread_id)
+    if thread is None:
+        return ()
+    messages = conv._store.messages
+    return tuple(_message_record(conv, messages[i]) for i in prefix(thread.messages, conv._n_messages))
+
+
+def iter_chunks(conv: Conversation) -> Iterator[Chunk]:
+    """All chunks in arrival order. O(n)."""
+    for i in range(conv._n_chunks):
+        yield _chunk_record(conv, i)
+
+
+def iter_blocks(conv: Conversation) -> Iterator[Block]:
+    """All blocks in creation order. O(n)."""
+    blocks = conv._store.blocks
+    for i in range(conv._n_blocks):
+        yield _block_record(conv, blocks[i])
+
+
+def iter_messages(conv: Conversation) -> Iterator[Message]:
+    """All messages in creation order. O(n)."""
+    messages = conv._store.messages
+    for i in range(conv._n_messages):
+        yield _message_record(conv, messages[i])
+
+
+# --- runs -------------------------------------------------------------------------------------------
+
+
+def run_ids(conv: Conversation) -> tuple[str, ...]:
+    """Runs in order of first arrival. O(runs)."""
+    n = conv._n_chunks
+    return tuple(r.id for r in conv._store.runs.values() if r.chunks and r.chunks[0] < n)
+
+
+def _run(conv: Conversation, run_id: str) -> Any:
+    run = conv._store.runs.get(run_id)
+    if run is None or not run.chunks or run.chunks[0] >= conv._n_chunks:
+        raise KeyError(f"no run {run_id!r} in this conversation version")
+    return run
+
+
+def run_status(conv: Conversation, run_id: str) -> RunStatus:
+    """The run's status; a run without a lifecycle takes its nearest ancestor's. After
+    `close_stream`, runs still streaming are ``aborted`` (with a lifecycle) or ``complete``.
+    O(ancestor depth), guarded against cycles."""
+    s = conv._store
+    version = conv._version
+    closed = bool(s.meta.get_at("closed", version, False))
+    seen: set[str] = set()
+    current: str | None = run_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        status = s.status.get_at(current, version)
+        if status is not None:
+            if status == "streaming" and closed:
+                return "aborted"
+            return status  # type: ignore[return-value]
+        current = s.parent_run.get_at(current, version)
+    return "complete" if closed else "streaming"
+
+
+def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:
+    s = conv._store
+    trigger = s.blocks[spawn.trigger]
+    run = s.runs[spawn.run]
+    first = run.chunks[0]
+    return SpawnInfo(
+        id=f"spawn:{trigger.id}:{chunk_id(first)}",
+        kind=spawn.kind,
+        trigger_block_id=trigger.id,
+        trigger_run_id=trigger.run,
+        run_id=spawn.run,
+        invocation_chunk_id=chunk_id(first),
+        thread_id=run.thread,
+    )
+
+
+def spawn_of(conv: Conversation, run_id: str) -> SpawnInfo | None:
+    """The spawn edge that started ``run_id`` (None for a root or a still-unresolved parent)."""
+    spawn = conv._store.spawn_of.get_at(run_id, conv._version)
+    return None if spawn is None else _spawn_record(conv, spawn)
+
+
+def spawns_from(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
+    """Runs started by this block (tool call, repl_input, ...) in order of linking."""
+    block = _block(conv, block_id)
+    spawns = conv._store.spawns.get_at(block.index, conv._version)
+    return tuple(_spawn_record(conv, sp) for sp in spawns)
+
+
+def run_info(conv: Conversation, run_id: str) -> RunInfo:
+    run = _run(conv, run_id)
+    s = conv._store
+    first_event = s.events[run.chunks[0]]
+    start = s.block_ids.get(f"block:{run_id}:harness_start")
+    has_lifecycle = start is not None and start < conv._n_blocks
+    return RunInfo(
+        id=run_id,
+        thread_id=run.thread,
+        parent_id=run.parent_id,
+        parent_run_id=s.parent_run.get_at(run_id, conv._version),
+        status=run_status(conv, run_id),
+        has_lifecycle=has_lifecycle,
+        spawn=spawn_of(conv, run_id),
+        first_seq=run.chunks[0] + 1,
+        agent_id=first_event.agent_id,
+    )
+
+
+def run_chunks(conv: Conversation, run_id: str) -> tuple[Chunk, ...]:
+    """The run's chunks in order (the REPL view's input). O(run size)."""
+    run = _run(conv, run_id)
+    return tuple(_chunk_record(conv, i) for i in prefix(run.chunks, conv._n_chunks))
+
+
+def run_blocks(conv: Conversation, run_id: str) -> tuple[Block, ...]:
+    run = _run(conv, run_id)
+    blocks = conv._store.blocks
+    return tuple(_block_record(conv, blocks[i]) for i in prefix(run.blocks, conv._n_blocks))
+
+
+# --- tools, relays, usage ----------------------------------------------------------------------------
+
+
+def _live(index: int | None, limit: int) -> int | None:
+    return index if index is not None and index < limit else None
+
+
+def tool_call(conv: Conversation, call_id: str) -> ToolCallInfo | None:
+    """Everything known about one tool call, or None if neither call nor result has arrived."""
+    s = conv._store
+    nb = conv._n_blocks
+    call_b = _live(s.call_block.get(call_id), nb)
+    result_b = _live(s.result_block.get(call_id), nb)
+    relay_b = _live(s.relay_by_call.get(call_id), nb)
+    if call_b is None and result_b is None:
+        return None
+    relay_event: Relay | None = None
+    if relay_b is not None:
+        relay_event = s.events[s.blocks[relay_b].chunks[0]]  # type: ignore[assignment]
+    name: str = "unknown"
+    call_input: Any = None
+    if call_b is not None:
+        call_event = s.events[s.blocks[call_b].chunks[0]]
+        assert isinstance(call_event, ToolCall)
+        name, call_input, run_id = call_event.name, call_event.input, s.blocks[call_b].run
+    elif relay_event is not None:
+        name, call_input, run_id = relay_event.tool, relay_event.params, relay_event.run_id
+    else:
+        run_id = s.blocks[result_b].run  # type: ignore[index]
+    status: Literal["pending", "complete", "error", "denied"] = "pending"
+    output: Any = None
+    error: str | None = None
+    if result_b is not None:
+        result_event = s.events[s.blocks[result_b].chunks[0]]
+        if isinstance(result_event, Error):
+            status, error, output = "error", result_event.message, {"error": result_event.message}
+        else:
+            assert isinstance(result_event, ToolResult)
+            output = result_event.output
+            if call_b is None:
+                name = result_event.name if name == "unknown" else name
+            status = "complete"
+            if isinstance(output, dict):
+                if output.get("status") == "denied":
+                    status = "denied"
+                elif "error" in output:
+                    status, error = "error", str(output["error"])
+    progress = prefix(s.progress.get(call_id, []), conv._n_chunks)
+    return ToolCallInfo(
+        call_id=call_id,
+        name=name,
+        input=call_input,
+        status=status,
+        synthesized=call_b is None,
+        run_id=run_id,
+        call_block_id=s.blocks[call_b].id if call_b is not None else None,
+        result_block_id=s.blocks[result_b].id if result_b is not None else None,
+        output=output,
+        error=error,
+        relay_id=relay_event.id if relay_event is not None else None,
+        progress_chunk_ids=tuple(chunk_id(i) for i in progress),
+    )
+
+
+def tool_call_for_block(conv: Conversation, block_id: str) -> ToolCallInfo | None:
+    """The tool call a tool_call / tool_result / tool_error / tool_progress / relay block belongs to."""
+    block = _block(conv, block_id)
+    event: Any = conv._store.events[block.chunks[0]]
+    call_id: str
+    if block.kind in ("tool_call", "tool_result"):
+        call_id = event.id
+    elif block.kind in ("tool_progress", "relay"):
+        call_id = event.tool_call_id
+    elif block.kind == "tool_error":
+        call_id = block.key.removesuffix(":result")
+    else:
+        return None
+    return tool_call(conv, call_id)
+
+
+def _relay_record(conv: Conversation, block_index: int) -> RelayInfo:
+    s = conv._store
+    block = s.blocks[block_index]
+    event = s.events[block.chunks[0]]
+    assert isinstance(event, Relay)
+    decision = s.decisions.get_at(event.id, conv._version)
+    status: Literal["pending", "approved", "denied", "resolved"]
+    if decision is not None:
+        status = "approved" if decision.approved else "denied"
+    elif (
+        _live(s.call_block.get(event.tool_call_id), conv._n_blocks) is not None
+        or _live(s.result_block.get(event.tool_call_id), conv._n_blocks) is not None
+    ):
+        status = "resolved"
+    else:
+        status = "pending"
+    return RelayInfo(
+        relay_id=event.id,
+        tool_call_id=event.tool_call_id,
+        tool=event.tool,
+        params=event.params,
+        run_id=block.run,
+        block_id=block.id,
+        status=status,
+        decision=decision,
+    )
+
+
+def relays(conv: Conversation) -> tuple[RelayInfo, ...]:
+    """Every relay in arrival order with its status. O(relays)."""
+    return tuple(_relay_record(conv, b) for b in prefix(conv._store.relays, conv._n_blocks))
+
+
+def pending_relays(conv: Conversation) -> tuple[RelayInfo, ...]:
+    """Relays still waiting for a decision. O(relays)."""
+    return tuple(r for r in relays(conv) if r.status == "pending")
+
+
+def relay_info(conv: Conversation, relay_id: str) -> RelayInfo | None:
+    index = _live(conv._store.relay_block.get(relay_id), conv._n_blocks)
+    return None if index is None else _relay_record(conv, index)
+
+
+def usage_totals(conv: Conversation, run_id: str | None = None) -> UsageTotals:
+    """Summed ``usage`` events of one run, or of the whole conversation. O(1)."""
+    totals = conv._store.usage.get_at(run_id if run_id is not None else "", conv._version)
+    return totals if totals is not None else UsageTotals()
+
+
+def unresolved_parents(conv: Conversation) -> dict[str, tuple[str, ...]]:
+    """``parentId`` values that have not arrived -> the runs waiting for them. O(unresolved)."""
+    return {key: tuple(value) for key, value in _items_at(conv)}
+
+
+def _items_at(conv: Conversation) -> Iterator[tuple[str, tuple[str, ...]]]:
+    unresolved = conv._store.unresolved
+    for key in unresolved.keys_at(conv._version):
+        value = unresolved.get_at(key, conv._version)
+        if value is not None:
+            yield key, value
+
+
+def diagnostics(conv: Conversation) -> tuple[Diagnostic, ...]:
+    return conv._store.diagnostics.get_at(conv._version)
+
+
+def session_id(conv: Conversation) -> str | None:
+    value: str | None = conv._store.meta.get_at("session_id", conv._version)
+    return value
+
+
+def is_stream_closed(conv: Conversation) -> bool:
+    return bool(conv._store.meta.get_at("closed", conv._version, False))
+
+
+def message_health(conv: Conversation, message_id: str) -> MessageHealth:
+    """Status of a message from its blocks' runs. O(blocks of the message)."""
+    message = _message(conv, message_id)
+    s = conv._store
+    has_error = False
+    unresolved: list[str] = []
+    statuses: set[str] = set()
+    runs_seen: set[str] = set()
+    for b in prefix(message.blocks, conv._n_blocks):
+        block = s.blocks[b]
+        if block.kind == "error":
+            has_error = True
+        elif block.kind == "tool_call":
+            call_event: Any = s.events[block.chunks[0]]
+            call_id: str = call_event.id
+            if _live(s.result_block.get(call_id), conv._n_blocks) is None:
+                unresolved.append(call_id)
+        if block.run not in runs_seen:
+            runs_seen.add(block.run)
+            statuses.add(run_status(conv, block.run))
+    status: RunStatus
+    if "error" in statuses:
+        status = "error"
+    elif "aborted" in statuses:
+        status = "aborted"
+    elif "streaming" in statuses:
+        status = "streaming"
+    else:
+        status = "complete"
+    return MessageHealth(status=status, unresolved_call_ids=tuple(unresolved), has_error=has_error)
+
+
+# --- selective views --------------------------------------------------------------------------------
+
+_FOLDED_INTO_CALL = frozenset({"tool_result", "tool_error", "tool_progress", "relay"})
+
+
+def visible_blocks(conv: Conversation, message_id: str) -> tuple[Block, ...]:
+    """The message's blocks as ``conv.view`` shows them: reasoning dropped when ``hide_reasoning``;
+    results, progress and relays folded into their call when ``collapse_tools`` (a denied call with
+    no ``tool_call`` event keeps its result block, which stands for the call)."""
+    view = conv.view
+    blocks = blocks_of(conv, message_id)
+    if not view.hide_reasoning and not view.collapse_tools:
+        return blocks
+    out: list[Block] = []
+    for block in blocks:
+        if view.hide_reasoning and block.kind == "reasoning":
+            continue
+        if view.collapse_tools and block.kind in _FOLDED_INTO_CALL:
+            info = tool_call_for_block(conv, block.id)
+            if info is not None and info.call_block_id is not None:
+                continue
+        out.append(block)
+    return tuple(out)
+
+
+def visible_spawns(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
+    """`spawns_from` as ``conv.view.subagents`` shows them: ``hide`` -> none; ``show`` and
+    ``collapse`` -> all (projections expand only under ``show``). Provider ``call`` spawns are part
+    of the same thread and always returned."""
+    spawns = spawns_from(conv, block_id)
+    if conv.view.subagents == "hide":
+        return tuple(sp for sp in spawns if sp.kind in ("call", "reply"))
+    return spawns

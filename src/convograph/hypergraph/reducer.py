@@ -1,0 +1,579 @@
+"""The conversation reducer: wire events -> chunks, blocks, messages, spawns, run state.
+
+Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has the full rules):
+
+1. Duplicate ``eventId`` -> no-op (the same `Conversation` is returned).
+2. ``connected`` records the session id; ``relay_resolved`` records the decision. No chunk.
+3. Every other event becomes chunk ``chunk:<n>`` (``n`` = global arrival number).
+4. Block key as upstream (``<runId>:<id>`` for text/reasoning, ``<id>`` for tool_call / relay /
+   repl_input, ``<id>:result``, ``<id>:progress``, ``<id>:output``, ``<runId>:<type>``), except
+   tool_progress joins ``<toolCallId>:progress`` and a tool exception joins ``<callId>:result``. The
+   chunk joins the run's last block when the key matches, else opens a new block whose id is
+   ``block:<key>``, or ``block:<key>#<k>`` for the k-th reuse of a key: ids never collide.
+5. A run's first event resolves ``parentId``: a run id -> same thread (a provider ``call``, threaded
+   after the parent's current last block); a tool_call / relay / tool_progress / repl_input block ->
+   a nested thread (``subagent`` / ``repl``); any other block -> the same thread (``reply``). An
+   unknown parent makes the run a provisional nested thread, listed in `unresolved_parents` until
+   the parent arrives and links it.
+6. A new block joins its thread's open message in **arrival order**. A ``user`` block is a message
+   of its own at the thread's tip. A text/reasoning block after a tool result / repl_output opens the
+   next message; ``harness_end`` closes the open message; a block of an ended run rejoins that run's
+   last message.
+7. Run status: ``harness_start`` -> streaming, ``harness_end`` -> complete (unless error), a
+   run-level ``error`` -> error. Lifecycle-less runs inherit from their nearest ancestor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from convograph.events import codec
+from convograph.events.types import (
+    Connected,
+    Error,
+    Event,
+    HarnessEnd,
+    HarnessStart,
+    Reasoning,
+    Relay,
+    RelayResolved,
+    ReplInput,
+    ReplOutput,
+    ReplProgress,
+    Text,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    Usage,
+    User,
+    _Event,
+)
+from convograph.hypergraph.model import (
+    MAIN_THREAD,
+    STREAM_RUN_ID,
+    Conversation,
+    Diagnostic,
+    RelayDecision,
+    UsageTotals,
+    _Block,
+    _Message,
+    _Run,
+    _Spawn,
+    _Store,
+    _Thread,
+    snapshot_of,
+)
+
+__all__ = [
+    "EventLike",
+    "apply_entry",
+    "commit",
+    "reduce_conversation",
+    "reduce_conversation_events",
+]
+
+EventLike = Event | Mapping[str, Any] | str | bytes
+
+
+def _as_event(event: EventLike) -> Event:
+    if isinstance(event, _Event):
+        return event
+    return codec.parse_event(event)
+
+
+def reduce_conversation(conversation: Conversation, event: EventLike) -> Conversation:
+    """Apply one event; return the new conversation (``conversation`` itself for a duplicate).
+
+    ``event`` may be an `Event` or its wire form (mapping, str, bytes); invalid input raises
+    `convograph.EventError` and changes nothing. The input is never changed.
+    """
+    if not isinstance(event, _Event):
+        event = codec.parse_event(event)
+    event_id = event.event_id
+    if event_id is not None:
+        seen_at = conversation._store.seen.get(event_id)
+        if seen_at is not None and seen_at <= conversation._version:
+            return conversation
+    return commit(conversation, event)
+
+
+def reduce_conversation_events(conversation: Conversation, events: Iterable[EventLike]) -> Conversation:
+    """Apply events in order. The batch is validated whole first: one bad event applies none."""
+    parsed: list[Event] = []
+    for index, event in enumerate(events):
+        try:
+            parsed.append(_as_event(event))
+        except codec.EventError as exc:
+            if exc.index is None:
+                exc.index = index
+                exc.args = (exc._render(),)
+            raise
+    for event in parsed:
+        conversation = reduce_conversation(conversation, event)
+    return conversation
+
+
+# --- lineage machinery -----------------------------------------------------------------------------
+
+
+def commit(conversation: Conversation, entry: Any) -> Conversation:
+    """Apply one log entry (an `Event` or an operation) on top of ``conversation``.
+
+    At the head of its lineage this is in place (O(1) + the entry's own cost); otherwise the log
+    prefix is replayed into a new lineage first (O(n) once).
+    """
+    store = conversation._store
+    with store.lock:
+        if store.version != conversation._version or store.broken:
+            store = replay(store, conversation._version)
+        try:
+            changed = apply_entry(store, entry)
+        except BaseException:
+            store.broken = True
+            raise
+        if not changed:
+            return conversation
+        store.version += 1
+        store.log.append(entry)
+        if isinstance(entry, _Event) and entry.event_id is not None:
+            store.seen[entry.event_id] = store.version
+        return snapshot_of(store, conversation.view)
+
+
+def replay(store: _Store, version: int) -> _Store:
+    """A new lineage holding exactly the first ``version`` log entries of ``store``. O(version)."""
+    fresh = _Store()
+    for entry in store.log[:version]:
+        if apply_entry(fresh, entry):
+            fresh.version += 1
+            fresh.log.append(entry)
+            if isinstance(entry, _Event) and entry.event_id is not None:
+                fresh.seen[entry.event_id] = fresh.version
+    return fresh
+
+
+def apply_entry(store: _Store, entry: Any) -> bool:
+    """Apply one entry with stamp ``store.version + 1``; False when nothing changes."""
+    if isinstance(entry, _Event):
+        return _apply_event(store, entry)  # type: ignore[arg-type]
+    changed: bool = entry.apply(store)
+    return changed
+
+
+# --- block keys -------------------------------------------------------------------------------------
+
+
+def _key_run_id(event: Any) -> str:
+    return f"{event.run_id}:{event.id}"
+
+
+def _key_id(event: Any) -> str:
+    key: str = event.id
+    return key
+
+
+def _key_result(event: Any) -> str:
+    return f"{event.id}:result"
+
+
+def _key_tool_progress(event: Any) -> str:
+    return f"{event.tool_call_id}:progress"
+
+
+def _key_repl_progress(event: Any) -> str:
+    return f"{event.id}:progress"
+
+
+def _key_repl_output(event: Any) -> str:
+    return f"{event.id}:output"
+
+
+def _key_lifecycle(event: Any) -> str:
+    run_id = event.run_id if event.run_id is not None else STREAM_RUN_ID
+    return f"{run_id}:{event.type}"
+
+
+_KEYS: Final[dict[type[Any], Callable[[Any], str]]] = {
+    Text: _key_run_id,
+    Reasoning: _key_run_id,
+    ToolCall: _key_id,
+    Relay: _key_id,
+    ReplInput: _key_id,
+    ToolProgress: _key_tool_progress,
+    ToolResult: _key_result,
+    ReplProgress: _key_repl_progress,
+    ReplOutput: _key_repl_output,
+    HarnessStart: _key_lifecycle,
+    HarnessEnd: _key_lifecycle,
+    Error: _key_lifecycle,
+    Usage: _key_lifecycle,
+    User: _key_lifecycle,
+}
+
+SPAWNING_KINDS: Final = frozenset({"tool_call", "relay", "tool_progress", "repl_input"})
+"""Block kinds whose id, named as a ``parentId``, starts a nested thread."""
+
+_TEXTUAL: Final = (Text, Reasoning)
+_RESULTS: Final = (ToolResult, ReplOutput)
+
+
+# --- event application -----------------------------------------------------------------------------
+
+
+def _apply_event(s: _Store, event: Event) -> bool:
+    cls = type(event)
+    key_of = _KEYS.get(cls)
+    if key_of is None:
+        return _apply_control(s, event)
+    if s.closed:
+        s.closed = False
+        s.meta.set("closed", False, s.version + 1)
+    run_id: str = event.run_id if event.run_id is not None else STREAM_RUN_ID
+    tool_error: str | None = None
+    if cls is Error:
+        tool_error = _tool_error_call(s, run_id, event)
+        key = f"{tool_error}:result" if tool_error is not None else key_of(event)
+    else:
+        key = key_of(event)
+    run = s.runs.get(run_id)
+    index = s.n_chunks
+    if run is not None and run.last_key == key and cls is not User:
+        block = run.last_block
+        assert block is not None
+        s.events.append(event)
+        s.chunk_block.append(block.index)
+        block.chunks.append(index)
+        run.chunks.append(index)
+        s.n_chunks = index + 1
+        new_block = False
+    else:
+        if run is None:
+            run = _new_run(s, run_id, event)
+        block = _new_block(s, run, key, cls, event, index, tool_error)
+        new_block = True
+    effect = _EFFECTS.get(cls)
+    if effect is not None:
+        effect(s, run, block, event, index, new_block, tool_error)
+    return True
+
+
+def _apply_control(s: _Store, event: Event) -> bool:
+    stamp = s.version + 1
+    if isinstance(event, Connected):
+        if event.session_id is None:
+            return False
+        s.meta.set("session_id", event.session_id, stamp)
+        return True
+    if isinstance(event, RelayResolved):
+        decision = RelayDecision(
+            relay_id=event.relay_id, approved=event.approved, reason=event.reason, tool=event.tool
+        )
+        if s.decisions.get_at(event.relay_id, s.version) == decision:
+            return False
+        s.decisions.set(event.relay_id, decision, stamp)
+        if event.relay_id not in s.relay_block:
+            s.diagnostics.append(
+                Diagnostic(
+                    code="unknown_relay",
+                    subject=event.relay_id,
+                    message=f"relay_resolved names relay {event.relay_id!r}, which has not arrived",
+                ),
+                stamp,
+            )
+        return True
+    return False  # pragma: no cover - every event type is handled above
+
+
+def _tool_error_call(s: _Store, run_id: str, event: Any) -> str | None:
+    """The tool call an ``error`` reports on, if it is a tool exception rather than a run failure:
+    an explicit ``toolCallId`` extra field, else the run's newest unresolved tool call."""
+    extra = event.extra
+    if extra is not None:
+        call_id = extra.get("toolCallId")
+        if isinstance(call_id, str) and call_id in s.call_block:
+            return call_id
+    open_calls = s.outstanding.get(run_id)
+    if open_calls:
+        return open_calls[-1]
+    return None
+
+
+def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
+    parent_id: str | None = event.parent_id
+    stamp = s.version + 1
+    thread_id = MAIN_THREAD
+    spawn: _Spawn | None = None
+    parent_run: str | None = None
+    if parent_id is not None and parent_id != run_id:
+        resolved = _resolve_parent(s, parent_id, run_id)
+        if resolved is None:
+            thread_id = run_id
+            waiting = s.pending.setdefault(parent_id, [])
+            waiting.append(run_id)
+            s.unresolved.set(parent_id, tuple(waiting), stamp)
+        else:
+            thread_id, spawn, parent_run = resolved
+    run = _Run(run_id, thread_id, parent_id)
+    s.runs[run_id] = run
+    if thread_id not in s.threads:
+        s.threads[thread_id] = _Thread(thread_id)
+    if parent_run is not None:
+        s.parent_run.set(run_id, parent_run, stamp)
+    if spawn is not None:
+        s.spawn_of.set(run_id, spawn, stamp)
+        s.spawns.append(spawn.trigger, spawn, stamp)
+    if s.pending and run_id in s.pending:
+        _adopt(s, run_id)
+    return run
+
+
+def _resolve_parent(s: _Store, parent_id: str, run_id: str) -> tuple[str, _Spawn, str] | None:
+    """(thread, spawn, parent run) for a run whose parent is ``parent_id``, or None if unknown."""
+    parent = s.runs.get(parent_id)
+    if parent is not None and parent.last_block is not None:
+        trigger = parent.last_block
+        return parent.thread, _Spawn(trigger.index, run_id, "call"), parent_id
+    index = s.key_latest.get(parent_id)
+    if index is None:
+        return None
+    trigger = s.blocks[index]
+    if trigger.kind in SPAWNING_KINDS:
+        kind = "repl" if trigger.kind == "repl_input" else "subagent"
+        return run_id, _Spawn(index, run_id, kind), trigger.run
+    return s.runs[trigger.run].thread, _Spawn(index, run_id, "reply"), trigger.run
+
+
+def _adopt(s: _Store, parent_id: str) -> None:
+    """Link the runs that were waiting for ``parent_id`` (it just arrived)."""
+    stamp = s.version + 1
+    waiting = s.pending.pop(parent_id)
+    s.unresolved.delete(parent_id, stamp)
+    for child_id in waiting:
+        resolved = _resolve_parent(s, parent_id, child_id)
+        if resolved is None:  # pragma: no cover - parent_id just arrived
+            continue
+        _thread, spawn, parent_run = resolved
+        s.parent_run.set(child_id, parent_run, stamp)
+        s.spawn_of.set(child_id, spawn, stamp)
+        s.spawns.append(spawn.trigger, spawn, stamp)
+
+
+def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) -> _Message:
+    """A new message in ``thread`` after ``parent``; it becomes the thread's tip."""
+    index = len(s.messages)
+    number = len(thread.messages) + 1
+    message_id = f"msg:{number}" if thread.id == MAIN_THREAD else f"msg:{thread.id}:{number}"
+    if parent is None:
+        message = _Message(index, message_id, thread.id, role, -1, 0)
+    else:
+        message = _Message(index, message_id, thread.id, role, parent.index, parent.depth + 1)
+        parent.children.append(index)
+        if len(parent.children) > 1:
+            s.chosen.set(parent.index, index, s.version + 1)
+    s.messages.append(message)
+    s.message_ids[message_id] = index
+    thread.messages.append(index)
+    set_tip(s, thread, message)
+    return message
+
+
+def set_tip(s: _Store, thread: _Thread, message: _Message) -> None:
+    thread.tip = message
+    s.tips.set(thread.id, message.index, s.version + 1)
+
+
+def _place(s: _Store, run: _Run, cls: type[Any], thread: _Thread) -> _Message:
+    """The message a new block of ``run`` joins (see the module docstring, step 6)."""
+    if cls is User:
+        thread.open = None
+        thread.after_result = False
+        return new_message(s, thread, thread.tip, "user")
+    if run.ended and run.last_message is not None:
+        return run.last_message
+    message = thread.open
+    if message is None:
+        message = new_message(s, thread, thread.tip, "assistant")
+        thread.open = message
+        thread.after_result = False
+    elif thread.after_result and cls in _TEXTUAL:
+        message = new_message(s, thread, message, "assistant")
+        thread.open = message
+    if cls in _TEXTUAL:
+        thread.after_result = False
+    return message
+
+
+def add_block(
+    s: _Store, run: _Run, key: str, kind: str, event: Event, index: int, message: _Message
+) -> _Block:
+    """Append chunk ``index`` holding ``event`` as the first chunk of a new block in ``message``."""
+    count = s.key_count.get(key, 0) + 1
+    s.key_count[key] = count
+    block_id = f"block:{key}" if count == 1 else f"block:{key}#{count}"
+    block_index = len(s.blocks)
+    block = _Block(block_index, block_id, key, kind, run.id, message.index)
+    block.chunks.append(index)
+    s.blocks.append(block)
+    s.block_ids[block_id] = block_index
+    s.events.append(event)
+    s.chunk_block.append(block_index)
+    s.n_chunks = index + 1
+    run.chunks.append(index)
+    run.blocks.append(block_index)
+    run.last_key = key
+    run.last_block = block
+    run.last_message = message
+    message.blocks.append(block_index)
+    return block
+
+
+def _new_block(
+    s: _Store, run: _Run, key: str, cls: type[Any], event: Any, index: int, tool_error: str | None
+) -> _Block:
+    thread = s.threads[run.thread]
+    message = _place(s, run, cls, thread)
+    kind = "tool_error" if tool_error is not None else event.type
+    block = add_block(s, run, key, kind, event, index, message)
+    block_index = block.index
+    s.key_latest[key] = block_index
+    event_id = getattr(event, "id", None)
+    if event_id is not None and event_id != key:
+        s.key_latest[event_id] = block_index
+    if s.pending:
+        if key in s.pending:
+            _adopt(s, key)
+        if event_id is not None and event_id in s.pending:
+            _adopt(s, event_id)
+    if cls in _RESULTS or tool_error is not None:
+        thread.after_result = True
+    return block
+
+
+# --- per-type effects (run after the chunk is placed) ------------------------------------------------
+
+Effect = Callable[[_Store, _Run, _Block, Any, int, bool, "str | None"], None]
+
+
+def _on_harness_start(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    run.ended = False
+    if s.status.get_at(run.id, s.version) != "streaming":
+        s.status.set(run.id, "streaming", s.version + 1)
+
+
+def _on_harness_end(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    run.ended = True
+    current = s.status.get_at(run.id, s.version)
+    if current != "error" and current != "complete":
+        s.status.set(run.id, "complete", s.version + 1)
+    thread = s.threads[run.thread]
+    if thread.open is not None and thread.open.index == block.message:
+        thread.open = None
+
+
+def _on_error(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    if tool_error is not None:
+        _record_result(s, run, tool_error, block, new)
+        return
+    if s.status.get_at(run.id, s.version) != "error":
+        s.status.set(run.id, "error", s.version + 1)
+
+
+def _on_usage(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    stamp = s.version + 1
+    for key in (run.id, ""):
+        old = s.usage.get_at(key, s.version)
+        if old is None:
+            old = UsageTotals()
+        s.usage.set(
+            key,
+            UsageTotals(
+                input_tokens=old.input_tokens + event.input_tokens,
+                output_tokens=old.output_tokens + event.output_tokens,
+                cache_read_tokens=old.cache_read_tokens + (event.cache_read_tokens or 0),
+                cache_creation_tokens=old.cache_creation_tokens + (event.cache_creation_tokens or 0),
+                calls=old.calls + 1,
+            ),
+            stamp,
+        )
+
+
+def _on_tool_call(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    if not new:
+        return
+    call_id: str = event.id
+    if call_id not in s.call_block:
+        s.call_block[call_id] = block.index
+        if call_id not in s.result_block:
+            s.outstanding.setdefault(run.id, []).append(call_id)
+
+
+def _record_result(s: _Store, run: _Run, call_id: str, block: _Block, new: bool) -> None:
+    if not new:
+        return
+    if call_id in s.result_block:
+        s.diagnostics.append(
+            Diagnostic(
+                code="duplicate_result",
+                subject=call_id,
+                message=f"tool call {call_id!r} already has a result; {block.id} is kept as a second one",
+            ),
+            s.version + 1,
+        )
+        return
+    s.result_block[call_id] = block.index
+    open_calls = s.outstanding.get(run.id)
+    if open_calls and call_id in open_calls:
+        open_calls.remove(call_id)
+
+
+def _on_tool_result(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    _record_result(s, run, event.id, block, new)
+
+
+def _on_tool_progress(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    s.progress.setdefault(event.tool_call_id, []).append(index)
+
+
+def _on_relay(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    if not new or event.id in s.relay_block:
+        return
+    s.relay_block[event.id] = block.index
+    s.relays.append(block.index)
+    s.relay_by_call.setdefault(event.tool_call_id, block.index)
+
+
+def _on_user(
+    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
+) -> None:
+    if s.status.get_at(run.id, s.version) is None:
+        s.status.set(run.id, "complete", s.version + 1)
+
+
+_EFFECTS: Final[dict[type[Any], Effect]] = {
+    HarnessStart: _on_harness_start,
+    HarnessEnd: _on_harness_end,
+    Error: _on_error,
+    Usage: _on_usage,
+    ToolCall: _on_tool_call,
+    ToolResult: _on_tool_result,
+    ToolProgress: _on_tool_progress,
+    Relay: _on_relay,
+    User: _on_user,
+}
