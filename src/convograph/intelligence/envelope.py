@@ -1,0 +1,176 @@
+"""Validation of the Amplifier hook envelope ``{event, workspace, data, idempotency_key?}``.
+
+`parse_envelope` turns one request body (a mapping, or JSON ``str``/``bytes``) into an `Envelope`
+or raises `EnvelopeError`, whose ``code`` and ``message`` name the field and the problem. Every
+check is O(size of the body); nothing here does I/O.
+
+Rules (decided here, documented in ``docs/intelligence.md``):
+
+- ``event``: non-blank string, at most 200 characters.
+- ``workspace``: non-blank string (after stripping), at most 512 characters, no NUL.
+- ``data``: a JSON object carrying ``session_id`` (non-blank string, at most 512 characters, no
+  ``/``, ``\\`` or NUL: it names a blob directory) and ``timestamp`` (ISO 8601; a string without
+  a UTC offset is read as UTC — upstream read it in the server's local zone, §10 B15).
+- ``idempotency_key``: optional non-blank string, at most 512 characters. Without one, the
+  envelope's content fingerprint is the key, so a blind re-send is still a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "Envelope",
+    "EnvelopeError",
+    "base_event_id",
+    "content_fingerprint",
+    "parse_envelope",
+    "parse_timestamp_ms",
+]
+
+_MAX_NAME = 200
+_MAX_ID = 512
+_decoder = msgspec.json.Decoder()
+_sorted_encoder = msgspec.json.Encoder(order="sorted")
+
+
+class EnvelopeError(ValueError):
+    """An envelope that cannot be accepted. ``code`` is machine-readable, ``field`` the JSON path."""
+
+    def __init__(self, code: str, message: str, *, field: str | None = None, index: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.index = index
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form used in HTTP error ``details``."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            out["field"] = self.field
+        if self.index is not None:
+            out["index"] = self.index
+        return out
+
+
+class Envelope(msgspec.Struct, frozen=True):
+    """One accepted hook event. ``data`` is the original payload, unchanged.
+
+    Derived, immutable facts: ``session_id``, ``epoch_ms`` (UTC milliseconds of ``data.timestamp``),
+    ``fingerprint`` (sha256 of the canonical ``{event, data}``), ``dedupe_key`` (the idempotency
+    key, else ``"sha256:" + fingerprint``) and ``base_id`` (the seed-004 Event node id).
+    """
+
+    event: str
+    workspace: str
+    data: dict[str, Any]
+    session_id: str
+    epoch_ms: int
+    fingerprint: str
+    dedupe_key: str
+    base_id: str
+    idempotency_key: str | None = None
+
+
+def parse_timestamp_ms(value: Any, *, field: str = "data.timestamp") -> int:
+    """UTC epoch milliseconds of an ISO 8601 string; naive strings are UTC. Raises `EnvelopeError`."""
+    if not isinstance(value, str) or not value.strip():
+        raise EnvelopeError(
+            "invalid_timestamp", f"{field} must be a non-blank ISO 8601 string, got {value!r}", field=field
+        )
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise EnvelopeError(
+            "invalid_timestamp", f"{field} is not an ISO 8601 timestamp: {value!r}", field=field
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return _exact_ms(parsed)
+
+
+def _exact_ms(parsed: datetime) -> int:
+    # integer arithmetic: floor to the millisecond without float rounding surprises
+    delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def content_fingerprint(event: str, data: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical (sorted-key, compact) JSON of ``{"event", "data"}``. O(size)."""
+    return hashlib.sha256(_sorted_encoder.encode({"data": data, "event": event})).hexdigest()
+
+
+def base_event_id(session_id: str, event: str, epoch_ms: int, tool_call_id: Any) -> str:
+    """Seed-004 Event node id: ``{session_id}__{event with ':'→'_'}__{epoch_ms}[__{tool_call_id}]``.
+
+    The ``tool_call_id`` disambiguator is appended whenever ``data.tool_call_id`` is a non-blank
+    string (tool lifecycle events, and delegate events that carry one).
+    """
+    base = f"{session_id}__{event.replace(':', '_')}__{epoch_ms}"
+    if isinstance(tool_call_id, str) and tool_call_id:
+        return f"{base}__{tool_call_id}"
+    return base
+
+
+def _check_name(value: Any, field: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise EnvelopeError(
+            f"invalid_{field.split('.')[-1]}", f"{field} must be a non-blank string", field=field
+        )
+    if len(value) > limit:
+        raise EnvelopeError(
+            f"invalid_{field.split('.')[-1]}", f"{field} is longer than {limit} characters", field=field
+        )
+    if "\x00" in value:
+        raise EnvelopeError(
+            f"invalid_{field.split('.')[-1]}", f"{field} contains a NUL character", field=field
+        )
+    return value
+
+
+def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
+    """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint)."""
+    if isinstance(body, str | bytes):
+        try:
+            body = _decoder.decode(body)
+        except msgspec.DecodeError as exc:
+            raise EnvelopeError("invalid_json", f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, Mapping):
+        raise EnvelopeError("invalid_envelope", "envelope must be a JSON object")
+    event = _check_name(body.get("event"), "event", _MAX_NAME).strip()
+    workspace = _check_name(body.get("workspace"), "workspace", _MAX_ID)
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise EnvelopeError("invalid_data", "data must be a JSON object", field="data")
+    session_id = data.get("session_id")
+    if session_id is None:
+        raise EnvelopeError("missing_session_id", "data.session_id is required", field="data.session_id")
+    session_id = _check_name(session_id, "data.session_id", _MAX_ID)
+    if "/" in session_id or "\\" in session_id or session_id in (".", ".."):
+        raise EnvelopeError(
+            "invalid_session_id",
+            f"data.session_id must not contain '/' or '\\' nor be '.' or '..': {session_id!r}",
+            field="data.session_id",
+        )
+    epoch_ms = parse_timestamp_ms(data.get("timestamp"))
+    key = body.get("idempotency_key")
+    if key is not None:
+        key = _check_name(key, "idempotency_key", _MAX_ID)
+    fingerprint = content_fingerprint(event, data)
+    return Envelope(
+        event=event,
+        workspace=workspace,
+        data=data,
+        session_id=session_id,
+        epoch_ms=epoch_ms,
+        fingerprint=fingerprint,
+        dedupe_key=key if key is not None else f"sha256:{fingerprint}",
+        base_id=base_event_id(session_id, event, epoch_ms, data.get("tool_call_id")),
+        idempotency_key=key,
+    )

@@ -1,0 +1,231 @@
+"""The graph applier: journal → (collision ids, blob offload, layer 1) → graph, in batches.
+
+One background thread reads the journal after the *applied cursor*, in seq order (so each
+session's events are applied in arrival order), up to ``batch_size`` records at a time, and
+writes them with `write_batch`. The cursor lives in the graph engine beside the graphs it
+describes (``{prefix}__applied__:{journal_id}``), so a graph that loses data (an older snapshot,
+a new server) replays from where *its* data ends. Delivery into the graph is at-least-once;
+every write is a commutative MERGE, so redelivery, restarts and replays converge.
+
+Failure policy (upstream §10 B9):
+
+- `EngineUnavailable` (connection refused, server restarting): park and retry the same batch
+  with exponential back-off (0.05 s → 5 s); never dead-letter.
+- Any other error: apply the batch record by record; a record that still fails is written to
+  the journal's dead-letter table with the error and skipped. Dead letters can be listed,
+  replayed (moved to the journal tail) and purged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from convograph.intelligence.blobs import BlobStore, offload_fields
+from convograph.intelligence.engine import EngineUnavailable, GraphEngine
+from convograph.intelligence.journal import Journal, JournalRecord
+from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
+from convograph.intelligence.writer import GraphNames, ensure_schema, rename_collided_events, write_batch
+
+__all__ = ["GraphApplier", "resolve_node_ids"]
+
+log = logging.getLogger(__name__)
+_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def resolve_node_ids(
+    records: Sequence[JournalRecord], groups: dict[tuple[str, str], list[str]]
+) -> tuple[list[str], dict[str, list[dict[str, str]]]]:
+    """Final Event ids and, per workspace, the rename groups the batch touches.
+
+    In a collision group (sorted fingerprints) the smallest fingerprint keeps the seed-format id;
+    the others get ``__{fingerprint[:12]}`` appended. Deterministic whatever the arrival order.
+    """
+    ids: list[str] = []
+    renames: dict[str, dict[str, dict[str, str]]] = {}
+    for record in records:
+        fps = groups.get((record.workspace, record.base_id))
+        if not fps:
+            ids.append(record.base_id)
+            continue
+        winner = fps[0]
+        ids.append(
+            record.base_id if record.fingerprint == winner else f"{record.base_id}__{record.fingerprint[:12]}"
+        )
+        renames.setdefault(record.workspace, {})[record.base_id] = {"base": record.base_id, "winner": winner}
+    return ids, {ws: list(g.values()) for ws, g in renames.items()}
+
+
+class GraphApplier:
+    """Background thread applying the journal to the graph. See the module docstring."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        engine: GraphEngine,
+        blobs: BlobStore,
+        *,
+        names: GraphNames | None = None,
+        batch_size: int = 5000,
+        offload_threshold: int = 4096,
+        handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
+        on_applied: Callable[[int], None] | None = None,
+    ) -> None:
+        self.journal = journal
+        self.engine = engine
+        self.blobs = blobs
+        self.names = names or GraphNames()
+        self.batch_size = batch_size
+        self.offload_threshold = offload_threshold
+        self.handlers = handlers
+        self.cursor_key = f"{self.names.prefix}__applied__:{journal.journal_id}"
+        self._schema_ready: set[str] = set()
+        self._applied = 0
+        self._cond = threading.Condition()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._on_applied = on_applied
+        self.last_error: str | None = None
+        self.dead_lettered = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Create the schema of every existing graph, load the cursor, start the thread."""
+        for graph in self.engine.graphs():
+            if self.names.workspace(graph) is not None:
+                self._ensure_schema(graph)
+        stored = self.engine.get_meta(self.cursor_key)
+        self._applied = int(stored) if stored else 0
+        self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the current batch."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def notify(self) -> None:
+        """Wake the thread: new records were appended."""
+        self._wake.set()
+
+    @property
+    def applied_seq(self) -> int:
+        """Highest journal seq whose effects are in the graph."""
+        return self._applied
+
+    def wait_applied(self, seq: int, timeout: float = 30.0) -> bool:
+        """Block until ``applied_seq >= seq`` (True) or ``timeout`` (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._applied < seq:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    # -- work ----------------------------------------------------------------------------------
+    def _ensure_schema(self, graph: str) -> None:
+        if graph not in self._schema_ready:
+            ensure_schema(self.engine, graph)
+            self._schema_ready.add(graph)
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            records = self.journal.read_after(self._applied, self.batch_size)
+            if not records:
+                self._wake.wait(0.25)
+                self._wake.clear()
+                continue
+            try:
+                self.apply(records)
+            except EngineUnavailable as exc:
+                self.last_error = f"graph engine unavailable: {exc}"
+                log.warning("%s; retrying in %.2fs", self.last_error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except Exception as exc:
+                log.warning("batch of %d failed (%s); isolating records", len(records), exc)
+                try:
+                    self._isolate(records)
+                except EngineUnavailable as unavailable:
+                    self.last_error = f"graph engine unavailable: {unavailable}"
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+            backoff = 0.05
+            self._advance(records[-1].seq)
+
+    def _advance(self, seq: int) -> None:
+        self.engine.set_meta(self.cursor_key, str(seq))
+        with self._cond:
+            self._applied = seq
+            self._cond.notify_all()
+        if self._on_applied is not None:
+            self._on_applied(seq)
+
+    def _isolate(self, records: Sequence[JournalRecord]) -> None:
+        for record in records:
+            try:
+                self.apply([record])
+            except EngineUnavailable:
+                raise
+            except Exception as exc:
+                self.dead_lettered += 1
+                self.last_error = f"seq {record.seq}: {exc}"
+                log.error(
+                    "dead-lettering seq %s (%s %s): %s", record.seq, record.workspace, record.event, exc
+                )
+                self.journal.dead_letter(record.seq, f"{type(exc).__name__}: {exc}")
+
+    def apply(self, records: Sequence[JournalRecord]) -> None:
+        """Apply ``records`` to the graph (no cursor change). Raises on failure."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        by_workspace: dict[str, list[str]] = {}
+        for record in records:
+            by_workspace.setdefault(record.workspace, []).append(record.base_id)
+        for workspace, base_ids in by_workspace.items():
+            for base_id, fps in self.journal.collision_groups(workspace, base_ids).items():
+                groups[(workspace, base_id)] = fps
+        node_ids, renames = resolve_node_ids(records, groups)
+        facts = []
+        for record, node_id in zip(records, node_ids, strict=True):
+            data = _decoder.decode(record.data)
+            stored = offload_fields(
+                self.blobs,
+                workspace=record.workspace,
+                session_id=record.session_id,
+                base_id=record.base_id,
+                fingerprint=record.fingerprint,
+                data=data,
+                threshold=self.offload_threshold,
+            )
+            facts.append(
+                EventFacts(
+                    workspace=record.workspace,
+                    event=record.event,
+                    session_id=record.session_id,
+                    epoch_ms=record.epoch_ms,
+                    fingerprint=record.fingerprint,
+                    node_id=node_id,
+                    data=data,
+                    stored_data=stored,
+                    created_by=record.created_by,
+                )
+            )
+        batch = plan_batch(facts, self.handlers)
+        for workspace, rows in batch.workspaces.items():
+            graph = self.names.graph(workspace)
+            self._ensure_schema(graph)
+            rename_collided_events(self.engine, graph, workspace, renames.get(workspace, []))
+            write_batch(self.engine, graph, rows)

@@ -1,0 +1,392 @@
+"""Durable ingest journal for hook envelopes: accepted → durable → acknowledged.
+
+`Journal` is the protocol; `SqliteJournal` (WAL) is the durable implementation and
+`MemoryJournal` the in-memory double with identical semantics.
+
+Invariants:
+
+- ``append`` is atomic per call and returns only after commit ("durable before 202"; with
+  ``synchronous="normal"`` a committed append survives a process crash, with ``"full"`` also
+  power loss).
+- Deduplication survives restarts: an envelope is a duplicate when its ``idempotency_key`` or
+  its content fingerprint was already accepted *in the same workspace* (the key is recorded in
+  the same transaction as the event, never before it — upstream §10 B7).
+- ``seq`` is a global, strictly increasing integer; records become visible to ``read_after`` in
+  seq order, so per-session order is arrival order.
+- Events sharing a seed-format base id but differing in content (same session, type and
+  millisecond; upstream §10 B4) are recorded as *collision groups*; the writer gives the bare id
+  to the smallest fingerprint and suffixes the others, whatever the arrival order.
+- Dead letters reference journal rows. Replay moves the rows to the tail (new seq), purge
+  forgets the dead-letter entries (the event stays known for deduplication).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import msgspec
+
+from convograph.intelligence.envelope import Envelope
+
+__all__ = [
+    "AppendResult",
+    "DeadLetterGroup",
+    "Journal",
+    "JournalRecord",
+    "MemoryJournal",
+    "SqliteJournal",
+]
+
+_json = msgspec.json.Encoder()
+
+
+class JournalRecord(msgspec.Struct, frozen=True):
+    """One accepted envelope as stored. ``data`` is the compact JSON of the original payload."""
+
+    seq: int
+    workspace: str
+    session_id: str
+    event: str
+    epoch_ms: int
+    fingerprint: str
+    base_id: str
+    data: bytes
+    created_by: str | None = None
+
+
+class AppendResult(msgspec.Struct, frozen=True):
+    """Outcome for one envelope: ``queued`` with its seq, or ``duplicate``."""
+
+    status: Literal["queued", "duplicate"]
+    seq: int | None = None
+
+
+class DeadLetterGroup(msgspec.Struct, frozen=True):
+    """Dead letters of one session key (upstream: per worker key)."""
+
+    key: str
+    workspace: str
+    item_count: int
+    last_error: str
+    last_ts: float
+
+
+class Journal(Protocol):
+    """Durable, ordered, deduplicating store of accepted envelopes."""
+
+    journal_id: str
+
+    def append(self, envelopes: Sequence[Envelope], created_by: str | None = None) -> list[AppendResult]: ...
+
+    def read_after(self, seq: int, limit: int) -> list[JournalRecord]: ...
+
+    def last_seq(self) -> int: ...
+
+    def collision_groups(self, workspace: str, base_ids: Collection[str]) -> dict[str, list[str]]: ...
+
+    def dead_letter(self, seq: int, error: str) -> None: ...
+
+    def dead_letters(self, workspaces: frozenset[str] | None = None) -> list[DeadLetterGroup]: ...
+
+    def replay_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int: ...
+
+    def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    epoch_ms INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    base_id TEXT NOT NULL,
+    idem_key TEXT,
+    created_by TEXT,
+    received_ms INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_fingerprint ON events (workspace, fingerprint);
+CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (workspace, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_base_id ON events (workspace, base_id);
+CREATE TABLE IF NOT EXISTS collisions (
+    workspace TEXT NOT NULL, base_id TEXT NOT NULL, PRIMARY KEY (workspace, base_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (
+    seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
+);
+"""
+
+
+class SqliteJournal:
+    """`Journal` in one SQLite file (WAL). Safe for many threads: one writer lock, one reader lock."""
+
+    def __init__(self, path: str | Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._write.execute("PRAGMA journal_mode=WAL")
+        self._write.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        self._write.execute("PRAGMA busy_timeout=10000")
+        self._write.executescript(_SCHEMA)
+        self._read = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._read.execute("PRAGMA busy_timeout=10000")
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        row = self._write.execute("SELECT v FROM meta WHERE k = 'journal_id'").fetchone()
+        if row is None:
+            self.journal_id = uuid.uuid4().hex
+            self._write.execute("INSERT INTO meta (k, v) VALUES ('journal_id', ?)", (self.journal_id,))
+        else:
+            self.journal_id = row[0]
+
+    def append(self, envelopes: Sequence[Envelope], created_by: str | None = None) -> list[AppendResult]:
+        """Insert all envelopes in one transaction. O(n log N)."""
+        now = int(time.time() * 1000)
+        results: list[AppendResult] = []
+        with self._write_lock:
+            cur = self._write.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for env in envelopes:
+                    cur.execute(
+                        "INSERT OR IGNORE INTO events (workspace, session_id, event, epoch_ms, fingerprint,"
+                        " base_id, idem_key, created_by, received_ms, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            env.workspace,
+                            env.session_id,
+                            env.event,
+                            env.epoch_ms,
+                            env.fingerprint,
+                            env.base_id,
+                            env.idempotency_key,
+                            created_by,
+                            now,
+                            _json.encode(env.data),
+                        ),
+                    )
+                    if cur.rowcount == 0:
+                        results.append(AppendResult("duplicate"))
+                        continue
+                    seq = cur.lastrowid
+                    other = cur.execute(
+                        "SELECT 1 FROM events WHERE workspace = ? AND base_id = ? AND seq <> ? LIMIT 1",
+                        (env.workspace, env.base_id, seq),
+                    ).fetchone()
+                    if other is not None:
+                        cur.execute(
+                            "INSERT OR IGNORE INTO collisions (workspace, base_id) VALUES (?, ?)",
+                            (env.workspace, env.base_id),
+                        )
+                    results.append(AppendResult("queued", seq))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return results
+
+    def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
+        with self._read_lock:
+            rows = self._read.execute(
+                "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
+                " FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (seq, limit),
+            ).fetchall()
+        return [JournalRecord(*row) for row in rows]
+
+    def last_seq(self) -> int:
+        with self._read_lock:
+            row = self._read.execute("SELECT max(seq) FROM events").fetchone()
+        return int(row[0] or 0)
+
+    def collision_groups(self, workspace: str, base_ids: Collection[str]) -> dict[str, list[str]]:
+        """Sorted fingerprints of every base id in ``base_ids`` shared by distinct events."""
+        ids = list(set(base_ids))
+        out: dict[str, list[str]] = {}
+        with self._read_lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                hits = self._read.execute(
+                    f"SELECT base_id FROM collisions WHERE workspace = ? AND base_id IN ({marks})",
+                    (workspace, *chunk),
+                ).fetchall()
+                for (base_id,) in hits:
+                    fps = self._read.execute(
+                        "SELECT fingerprint FROM events WHERE workspace = ? AND base_id = ? ORDER BY fingerprint",
+                        (workspace, base_id),
+                    ).fetchall()
+                    out[base_id] = [fp for (fp,) in fps]
+        return out
+
+    def dead_letter(self, seq: int, error: str) -> None:
+        with self._write_lock:
+            self._write.execute(
+                "INSERT OR REPLACE INTO dead_letters (seq, error, ts) VALUES (?, ?, ?)",
+                (seq, error, time.time()),
+            )
+
+    def dead_letters(self, workspaces: frozenset[str] | None = None) -> list[DeadLetterGroup]:
+        with self._read_lock:
+            rows = self._read.execute(
+                "SELECT e.session_id, e.workspace, count(*), max(d.ts),"
+                " (SELECT d2.error FROM dead_letters d2 JOIN events e2 ON e2.seq = d2.seq"
+                "  WHERE e2.session_id = e.session_id AND e2.workspace = e.workspace ORDER BY d2.ts DESC LIMIT 1)"
+                " FROM dead_letters d JOIN events e ON e.seq = d.seq GROUP BY e.session_id, e.workspace"
+                " ORDER BY e.session_id"
+            ).fetchall()
+        return [
+            DeadLetterGroup(key=key, workspace=ws, item_count=n, last_error=err or "", last_ts=ts)
+            for key, ws, n, ts, err in rows
+            if workspaces is None or ws in workspaces
+        ]
+
+    def _dead_seqs(self, key: str, workspaces: frozenset[str] | None) -> list[int]:
+        rows = self._write.execute(
+            "SELECT d.seq, e.workspace FROM dead_letters d JOIN events e ON e.seq = d.seq"
+            " WHERE e.session_id = ? ORDER BY d.seq",
+            (key,),
+        ).fetchall()
+        return [seq for seq, ws in rows if workspaces is None or ws in workspaces]
+
+    def replay_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
+        with self._write_lock:
+            self._write.execute("BEGIN IMMEDIATE")
+            try:
+                seqs = self._dead_seqs(key, workspaces)
+                for seq in seqs:
+                    self._write.execute(
+                        "UPDATE events SET seq = (SELECT max(seq) FROM events) + 1 WHERE seq = ?", (seq,)
+                    )
+                    self._write.execute("DELETE FROM dead_letters WHERE seq = ?", (seq,))
+                self._write.execute("COMMIT")
+            except BaseException:
+                self._write.execute("ROLLBACK")
+                raise
+        return len(seqs)
+
+    def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
+        with self._write_lock:
+            seqs = self._dead_seqs(key, workspaces)
+            self._write.executemany("DELETE FROM dead_letters WHERE seq = ?", [(s,) for s in seqs])
+        return len(seqs)
+
+    def close(self) -> None:
+        with self._write_lock, self._read_lock:
+            self._write.close()
+            self._read.close()
+
+
+class MemoryJournal:
+    """In-memory `Journal` with the same semantics (tests and ephemeral services)."""
+
+    def __init__(self) -> None:
+        self.journal_id = uuid.uuid4().hex
+        self._records: dict[int, JournalRecord] = {}
+        self._keys: set[tuple[str, str]] = set()
+        self._fingerprints: set[tuple[str, str]] = set()
+        self._bases: dict[tuple[str, str], set[str]] = {}
+        self._dead: dict[int, tuple[str, float]] = {}
+        self._next = 1
+        self._lock = threading.Lock()
+
+    def append(self, envelopes: Sequence[Envelope], created_by: str | None = None) -> list[AppendResult]:
+        results: list[AppendResult] = []
+        with self._lock:
+            for env in envelopes:
+                fp_key = (env.workspace, env.fingerprint)
+                idem = (env.workspace, env.idempotency_key) if env.idempotency_key is not None else None
+                if fp_key in self._fingerprints or (idem is not None and idem in self._keys):
+                    results.append(AppendResult("duplicate"))
+                    continue
+                self._fingerprints.add(fp_key)
+                if idem is not None:
+                    self._keys.add(idem)
+                self._bases.setdefault((env.workspace, env.base_id), set()).add(env.fingerprint)
+                seq = self._next
+                self._next += 1
+                self._records[seq] = JournalRecord(
+                    seq,
+                    env.workspace,
+                    env.session_id,
+                    env.event,
+                    env.epoch_ms,
+                    env.fingerprint,
+                    env.base_id,
+                    _json.encode(env.data),
+                    created_by,
+                )
+                results.append(AppendResult("queued", seq))
+        return results
+
+    def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
+        with self._lock:
+            return [self._records[s] for s in sorted(s for s in self._records if s > seq)[:limit]]
+
+    def last_seq(self) -> int:
+        with self._lock:
+            return max(self._records, default=0)
+
+    def collision_groups(self, workspace: str, base_ids: Collection[str]) -> dict[str, list[str]]:
+        with self._lock:
+            out = {}
+            for base_id in set(base_ids):
+                fps = self._bases.get((workspace, base_id), set())
+                if len(fps) > 1:
+                    out[base_id] = sorted(fps)
+            return out
+
+    def dead_letter(self, seq: int, error: str) -> None:
+        with self._lock:
+            self._dead[seq] = (error, time.time())
+
+    def dead_letters(self, workspaces: frozenset[str] | None = None) -> list[DeadLetterGroup]:
+        with self._lock:
+            groups: dict[tuple[str, str], list[tuple[float, str]]] = {}
+            for seq, (error, ts) in self._dead.items():
+                record = self._records[seq]
+                if workspaces is None or record.workspace in workspaces:
+                    groups.setdefault((record.session_id, record.workspace), []).append((ts, error))
+            return [
+                DeadLetterGroup(key, ws, len(items), max(items)[1], max(items)[0])
+                for (key, ws), items in sorted(groups.items())
+            ]
+
+    def _dead_seqs(self, key: str, workspaces: frozenset[str] | None) -> list[int]:
+        return sorted(
+            seq
+            for seq in self._dead
+            if self._records[seq].session_id == key
+            and (workspaces is None or self._records[seq].workspace in workspaces)
+        )
+
+    def replay_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
+        with self._lock:
+            seqs = self._dead_seqs(key, workspaces)
+            for seq in seqs:
+                record = self._records.pop(seq)
+                del self._dead[seq]
+                new_seq = self._next
+                self._next += 1
+                self._records[new_seq] = msgspec.structs.replace(record, seq=new_seq)
+            return len(seqs)
+
+    def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
+        with self._lock:
+            seqs = self._dead_seqs(key, workspaces)
+            for seq in seqs:
+                del self._dead[seq]
+            return len(seqs)
+
+    def close(self) -> None:
+        return None

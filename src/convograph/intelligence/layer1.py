@@ -1,0 +1,343 @@
+"""Data layer 1 exactly as seed 004: Sessions, ToolCalls and triple-labelled Events.
+
+This module is pure: it turns `EventFacts` (one accepted hook event with its final node id and
+its blob-offloaded payload) into a `GraphBatch` of rows; `convograph.intelligence.writer` turns
+rows into ``UNWIND`` statements. A *handler* is ``(facts, batch) -> None``; `LAYER1_HANDLERS` is
+the tuple the pipeline runs; later layers (kernel, foundation) add handlers of the same shape.
+
+Every row merge is commutative and idempotent, so the final graph does not depend on arrival
+order, redelivery or replays:
+
+- Session: ``parent_id`` = the ``session:fork`` parent, else the ``session:start`` one;
+  ``started_at`` = earliest ``session:start``/``session:fork``; ``last_updated`` =
+  latest event; ``ended_at`` = latest ``session:end``; ``status`` moves up the lattice
+  running < completed < cancelled < failed; ``:ForkedSession`` (any ``session:fork``) beats
+  ``:RootSession`` (a ``session:start`` without parent).
+- ToolCall (``{session_id}__tool_call__{tool_call_id}``): ``started_at`` from ``tool:pre``,
+  ``ended_at`` = latest of ``tool:post``/``tool:error``; ``result_success`` is the AND of all
+  outcomes, read from the *original* payload before blob offload (fixes upstream §10 B1).
+- ``HAS_FORK`` parent→child on ``session:fork``; ``HAS_TOOL_CALL`` Session→ToolCall and
+  ``HAS_EVENT`` ToolCall→Event for every tool lifecycle event; ``HAS_EVENT`` Session→Event always.
+
+Complexity: O(size of the lifted fields) per event; batch rows are grouped by label set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from convograph.intelligence.labels import derive_labels
+from convograph.intelligence.lifters import graph_value, lift_fields
+
+__all__ = [
+    "LAYER1_HANDLERS",
+    "STATUS_RANK",
+    "EventFacts",
+    "GraphBatch",
+    "Handler",
+    "SessionRow",
+    "ToolCallRow",
+    "WorkspaceBatch",
+    "iso_ms",
+    "plan_batch",
+    "tool_call_node_id",
+]
+
+STATUS_RANK = {"running": 0, "completed": 1, "cancelled": 2, "failed": 3}
+_STATUS_ALIASES = {
+    "completed": "completed",
+    "complete": "completed",
+    "success": "completed",
+    "succeeded": "completed",
+    "ok": "completed",
+    "cancelled": "cancelled",
+    "canceled": "cancelled",
+    "failed": "failed",
+    "failure": "failed",
+    "error": "failed",
+}
+_ERROR_PREVIEW = 1000
+_json = msgspec.json.Encoder()
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """``2026-03-02T09:00:00.002+00:00``: fixed width, UTC, so string order is time order."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def tool_call_node_id(session_id: str, tool_call_id: str) -> str:
+    """Seed-004 ToolCall id ``{session_id}__tool_call__{tool_call_id}``."""
+    return f"{session_id}__tool_call__{tool_call_id}"
+
+
+class EventFacts(msgspec.Struct, frozen=True):
+    """One accepted event ready for the graph. ``data`` is the original payload; ``stored_data``
+    is what the Event keeps (large fields replaced by blob references)."""
+
+    workspace: str
+    event: str
+    session_id: str
+    epoch_ms: int
+    fingerprint: str
+    node_id: str
+    data: dict[str, Any]
+    stored_data: dict[str, Any]
+    created_by: str | None = None
+
+
+class SessionRow(msgspec.Struct):
+    """Commutative summary of what one batch says about one session."""
+
+    node_id: str
+    started_ms: int | None = None
+    last_ms: int | None = None
+    ended_ms: int | None = None
+    status_rank: int = 0
+    root: bool = False
+    forked: bool = False
+    fork_parent: str | None = None
+    start_parent: str | None = None
+    agent_name: str | None = None
+
+    def seen(self, epoch_ms: int) -> None:
+        if self.last_ms is None or epoch_ms > self.last_ms:
+            self.last_ms = epoch_ms
+
+    def started(self, epoch_ms: int) -> None:
+        if self.started_ms is None or epoch_ms < self.started_ms:
+            self.started_ms = epoch_ms
+
+    def to_row(self) -> dict[str, Any]:
+        status = next(name for name, rank in STATUS_RANK.items() if rank == self.status_rank)
+        return {
+            "id": self.node_id,
+            "start": self.started_ms,
+            "start_iso": iso_ms(self.started_ms) if self.started_ms is not None else None,
+            "last": self.last_ms,
+            "last_iso": iso_ms(self.last_ms) if self.last_ms is not None else None,
+            "end": self.ended_ms,
+            "end_iso": iso_ms(self.ended_ms) if self.ended_ms is not None else None,
+            "rank": self.status_rank,
+            "status": status,
+            "fork_parent": self.fork_parent,
+            "start_parent": self.start_parent,
+            "agent": self.agent_name,
+        }
+
+
+class ToolCallRow(msgspec.Struct):
+    """Commutative summary of one tool call's lifecycle events in a batch."""
+
+    node_id: str
+    session_id: str
+    tool_call_id: str
+    tool_name: str | None = None
+    parallel_group_id: str | None = None
+    started_ms: int | None = None
+    ended_ms: int | None = None
+    success: bool | None = None
+    error: str | None = None
+    output_bytes: int | None = None
+    events: list[str] = msgspec.field(default_factory=list)
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "id": self.node_id,
+            "sid": self.session_id,
+            "tcid": self.tool_call_id,
+            "name": self.tool_name,
+            "group": self.parallel_group_id,
+            "start": self.started_ms,
+            "start_iso": iso_ms(self.started_ms) if self.started_ms is not None else None,
+            "end": self.ended_ms,
+            "end_iso": iso_ms(self.ended_ms) if self.ended_ms is not None else None,
+            "success": self.success,
+            "error": self.error,
+            "out_bytes": self.output_bytes,
+            "events": self.events,
+        }
+
+
+class WorkspaceBatch:
+    """Rows for one workspace graph. Mutable while planning, then read by the writer."""
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+        self.sessions: dict[str, SessionRow] = {}
+        self.events: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self.tool_calls: dict[str, ToolCallRow] = {}
+        self.forks: dict[tuple[str, str], dict[str, Any]] = {}
+        self.count = 0
+
+    def session(self, node_id: str) -> SessionRow:
+        row = self.sessions.get(node_id)
+        if row is None:
+            row = self.sessions[node_id] = SessionRow(node_id)
+        return row
+
+
+class GraphBatch:
+    """Rows per workspace, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.workspaces: dict[str, WorkspaceBatch] = {}
+
+    def for_workspace(self, workspace: str) -> WorkspaceBatch:
+        batch = self.workspaces.get(workspace)
+        if batch is None:
+            batch = self.workspaces[workspace] = WorkspaceBatch(workspace)
+        return batch
+
+
+Handler = Callable[[EventFacts, WorkspaceBatch], None]
+
+
+def event_node(facts: EventFacts, batch: WorkspaceBatch) -> None:
+    """``:Event`` with the triple labels, lifted fields, ``data`` and ``HAS_EVENT`` from its Session."""
+    props = lift_fields(facts.event, facts.data)
+    props["event_name"] = facts.event
+    props["occurred_at"] = iso_ms(facts.epoch_ms)
+    props["occurred_at_ms"] = facts.epoch_ms
+    props["fingerprint"] = facts.fingerprint
+    props["data"] = _json.encode(facts.stored_data).decode()
+    if facts.created_by is not None:
+        props["created_by"] = facts.created_by
+    row = {"id": facts.node_id, "sid": facts.session_id, "p": props}
+    batch.events.setdefault(derive_labels(facts.event), []).append(row)
+    batch.count += 1
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, dict):
+        inner = value.get("message") or value.get("msg") or value.get("error")
+        text = inner if isinstance(inner, str) else _json.encode(value).decode()
+    else:
+        text = _json.encode(value).decode()
+    return text[:_ERROR_PREVIEW]
+
+
+def _parent_of(data: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def session_node(facts: EventFacts, batch: WorkspaceBatch) -> None:
+    """The owning ``:Session`` (always), its sub-label, lifecycle timestamps and ``HAS_FORK``."""
+    row = batch.session(facts.session_id)
+    row.seen(facts.epoch_ms)
+    event, data = facts.event, facts.data
+    if event == "session:start":
+        row.started(facts.epoch_ms)
+        parent = _parent_of(data, "parent_id", "parent")
+        if parent is None:
+            row.root = True
+        else:
+            row.start_parent = parent if row.start_parent is None else min(row.start_parent, parent)
+    elif event == "session:fork":
+        row.started(facts.epoch_ms)
+        row.forked = True
+        parent = _parent_of(data, "parent", "parent_id")
+        if parent is not None:
+            row.fork_parent = parent if row.fork_parent is None else min(row.fork_parent, parent)
+            batch.session(parent)  # the parent exists as a node even before its own events arrive
+            batch.forks[(parent, facts.session_id)] = {
+                "parent": parent,
+                "child": facts.session_id,
+                "at": iso_ms(facts.epoch_ms),
+            }
+        metadata = data.get("metadata")
+        if isinstance(metadata, dict) and isinstance(metadata.get("agent_name"), str):
+            row.agent_name = metadata["agent_name"]
+    elif event == "session:end":
+        if row.ended_ms is None or facts.epoch_ms > row.ended_ms:
+            row.ended_ms = facts.epoch_ms
+        raw_status = data.get("status")
+        status = (
+            _STATUS_ALIASES.get(raw_status.lower(), "completed")
+            if isinstance(raw_status, str)
+            else "completed"
+        )
+        row.status_rank = max(row.status_rank, STATUS_RANK[status])
+
+
+def tool_call(facts: EventFacts, batch: WorkspaceBatch) -> None:
+    """``:ToolCall`` per ``tool:pre``/``tool:post``/``tool:error`` with a ``tool_call_id``."""
+    if facts.event not in ("tool:pre", "tool:post", "tool:error"):
+        return
+    data = facts.data
+    tool_call_id = data.get("tool_call_id")
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        return
+    node_id = tool_call_node_id(facts.session_id, tool_call_id)
+    row = batch.tool_calls.get(node_id)
+    if row is None:
+        row = batch.tool_calls[node_id] = ToolCallRow(node_id, facts.session_id, tool_call_id)
+    row.events.append(facts.node_id)
+    name = data.get("tool_name")
+    if isinstance(name, str) and name:
+        row.tool_name = name
+    group = data.get("parallel_group_id")
+    if isinstance(group, str) and group:
+        row.parallel_group_id = group
+    if facts.event == "tool:pre":
+        if row.started_ms is None or facts.epoch_ms < row.started_ms:
+            row.started_ms = facts.epoch_ms
+        return
+    if row.ended_ms is None or facts.epoch_ms > row.ended_ms:
+        row.ended_ms = facts.epoch_ms
+    error: str | None
+    if facts.event == "tool:error":
+        success = False
+        error = _text(data.get("error") or data.get("error_message") or data.get("message")) or "tool:error"
+        output = None
+    else:
+        result = data.get("result")
+        if isinstance(result, dict):
+            flag = result.get("success")
+            error = _text(result.get("error"))
+            success = flag if isinstance(flag, bool) else error is None
+            if not success and error is None:
+                error = "tool reported failure"
+            output = result.get("output")
+        else:
+            success, error, output = True, None, result
+    row.success = success if row.success is None else (row.success and success)
+    if error is not None:
+        row.error = error if row.error is None else min(row.error, error)  # commutative choice
+    if output is not None:
+        size = len(_json.encode(output)) if not isinstance(output, str) else len(output.encode())
+        row.output_bytes = max(size, row.output_bytes or 0)
+
+
+LAYER1_HANDLERS: tuple[Handler, ...] = (session_node, event_node, tool_call)
+
+
+def plan_batch(facts: Iterable[EventFacts], handlers: tuple[Handler, ...] = LAYER1_HANDLERS) -> GraphBatch:
+    """Run every handler over every event, in order. O(events x handlers)."""
+    batch = GraphBatch()
+    for item in facts:
+        target = batch.for_workspace(item.workspace)
+        for handler in handlers:
+            handler(item, target)
+    return batch
+
+
+def fork_rows(batch: WorkspaceBatch) -> list[dict[str, Any]]:
+    """``HAS_FORK`` rows (deduplicated per parent/child pair)."""
+    return list(batch.forks.values())
+
+
+def event_value(value: Any) -> Any:
+    """Re-export of `graph_value` for handlers of later layers."""
+    return graph_value(value)

@@ -1,0 +1,281 @@
+"""`IntelligenceService`: the HTTP-framework-free context-intelligence service.
+
+Data flows one way: envelope → `parse_envelope` → `Journal.append` (durable, deduplicated; the
+caller may now answer 202) → `GraphApplier` (background) → FalkorDB graphs → `run_cypher`.
+
+Authorisation is the caller's: every method takes ``allowed_workspaces`` (``None`` = all), the
+set a workspace-restricted API key may touch; the service enforces it for writes, queries, blobs
+and dead letters (`AccessDenied`). ``created_by`` is stamped by the caller (the authenticated
+principal), never taken from the body.
+
+`IntelligenceService.open(data_dir)` builds the default stack: SQLite journal, local blob
+directory and an embedded FalkorDB child, all under ``<data_dir>/intelligence``;
+``graph_url="falkordb://host:port"`` uses an existing server instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from convograph.intelligence.blobs import BlobError, BlobStore, LocalBlobStore, blob_uri, validate_key
+from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connect_engine
+from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
+from convograph.intelligence.ingest import GraphApplier
+from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
+from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
+from convograph.intelligence.writer import GraphNames
+
+__all__ = ["BatchError", "BatchResult", "IngestResult", "IntelligenceService", "NotFound"]
+
+
+class IngestResult(msgspec.Struct, frozen=True):
+    """``{"status": "queued" | "duplicate", "session_id"}`` (+ ``seq`` for queued events)."""
+
+    status: Literal["queued", "duplicate"]
+    session_id: str
+    seq: int | None = None
+
+
+class BatchResult(msgspec.Struct, frozen=True):
+    """Outcome of `IntelligenceService.ingest_many`."""
+
+    accepted: int
+    duplicates: int
+    last_seq: int | None
+
+
+class BatchError(ValueError):
+    """Some envelopes of a batch are invalid; nothing was stored. ``errors`` lists each one."""
+
+    def __init__(self, errors: list[EnvelopeError]) -> None:
+        super().__init__(f"{len(errors)} invalid envelope(s); nothing was stored")
+        self.errors = errors
+
+
+class NotFound(LookupError):
+    """No such blob (or not visible to this key)."""
+
+
+def _check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
+    if allowed is not None and envelope.workspace not in allowed:
+        raise AccessDenied(f"this API key may not write to workspace {envelope.workspace!r}")
+
+
+class IntelligenceService:
+    """See the module docstring. Thread-safe; `start` before use, `close` when done."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        engine: GraphEngine,
+        blobs: BlobStore,
+        *,
+        names: GraphNames | None = None,
+        row_cap: int = 10_000,
+        query_timeout_ms: int = 10_000,
+        batch_size: int = 5000,
+        offload_threshold: int = 4096,
+        embedded: EmbeddedFalkorDB | None = None,
+    ) -> None:
+        self.journal = journal
+        self.engine = engine
+        self.blobs = blobs
+        self.names = names or GraphNames()
+        self.row_cap = row_cap
+        self.query_timeout_ms = query_timeout_ms
+        self.embedded = embedded
+        self.applier = GraphApplier(
+            journal,
+            engine,
+            blobs,
+            names=self.names,
+            batch_size=batch_size,
+            offload_threshold=offload_threshold,
+        )
+        self._started = False
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        *,
+        graph_url: str | None = None,
+        graph_prefix: str = "convograph_ci:",
+        synchronous: Literal["normal", "full"] = "normal",
+        **options: Any,
+    ) -> IntelligenceService:
+        """Default stack under ``<data_dir>/intelligence`` (embedded FalkorDB unless ``graph_url``)."""
+        root = Path(data_dir) / "intelligence"
+        root.mkdir(parents=True, exist_ok=True)
+        embedded = None
+        if graph_url is None:
+            embedded = EmbeddedFalkorDB(root / "falkordb")
+            engine: GraphEngine = embedded.start()
+        else:
+            engine = connect_engine(graph_url)
+        journal = SqliteJournal(root / "journal.sqlite3", synchronous=synchronous)
+        service = cls(
+            journal,
+            engine,
+            LocalBlobStore(root / "blobs"),
+            names=GraphNames(graph_prefix),
+            embedded=embedded,
+            **options,
+        )
+        service.start()
+        return service
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Create schemas for existing graphs and start applying the journal."""
+        if not self._started:
+            self.applier.start()
+            self._started = True
+
+    def close(self) -> None:
+        """Stop the applier, close the journal, stop an embedded engine."""
+        self.applier.stop()
+        self.journal.close()
+        if self.embedded is not None:
+            self.embedded.close()
+        else:
+            with contextlib.suppress(Exception):
+                self.engine.close()
+
+    def __enter__(self) -> IntelligenceService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ingest ----------------------------------------------------------------------------------
+    def ingest(
+        self,
+        body: Mapping[str, Any] | str | bytes,
+        *,
+        created_by: str | None = None,
+        allowed_workspaces: frozenset[str] | None = None,
+    ) -> IngestResult:
+        """Validate and durably append one envelope. Raises `EnvelopeError` / `AccessDenied`."""
+        envelope = parse_envelope(body)
+        _check_write(envelope, allowed_workspaces)
+        (result,) = self.journal.append([envelope], created_by)
+        if result.status == "queued":
+            self.applier.notify()
+        return IngestResult(result.status, envelope.session_id, result.seq)
+
+    def ingest_many(
+        self,
+        bodies: Iterable[Mapping[str, Any] | str | bytes],
+        *,
+        created_by: str | None = None,
+        allowed_workspaces: frozenset[str] | None = None,
+    ) -> BatchResult:
+        """Validate the whole batch, then append it in one transaction (all or nothing)."""
+        envelopes: list[Envelope] = []
+        errors: list[EnvelopeError] = []
+        for index, body in enumerate(bodies):
+            try:
+                envelope = parse_envelope(body)
+            except EnvelopeError as exc:
+                exc.index = index
+                errors.append(exc)
+                continue
+            envelopes.append(envelope)
+        if errors:
+            raise BatchError(errors)
+        for envelope in envelopes:
+            _check_write(envelope, allowed_workspaces)
+        results = self.journal.append(envelopes, created_by) if envelopes else []
+        queued = [r.seq for r in results if r.status == "queued" and r.seq is not None]
+        if queued:
+            self.applier.notify()
+        return BatchResult(
+            accepted=len(queued),
+            duplicates=len(results) - len(queued),
+            last_seq=max(queued) if queued else None,
+        )
+
+    def wait_applied(self, seq: int | None = None, timeout: float = 30.0) -> bool:
+        """Block until the journal up to ``seq`` (default: everything so far) is queryable."""
+        target = self.journal.last_seq() if seq is None else seq
+        return self.applier.wait_applied(target, timeout)
+
+    # -- query -----------------------------------------------------------------------------------
+    def cypher(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        workspace: str | None = None,
+        *,
+        allowed_workspaces: frozenset[str] | None = None,
+    ) -> CypherResult:
+        """Read-only Cypher (see `convograph.intelligence.query`)."""
+        return run_cypher(
+            self.engine,
+            self.names,
+            query,
+            params,
+            workspace,
+            allowed_workspaces=allowed_workspaces,
+            row_cap=self.row_cap,
+            timeout_ms=self.query_timeout_ms,
+        )
+
+    # -- blobs -----------------------------------------------------------------------------------
+    def list_blobs(self, session_id: str, *, allowed_workspaces: frozenset[str] | None = None) -> list[str]:
+        """Sorted ``ci-blob://`` URIs of one session's blobs visible to the caller."""
+        validate_key(session_id, "session id")
+        return [blob_uri(session_id, key) for key in self.blobs.list(session_id, allowed_workspaces)]
+
+    def read_blob(
+        self, session_id: str, key: str, *, allowed_workspaces: frozenset[str] | None = None
+    ) -> bytes:
+        """The blob's bytes (JSON). Raises `BlobError` for bad names, `NotFound` if absent/invisible."""
+        validate_key(session_id, "session id")
+        validate_key(key)
+        content = self.blobs.get(session_id, key, allowed_workspaces)
+        if content is None:
+            raise NotFound(f"no blob {blob_uri(session_id, key)}")
+        return content
+
+    # -- dead letters ----------------------------------------------------------------------------
+    def dead_letters(self, *, allowed_workspaces: frozenset[str] | None = None) -> list[DeadLetterGroup]:
+        return self.journal.dead_letters(allowed_workspaces)
+
+    def replay_dead_letters(self, key: str, *, allowed_workspaces: frozenset[str] | None = None) -> int:
+        count = self.journal.replay_dead(key, allowed_workspaces)
+        if count:
+            self.applier.notify()
+        return count
+
+    def purge_dead_letters(self, key: str, *, allowed_workspaces: frozenset[str] | None = None) -> int:
+        return self.journal.purge_dead(key, allowed_workspaces)
+
+    # -- status ----------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """Counters: journal head, applied position, backlog, dead letters, last error."""
+        head = self.journal.last_seq()
+        applied = self.applier.applied_seq
+        return {
+            "journal_seq": head,
+            "applied_seq": applied,
+            "backlog": max(0, head - applied),
+            "dead_letters": sum(g.item_count for g in self.journal.dead_letters()),
+            "last_error": self.applier.last_error,
+            "engine": "embedded" if self.embedded is not None else "server",
+        }
+
+
+def envelope_errors(errors: Sequence[EnvelopeError]) -> list[dict[str, Any]]:
+    """JSON details for a `BatchError`."""
+    return [e.to_dict() for e in errors]
+
+
+__all__ += ["BlobError", "envelope_errors"]

@@ -1,0 +1,221 @@
+"""Graph writes: schema first, then every batch as a handful of ``UNWIND`` statements.
+
+One workspace = one FalkorDB graph (``{prefix}{workspace}``): isolation is structural, indexes
+stay small, and every node still carries ``workspace`` with ``{node_id, workspace}`` as its MERGE
+key (seed 004). `ensure_schema` creates range indexes and ``(node_id, workspace)`` unique
+constraints for ``Session``, ``Event`` and ``ToolCall`` (plus the query-side indexes the example
+questions need) before the first write to a graph.
+
+`write_batch` issues, per workspace, at most: 1 Session statement, 2 Session label statements,
+1 Event statement per distinct event name in the batch, 1 ToolCall statement and 1 HAS_FORK
+statement. Never one statement per node; rows are chunked (`CHUNK_ROWS`) to bound statement size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine
+from convograph.intelligence.labels import label_clause
+from convograph.intelligence.layer1 import WorkspaceBatch
+
+__all__ = ["CHUNK_ROWS", "GraphNames", "ensure_schema", "rename_collided_events", "write_batch"]
+
+CHUNK_ROWS = 5000
+
+_SESSIONS = """
+UNWIND $rows AS r
+MERGE (s:Session {node_id: r.id, workspace: $ws})
+ON CREATE SET s.session_id = r.id, s.status = 'running', s.status_rank = 0
+WITH s, r,
+  (r.start IS NOT NULL AND (s.started_at_ms IS NULL OR r.start < s.started_at_ms)) AS earlier,
+  (r.last IS NOT NULL AND (s.last_updated_ms IS NULL OR r.last > s.last_updated_ms)) AS later,
+  (r.end IS NOT NULL AND (s.ended_at_ms IS NULL OR r.end > s.ended_at_ms)) AS ended,
+  (r.rank > s.status_rank) AS promoted
+SET s.started_at_ms = CASE WHEN earlier THEN r.start ELSE s.started_at_ms END,
+    s.started_at = CASE WHEN earlier THEN r.start_iso ELSE s.started_at END,
+    s.last_updated_ms = CASE WHEN later THEN r.last ELSE s.last_updated_ms END,
+    s.last_updated = CASE WHEN later THEN r.last_iso ELSE s.last_updated END,
+    s.ended_at_ms = CASE WHEN ended THEN r.end ELSE s.ended_at_ms END,
+    s.ended_at = CASE WHEN ended THEN r.end_iso ELSE s.ended_at END,
+    s.status_rank = CASE WHEN promoted THEN r.rank ELSE s.status_rank END,
+    s.status = CASE WHEN promoted THEN r.status ELSE s.status END,
+    s.parent_id = coalesce(r.fork_parent, s.parent_id, r.start_parent),
+    s.agent_name = coalesce(r.agent, s.agent_name)
+"""
+
+_ROOT = """
+UNWIND $ids AS id
+MATCH (s:Session {node_id: id, workspace: $ws}) WHERE NOT s:ForkedSession
+SET s:RootSession
+"""
+
+_FORKED = """
+UNWIND $ids AS id
+MATCH (s:Session {node_id: id, workspace: $ws})
+SET s:ForkedSession
+REMOVE s:RootSession
+"""
+
+_EVENTS = """
+UNWIND $rows AS r
+MERGE (e:Event {{node_id: r.id, workspace: $ws}})
+SET {labels}e += r.p
+WITH e, r
+MERGE (s:Session {{node_id: r.sid, workspace: $ws}})
+ON CREATE SET s.session_id = r.sid, s.status = 'running', s.status_rank = 0
+MERGE (s)-[:HAS_EVENT]->(e)
+"""
+
+_TOOL_CALLS = """
+UNWIND $rows AS r
+MERGE (t:ToolCall {node_id: r.id, workspace: $ws})
+ON CREATE SET t.tool_call_id = r.tcid, t.session_id = r.sid
+WITH t, r,
+  (r.start IS NOT NULL AND (t.started_at_ms IS NULL OR r.start < t.started_at_ms)) AS earlier,
+  (r.end IS NOT NULL AND (t.ended_at_ms IS NULL OR r.end > t.ended_at_ms)) AS later
+SET t.tool_name = coalesce(r.name, t.tool_name),
+    t.parallel_group_id = coalesce(r.group, t.parallel_group_id),
+    t.started_at_ms = CASE WHEN earlier THEN r.start ELSE t.started_at_ms END,
+    t.started_at = CASE WHEN earlier THEN r.start_iso ELSE t.started_at END,
+    t.ended_at_ms = CASE WHEN later THEN r.end ELSE t.ended_at_ms END,
+    t.ended_at = CASE WHEN later THEN r.end_iso ELSE t.ended_at END,
+    t.result_success = CASE WHEN r.success IS NULL THEN t.result_success
+                            WHEN t.result_success IS NULL THEN r.success
+                            ELSE t.result_success AND r.success END,
+    t.result_error = CASE WHEN r.error IS NULL THEN t.result_error
+                          WHEN t.result_error IS NULL OR r.error < t.result_error THEN r.error
+                          ELSE t.result_error END,
+    t.result_output_bytes = CASE WHEN r.out_bytes IS NULL THEN t.result_output_bytes
+                                 WHEN t.result_output_bytes IS NULL OR r.out_bytes > t.result_output_bytes
+                                 THEN r.out_bytes ELSE t.result_output_bytes END
+SET t.duration_ms = CASE WHEN t.started_at_ms IS NOT NULL AND t.ended_at_ms IS NOT NULL
+                         THEN t.ended_at_ms - t.started_at_ms ELSE t.duration_ms END
+WITH t, r
+MERGE (s:Session {node_id: r.sid, workspace: $ws})
+ON CREATE SET s.session_id = r.sid, s.status = 'running', s.status_rank = 0
+MERGE (s)-[:HAS_TOOL_CALL]->(t)
+WITH t, r
+UNWIND r.events AS eid
+MATCH (e:Event {node_id: eid, workspace: $ws})
+MERGE (t)-[:HAS_EVENT]->(e)
+"""
+
+_FORKS = """
+UNWIND $rows AS r
+MERGE (p:Session {node_id: r.parent, workspace: $ws})
+ON CREATE SET p.session_id = r.parent, p.status = 'running', p.status_rank = 0
+MERGE (c:Session {node_id: r.child, workspace: $ws})
+ON CREATE SET c.session_id = r.child, c.status = 'running', c.status_rank = 0
+MERGE (p)-[f:HAS_FORK]->(c)
+SET f.occurred_at = r.at
+"""
+
+_RENAME = """
+UNWIND $groups AS g
+MATCH (e:Event {node_id: g.base, workspace: $ws})
+WHERE e.fingerprint <> g.winner
+SET e.node_id = g.base + '__' + substring(e.fingerprint, 0, 12)
+"""
+
+# (label, properties) with a unique (node_id, workspace) constraint / plain range indexes.
+_UNIQUE = ("Session", "Event", "ToolCall")
+_INDEXES: tuple[tuple[str, str], ...] = (
+    ("Session", "node_id"),
+    ("Session", "workspace"),
+    ("Session", "parent_id"),
+    ("Event", "node_id"),
+    ("Event", "workspace"),
+    ("Event", "session_id"),
+    ("Event", "event_name"),
+    ("ToolCall", "node_id"),
+    ("ToolCall", "workspace"),
+    ("ToolCall", "session_id"),
+    ("ToolCall", "tool_name"),
+)
+
+
+class GraphNames:
+    """Maps workspaces to graph keys (``{prefix}{workspace}``) and back."""
+
+    def __init__(self, prefix: str = "convograph_ci:") -> None:
+        self.prefix = prefix
+
+    def graph(self, workspace: str) -> str:
+        return self.prefix + workspace
+
+    def workspace(self, graph: str) -> str | None:
+        return graph[len(self.prefix) :] if graph.startswith(self.prefix) else None
+
+
+def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def ensure_schema(engine: GraphEngine, graph: str) -> None:
+    """Create indexes and unique constraints on ``graph`` (idempotent; 'already indexed' is fine)."""
+    for label, prop in _INDEXES:
+        try:
+            engine.execute(graph, f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        except EngineError as exc:
+            if "already indexed" not in str(exc).lower():
+                raise
+    if isinstance(engine, FalkorEngine):
+        for label in _UNIQUE:
+            with contextlib.suppress(Exception):  # exists already (or pending): both fine
+                engine.command(
+                    "GRAPH.CONSTRAINT",
+                    "CREATE",
+                    graph,
+                    "UNIQUE",
+                    "NODE",
+                    label,
+                    "PROPERTIES",
+                    2,
+                    "node_id",
+                    "workspace",
+                )
+
+
+def rename_collided_events(
+    engine: GraphEngine, graph: str, workspace: str, groups: list[dict[str, str]]
+) -> None:
+    """Move a bare seed-format Event id off a node that lost its collision group (see ingest)."""
+    if groups:
+        engine.execute(graph, _RENAME, {"groups": groups, "ws": workspace})
+
+
+def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
+    """Write one workspace's rows; returns the number of statements issued."""
+    ws = batch.workspace
+    statements = 0
+    sessions = [row.to_row() for row in batch.sessions.values()]
+    for chunk in _chunks(sessions):
+        engine.execute(graph, _SESSIONS, {"rows": chunk, "ws": ws})
+        statements += 1
+    roots = [row.node_id for row in batch.sessions.values() if row.root and not row.forked]
+    forked = [row.node_id for row in batch.sessions.values() if row.forked]
+    if roots:
+        engine.execute(graph, _ROOT, {"ids": roots, "ws": ws})
+        statements += 1
+    if forked:
+        engine.execute(graph, _FORKED, {"ids": forked, "ws": ws})
+        statements += 1
+    for labels, rows in batch.events.items():
+        extra = label_clause(tuple(label for label in labels if label != "Event"))
+        statement = _EVENTS.format(labels=f"e{extra}, " if extra else "")
+        for chunk in _chunks(rows):
+            engine.execute(graph, statement, {"rows": chunk, "ws": ws})
+            statements += 1
+    tool_calls = [row.to_row() for row in batch.tool_calls.values()]
+    for chunk in _chunks(tool_calls):
+        engine.execute(graph, _TOOL_CALLS, {"rows": chunk, "ws": ws})
+        statements += 1
+    forks = list(batch.forks.values())
+    for chunk in _chunks(forks):
+        engine.execute(graph, _FORKS, {"rows": chunk, "ws": ws})
+        statements += 1
+    return statements
