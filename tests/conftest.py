@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -66,16 +66,16 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
+def redis_prefix(redis_url: str) -> Iterator[str]:
     """A unique key prefix; every key under it is deleted after the test."""
-    import redis.asyncio as aioredis
+    import redis
 
     prefix = f"cgtest-{uuid.uuid4().hex[:12]}"
     yield prefix
-    client = aioredis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url)
     try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
         if keys:
-            await client.delete(*keys)
+            client.delete(*keys)
     finally:
-        await client.aclose()
+        client.close()

@@ -83,9 +83,7 @@ class EventsExpired(StoreError):
 def validate_conversation_id(conversation_id: object) -> str:
     """Return ``conversation_id`` if valid, else raise `InvalidConversationId` saying why."""
     if not isinstance(conversation_id, str):
-        raise InvalidConversationId(
-            f"conversation id must be a string, got {type(conversation_id).__name__}"
-        )
+        raise InvalidConversationId(f"conversation id must be a string, got {type(conversation_id).__name__}")
     if not conversation_id:
         raise InvalidConversationId("conversation id must not be empty")
     if len(conversation_id) > 128:
@@ -157,7 +155,9 @@ class EventLog(Protocol):
         """Store a batch atomically; assign seqs; skip and report duplicates by ``eventId``."""
         ...
 
-    async def read(self, conversation_id: str, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+    async def read(
+        self, conversation_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         """Stored events with ``seq > after_seq`` in seq order, at most ``limit``."""
         ...
 

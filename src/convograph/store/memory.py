@@ -70,7 +70,9 @@ class MemoryEventLog:
             duplicate_indexes=dups,
         )
 
-    async def read(self, conversation_id: str, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+    async def read(
+        self, conversation_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
         conv = self._conversations.get(conversation_id)
         if conv is None:
@@ -102,7 +104,9 @@ class MemoryEventLog:
         validate_conversation_id(conversation_id)
         conv = self._conversations.get(conversation_id)
         if conv is not None:
-            conv.snapshots[snapshot.name] = snapshot
+            current = conv.snapshots.get(snapshot.name)
+            if current is None or snapshot.seq >= current.seq:
+                conv.snapshots[snapshot.name] = snapshot
 
     async def load_snapshot(self, conversation_id: str, name: str) -> Snapshot | None:
         validate_conversation_id(conversation_id)

@@ -256,8 +256,6 @@ class PostgresEventLog:
         tally: RunTally,
         leaf: str | None,
         now: float,
-        *,
-        copy: bool = True,
     ) -> None:
         rows = [
             (
@@ -271,29 +269,26 @@ class PostgresEventLog:
             )
             for s in stored
         ]
-        cur = conn.cursor()
-        if copy:
-            async with cur.copy(
-                "COPY events (conversation_id, seq, event_id, type, run_id, received_at, data) FROM STDIN"
-            ) as pipe:
-                for row in rows:
-                    await pipe.write_row(row)
-            added = len(rows)
-        else:  # imports may overlap rows already present
-            added = 0
+        async with conn.cursor().copy(
+            "COPY events (conversation_id, seq, event_id, type, run_id, received_at, data) FROM STDIN"
+        ) as pipe:
             for row in rows:
-                await cur.execute(
-                    "INSERT INTO events (conversation_id, seq, event_id, type, run_id, received_at, data) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    row,
-                )
-                added += cur.rowcount
+                await pipe.write_row(row)
+        added = len(rows)
         tally = fold_status(tally, (s.event for s in stored))
         leaf = await self._write_messages(conn, conversation_id, stored, leaf)
         await conn.execute(
             "UPDATE conversations SET event_count = %s, last_seq = greatest(last_seq, %s), last_activity = %s, "
             "open_runs = %s, last_outcome = %s, active_leaf_id = %s WHERE id = %s",
-            (count + added, stored[-1].seq, now, list(tally.open_runs), tally.last_outcome, leaf, conversation_id),
+            (
+                count + added,
+                stored[-1].seq,
+                now,
+                list(tally.open_runs),
+                tally.last_outcome,
+                leaf,
+                conversation_id,
+            ),
         )
         await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, conversation_id))
 
@@ -318,7 +313,9 @@ class PostgresEventLog:
                     (conversation_id, getattr(event, "run_id", None)),
                 )
                 run_events = [
-                    StoredEvent(seq=r[0], conversation_id=conversation_id, event=unpack_event(r[2]), received_at=r[1])
+                    StoredEvent(
+                        seq=r[0], conversation_id=conversation_id, event=unpack_event(r[2]), received_at=r[1]
+                    )
                     for r in await cur.fetchall()
                 ]
                 start = run_events[0].event if run_events else None
@@ -354,7 +351,9 @@ class PostgresEventLog:
         return leaf
 
     async def _message_exists(self, conn: psycopg.AsyncConnection[Any], cid: str, message_id: str) -> bool:
-        cur = await conn.execute("SELECT 1 FROM messages WHERE conversation_id = %s AND id = %s", (cid, message_id))
+        cur = await conn.execute(
+            "SELECT 1 FROM messages WHERE conversation_id = %s AND id = %s", (cid, message_id)
+        )
         return await cur.fetchone() is not None
 
     async def _message_parent(
@@ -363,6 +362,16 @@ class PostgresEventLog:
         if parent_id is not None and await self._message_exists(conn, cid, parent_id):
             return parent_id
         return leaf
+
+    async def known_event_ids(self, conversation_id: str, event_ids: Sequence[str]) -> set[str]:
+        """The subset of ``event_ids`` already stored for the conversation."""
+        validate_conversation_id(conversation_id)
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT event_id FROM events WHERE conversation_id = %s AND event_id = ANY(%s)",
+                (conversation_id, list(event_ids)),
+            )
+            return {row[0] for row in await cur.fetchall()}
 
     async def import_events(self, conversation_id: str, stored: Sequence[StoredEvent]) -> int:
         """Store events that already have seqs (Redis finalisation). Idempotent; returns rows added."""
@@ -375,12 +384,14 @@ class PostgresEventLog:
             fresh = [s for s in stored if s.seq > last_seq]
             if not fresh:
                 return 0
-            await self._write(conn, conversation_id, fresh, count, tally, leaf, now, copy=False)
+            await self._write(conn, conversation_id, fresh, count, tally, leaf, now)
             return len(fresh)
 
     # -- reads -----------------------------------------------------------------------------------------
 
-    async def read(self, conversation_id: str, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+    async def read(
+        self, conversation_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
         async with self._connection() as conn:
             cur = await conn.cursor(binary=True).execute(
@@ -410,7 +421,9 @@ class PostgresEventLog:
         delay = 0.2
         while not self._closed:
             try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, connect_timeout=5
+                )
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._signal.notify_all()  # anything appended while we were not listening
@@ -466,7 +479,8 @@ class PostgresEventLog:
         validate_conversation_id(conversation_id)
         async with self._connection() as conn:
             cur = await conn.cursor(binary=True).execute(
-                "SELECT seq, data FROM snapshots WHERE conversation_id = %s AND name = %s", (conversation_id, name)
+                "SELECT seq, data FROM snapshots WHERE conversation_id = %s AND name = %s",
+                (conversation_id, name),
             )
             row = await cur.fetchone()
         return None if row is None else Snapshot(name=name, seq=int(row[0]), data=bytes(row[1]))
@@ -486,7 +500,9 @@ class PostgresEventLog:
     async def active_leaf(self, conversation_id: str) -> str | None:
         validate_conversation_id(conversation_id)
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT active_leaf_id FROM conversations WHERE id = %s", (conversation_id,))
+            cur = await conn.execute(
+                "SELECT active_leaf_id FROM conversations WHERE id = %s", (conversation_id,)
+            )
             row = await cur.fetchone()
         return None if row is None else row[0]
 
@@ -555,4 +571,3 @@ def _info(row: Sequence[Any]) -> ConversationInfo:
         last_activity=float(row[3]),
         status=RunTally(tuple(row[4]), row[5]).status,
     )
-

@@ -17,6 +17,7 @@ Design:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import queue
@@ -168,7 +169,9 @@ class SQLiteEventLog:
         self._reader_conns: list[sqlite3.Connection] = []
         self._reader_local = threading.local()
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="convograph-sqlite-read")
-        self._writer = threading.Thread(target=self._writer_main, name="convograph-sqlite-writer", daemon=True)
+        self._writer = threading.Thread(
+            target=self._writer_main, name="convograph-sqlite-writer", daemon=True
+        )
         self._writer_conn: sqlite3.Connection | None = None
         self._writer_ready = threading.Event()
         self._writer_error: BaseException | None = None
@@ -250,10 +253,8 @@ class SQLiteEventLog:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
             error = _unavailable(exc)
             outcomes = [(request, None, error) for request in group]
         touched: set[str] = set()
@@ -305,7 +306,9 @@ class SQLiteEventLog:
 
         return await asyncio.get_running_loop().run_in_executor(self._readers, run)
 
-    async def read(self, conversation_id: str, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+    async def read(
+        self, conversation_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
 
         def run(conn: sqlite3.Connection) -> list[StoredEvent]:
@@ -315,7 +318,9 @@ class SQLiteEventLog:
                 (conversation_id, after_seq, -1 if limit is None else limit),
             ).fetchall()
             return [
-                StoredEvent(seq=seq, conversation_id=conversation_id, event=unpack_event(data), received_at=at)
+                StoredEvent(
+                    seq=seq, conversation_id=conversation_id, event=unpack_event(data), received_at=at
+                )
                 for seq, at, data in rows
             ]
 
@@ -379,7 +384,8 @@ class SQLiteEventLog:
 
         def run(conn: sqlite3.Connection) -> Snapshot | None:
             row = conn.execute(
-                "SELECT seq, data FROM snapshots WHERE conversation_id = ? AND name = ?", (conversation_id, name)
+                "SELECT seq, data FROM snapshots WHERE conversation_id = ? AND name = ?",
+                (conversation_id, name),
             ).fetchone()
             return None if row is None else Snapshot(name=name, seq=row[0], data=bytes(row[1]))
 

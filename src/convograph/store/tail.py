@@ -10,6 +10,7 @@ commits a conversation's appends one after another), so reading ``> cursor`` nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from convograph.store.base import StoredEvent
@@ -76,7 +77,5 @@ async def follow(
                 yield stored
         if len(page) >= page_size:
             continue
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(token.wait(), poll_interval)
-        except TimeoutError:
-            pass

@@ -61,7 +61,9 @@ def _reject_unknown(scheme: str, options: dict[str, str]) -> None:
         raise ValueError(f"unknown {scheme} event log URL option(s): {', '.join(sorted(options))}")
 
 
-async def open_event_log(url: str | None = None, *, data_dir: str | os.PathLike[str] | None = None) -> EventLog:
+async def open_event_log(
+    url: str | None = None, *, data_dir: str | os.PathLike[str] | None = None
+) -> EventLog:
     """Open the event log ``url`` names (default: `default_url`). Raises ValueError on a bad URL."""
     url = url or default_url(data_dir)
     scheme, options, bare = _split(url)
@@ -81,7 +83,9 @@ async def open_event_log(url: str | None = None, *, data_dir: str | os.PathLike[
         _reject_unknown(scheme, options)
         path = url.split("?", 1)[0][len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
-            raise ValueError(f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}")
+            raise ValueError(
+                f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}"
+            )
         log = await SQLiteEventLog.open(path, synchronous=sync)  # type: ignore[arg-type]
     elif scheme in ("postgresql", "postgres"):
         from convograph.store.postgres import PostgresEventLog
