@@ -161,7 +161,8 @@ async def test_list_conversations_counts_and_status(event_log: EventLog) -> None
     assert infos[failed].status == "error"
     assert infos[failed].last_activity >= infos[active].last_activity
     info = await event_log.get_conversation(complete)
-    assert info is not None and info.status == "complete"
+    assert info is not None
+    assert info.status == "complete"
     assert await event_log.get_conversation(cid()) is None
 
 
@@ -169,7 +170,8 @@ async def test_status_error_on_harness_end_reason_error(event_log: EventLog) -> 
     c = cid()
     await event_log.append(c, [HarnessStart(run_id="x"), HarnessEnd(run_id="x", reason="error")])
     info = await event_log.get_conversation(c)
-    assert info is not None and info.status == "error"
+    assert info is not None
+    assert info.status == "error"
 
 
 async def test_delete(event_log: EventLog) -> None:
@@ -207,9 +209,12 @@ async def test_snapshots_and_rebuild_match_a_full_replay(event_log: EventLog) ->
     assert await event_log.load_snapshot(c, FLAT_GRAPH.name) is None
     first = await rebuild(event_log, c, FLAT_GRAPH, snapshot_every=10, page_size=7)
     expected = reduce_events(create_graph(), events)
-    assert first.state == expected and first.seq == len(events) and first.snapshot_seq == 0
+    assert first.state == expected
+    assert first.seq == len(events)
+    assert first.snapshot_seq == 0
     snapshot = await event_log.load_snapshot(c, FLAT_GRAPH.name)
-    assert snapshot is not None and 0 < snapshot.seq <= len(events)
+    assert snapshot is not None
+    assert 0 < snapshot.seq <= len(events)
     more = sample_run("run-9")
     await event_log.append(c, more)
     second = await rebuild(event_log, c, FLAT_GRAPH, snapshot_every=None)
@@ -224,4 +229,5 @@ async def test_older_snapshot_never_replaces_a_newer_one(event_log: EventLog) ->
     await event_log.save_snapshot(c, Snapshot(name="s", seq=3, data=b"new"))
     await event_log.save_snapshot(c, Snapshot(name="s", seq=1, data=b"old"))
     loaded = await event_log.load_snapshot(c, "s")
-    assert loaded is not None and (loaded.seq, loaded.data) == (3, b"new")
+    assert loaded is not None
+    assert (loaded.seq, loaded.data) == (3, b"new")
