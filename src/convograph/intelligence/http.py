@@ -1,0 +1,220 @@
+"""Litestar routes for context intelligence (contract §4), over an `IntelligenceService`.
+
+`create_intelligence_router(service, principal=...)` returns a ``Router`` with:
+
+- ``POST /events`` — one envelope → 202 ``{"status": "queued"|"duplicate", "session_id"}``; a JSON
+  array or NDJSON body (``application/x-ndjson``) is a batch → 202 ``{"status": "queued",
+  "accepted", "duplicates", "last_seq"}``, validated whole (422 listing every bad item, nothing
+  stored). ``?replay=true`` is accepted for upstream compatibility (deduplication stays on:
+  replays are harmless because every graph write is an idempotent MERGE).
+- ``POST /cypher`` — ``{query, params?, workspace?}`` → ``{"columns", "results", "truncated"}``.
+- ``GET /blobs/{session_id}`` → ``{"session_id", "blobs": [uri, ...]}``;
+  ``GET /blobs/{session_id}/{key}`` → the stored JSON value.
+- ``GET /queues/dead-letter``, ``POST /queues/dead-letter/{key}/replay``,
+  ``POST /queues/dead-letter/{key}/purge`` (upstream paths) and ``GET /intelligence/status``.
+
+Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
+workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure.
+
+``principal(request) -> Principal`` tells the routes who is calling (``created_by``) and which
+workspaces the key may touch; the default reads ``request.state["principal"]`` if an auth
+middleware put one there, else an unrestricted anonymous principal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, Router, get, post
+from litestar.concurrency import sync_to_thread
+
+from convograph.intelligence.blobs import BlobError
+from convograph.intelligence.envelope import EnvelopeError
+from convograph.intelligence.query import AccessDenied, QueryError
+from convograph.intelligence.service import BatchError, IntelligenceService, NotFound
+
+__all__ = ["Principal", "create_intelligence_router", "error_response"]
+
+_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+
+
+class Principal(msgspec.Struct, frozen=True):
+    """Who is calling: ``created_by`` stamps writes; ``allowed_workspaces`` None = every workspace."""
+
+    created_by: str | None = None
+    allowed_workspaces: frozenset[str] | None = None
+
+
+def _default_principal(request: Request[Any, Any, Any]) -> Principal:
+    found = request.state.get("principal") if hasattr(request.state, "get") else None
+    return found if isinstance(found, Principal) else Principal()
+
+
+def error_response(status: int, code: str, message: str, details: Any = None) -> Response[bytes]:
+    """The contract's JSON error body."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return Response(_encoder.encode({"error": body}), status_code=status, media_type="application/json")
+
+
+def _json(value: Any, status: int = 200) -> Response[bytes]:
+    return Response(_encoder.encode(value), status_code=status, media_type="application/json")
+
+
+def _map_error(exc: Exception) -> Response[bytes]:
+    if isinstance(exc, EnvelopeError):
+        return error_response(400, exc.code, exc.message, {"field": exc.field} if exc.field else None)
+    if isinstance(exc, BatchError):
+        return error_response(422, "invalid_events", str(exc), [e.to_dict() for e in exc.errors])
+    if isinstance(exc, AccessDenied):
+        return error_response(403, exc.code, exc.message)
+    if isinstance(exc, QueryError):
+        return error_response(400, exc.code, exc.message)
+    if isinstance(exc, BlobError):
+        return error_response(400, exc.code, exc.message)
+    if isinstance(exc, NotFound):
+        return error_response(404, "not_found", str(exc))
+    raise exc
+
+
+def _split_body(raw: bytes, content_type: str) -> list[Any] | dict[str, Any]:
+    if "ndjson" in content_type or "jsonl" in content_type:
+        items: list[Any] = []
+        for number, line in enumerate(raw.splitlines()):
+            if not line.strip():
+                continue
+            try:
+                items.append(_decoder.decode(line))
+            except msgspec.DecodeError as exc:
+                raise EnvelopeError("invalid_json", f"line {number + 1} is not valid JSON: {exc}") from None
+        return items
+    try:
+        value = _decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise EnvelopeError("invalid_json", f"body is not valid JSON: {exc}") from None
+    if isinstance(value, list | dict):
+        return value
+    raise EnvelopeError("invalid_envelope", "body must be a JSON object, a JSON array or NDJSON")
+
+
+def create_intelligence_router(
+    service: IntelligenceService,
+    *,
+    principal: Callable[[Request[Any, Any, Any]], Principal] | None = None,
+    path: str = "/",
+) -> Router:
+    """Routes of contract §4 bound to ``service``; mount with ``Litestar(route_handlers=[router])``."""
+    who = principal or _default_principal
+
+    @post("/events", status_code=202, summary="Ingest Amplifier hook events", tags=["context intelligence"])
+    async def post_events(request: Request[Any, Any, Any]) -> Response[bytes]:
+        caller = who(request)
+        try:
+            body = _split_body(await request.body(), request.headers.get("content-type", ""))
+            if isinstance(body, dict):
+                result = service.ingest(
+                    body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces
+                )
+                return _json({"status": result.status, "session_id": result.session_id}, 202)
+            batch = service.ingest_many(
+                body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces
+            )
+            return _json(
+                {
+                    "status": "queued" if batch.accepted else "duplicate",
+                    "accepted": batch.accepted,
+                    "duplicates": batch.duplicates,
+                    "last_seq": batch.last_seq,
+                },
+                202,
+            )
+        except (EnvelopeError, BatchError, AccessDenied) as exc:
+            return _map_error(exc)
+
+    @post("/cypher", status_code=200, summary="Read-only Cypher query", tags=["context intelligence"])
+    async def post_cypher(request: Request[Any, Any, Any]) -> Response[bytes]:
+        caller = who(request)
+        try:
+            body = _decoder.decode(await request.body())
+        except msgspec.DecodeError as exc:
+            return error_response(400, "invalid_json", f"body is not valid JSON: {exc}")
+        if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+            return error_response(
+                400, "invalid_request", 'body must be {"query": str, "params"?, "workspace"?}'
+            )
+        workspace = body.get("workspace")
+        if workspace is not None and not isinstance(workspace, str):
+            return error_response(400, "invalid_request", "workspace must be a string")
+        try:
+            result = await sync_to_thread(
+                service.cypher,
+                body["query"],
+                body.get("params"),
+                workspace,
+                allowed_workspaces=caller.allowed_workspaces,
+            )
+        except (QueryError, AccessDenied) as exc:
+            return _map_error(exc)
+        return _json(result)
+
+    @get("/blobs/{session_id:str}", summary="List a session's blobs", tags=["context intelligence"])
+    async def list_blobs(request: Request[Any, Any, Any], session_id: str) -> Response[bytes]:
+        caller = who(request)
+        try:
+            uris = await sync_to_thread(
+                service.list_blobs, session_id, allowed_workspaces=caller.allowed_workspaces
+            )
+        except BlobError as exc:
+            return _map_error(exc)
+        return _json({"session_id": session_id, "blobs": uris})
+
+    @get("/blobs/{session_id:str}/{key:str}", summary="Read one blob", tags=["context intelligence"])
+    async def read_blob(request: Request[Any, Any, Any], session_id: str, key: str) -> Response[bytes]:
+        caller = who(request)
+        try:
+            content = await sync_to_thread(
+                service.read_blob, session_id, key, allowed_workspaces=caller.allowed_workspaces
+            )
+        except (BlobError, NotFound) as exc:
+            return _map_error(exc)
+        return Response(content, media_type="application/json")
+
+    @get("/queues/dead-letter", summary="Dead letters per session", tags=["context intelligence"])
+    async def list_dead(request: Request[Any, Any, Any]) -> Response[bytes]:
+        caller = who(request)
+        groups = service.dead_letters(allowed_workspaces=caller.allowed_workspaces)
+        return _json({"dead_letters": groups, "total": sum(g.item_count for g in groups)})
+
+    @post("/queues/dead-letter/{key:str}/replay", status_code=200, tags=["context intelligence"])
+    async def replay_dead(request: Request[Any, Any, Any], key: str) -> Response[bytes]:
+        caller = who(request)
+        count = service.replay_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
+        return _json({"key": key, "replayed": count})
+
+    @post("/queues/dead-letter/{key:str}/purge", status_code=200, tags=["context intelligence"])
+    async def purge_dead(request: Request[Any, Any, Any], key: str) -> Response[bytes]:
+        caller = who(request)
+        count = service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
+        return _json({"key": key, "purged": count})
+
+    @get("/intelligence/status", summary="Ingest and graph status", tags=["context intelligence"])
+    async def status() -> Response[bytes]:
+        return _json(service.status())
+
+    return Router(
+        path=path,
+        route_handlers=[
+            post_events,
+            post_cypher,
+            list_blobs,
+            read_blob,
+            list_dead,
+            replay_dead,
+            purge_dead,
+            status,
+        ],
+    )
