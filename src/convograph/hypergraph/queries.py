@@ -685,8 +685,9 @@ _FOLDED_INTO_CALL = frozenset({"tool_result", "tool_error", "tool_progress", "re
 
 def visible_blocks(conv: Conversation, message_id: str) -> tuple[Block, ...]:
     """The message's blocks as ``conv.view`` shows them: reasoning dropped when ``hide_reasoning``;
-    results, progress and relays folded into their call when ``collapse_tools`` (a denied call with
-    no ``tool_call`` event keeps its result block, which stands for the call)."""
+    results, progress and relays folded into their call's block when ``collapse_tools`` (a denied
+    call has no ``tool_call`` event: its result block stands for the call; a relay or progress
+    whose call has not arrived stays visible)."""
     view = conv.view
     blocks = blocks_of(conv, message_id)
     if not view.hide_reasoning and not view.collapse_tools:
@@ -697,8 +698,10 @@ def visible_blocks(conv: Conversation, message_id: str) -> tuple[Block, ...]:
             continue
         if view.collapse_tools and block.kind in _FOLDED_INTO_CALL:
             info = tool_call_for_block(conv, block.id)
-            if info is not None and info.call_block_id is not None:
-                continue
+            if info is not None:
+                representative = info.call_block_id or info.result_block_id
+                if representative is not None and representative != block.id:
+                    continue
         out.append(block)
     return tuple(out)
 

@@ -90,12 +90,31 @@ def reduce_conversation(conversation: Conversation, event: EventLike) -> Convers
     """
     if not isinstance(event, _Event):
         event = codec.parse_event(event)
+    store = conversation._store
     event_id = event.event_id
     if event_id is not None:
-        seen_at = conversation._store.seen.get(event_id)
+        seen_at = store.seen.get(event_id)
         if seen_at is not None and seen_at <= conversation._version:
             return conversation
-    return commit(conversation, event)
+    # The body of `commit`, inlined: this is the hot path.
+    with store.lock:
+        if store.version != conversation._version or store.broken:
+            store = replay(store, conversation._version)
+        try:
+            changed = _apply_event(store, event)
+        except BaseException:
+            store.broken = True
+            raise
+        if not changed:
+            return conversation
+        version = store.version + 1
+        store.version = version
+        store.log.append(event)
+        if event_id is not None:
+            store.seen[event_id] = version
+        return Conversation(
+            store, version, store.n_chunks, len(store.blocks), len(store.messages), conversation.view
+        )
 
 
 def reduce_conversation_events(conversation: Conversation, events: Iterable[EventLike]) -> Conversation:
@@ -323,8 +342,6 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
     if spawn is not None:
         s.spawn_of.set(run_id, spawn, stamp)
         s.spawns.append(spawn.trigger, spawn, stamp)
-    if s.pending and run_id in s.pending:
-        _adopt(s, run_id)
     return run
 
 
@@ -445,6 +462,8 @@ def _new_block(
             _adopt(s, key)
         if event_id is not None and event_id in s.pending:
             _adopt(s, event_id)
+        if len(run.blocks) == 1 and run.id in s.pending:
+            _adopt(s, run.id)
     if cls in _RESULTS or tool_error is not None:
         thread.after_result = True
     return block

@@ -1,0 +1,474 @@
+"""Reducer and queries of `convograph.hypergraph`: tiers, ids, and each fix over upstream (spec §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from benchmarks.hypergraph_workload import rlm_stream
+
+from convograph.events import EventError, Text
+from convograph.hypergraph import (
+    MAIN_THREAD,
+    Active,
+    ViewOptions,
+    close_stream,
+    create_conversation,
+    default_active,
+    edges_of,
+    find_edges,
+    iter_edges,
+    reduce_conversation,
+    reduce_conversation_events,
+    walk,
+)
+from convograph.hypergraph import queries as q
+from convograph.hypergraph.model import Conversation
+
+
+def build(*events: dict[str, Any]) -> Conversation:
+    return reduce_conversation_events(create_conversation(), events)
+
+
+def texts(conv: Conversation, message_id: str) -> list[str]:
+    out = []
+    for block in q.blocks_of(conv, message_id):
+        if block.kind in ("text", "reasoning"):
+            out.append("".join(c.event.content for c in q.chunks_of(conv, block.id)))  # type: ignore[union-attr]
+    return out
+
+
+def kinds(conv: Conversation, message_id: str) -> list[str]:
+    return [b.kind for b in q.blocks_of(conv, message_id)]
+
+
+HS = {"type": "harness_start", "runId": "A"}
+HE = {"type": "harness_end", "runId": "A"}
+
+
+def agent_with_provider_runs() -> list[dict[str, Any]]:
+    """Spec §9 #1: every provider call is its own run parented to the agent run."""
+    return [
+        HS,
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "t1", "content": "Let me "},
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "t1", "content": "check"},
+        {"type": "usage", "runId": "P1", "parentId": "A", "inputTokens": 10, "outputTokens": 2},
+        {"type": "tool_call", "runId": "A", "id": "A/x", "name": "bash", "input": {"cmd": "ls"}},
+        {"type": "tool_result", "runId": "A", "id": "A/x", "name": "bash", "output": {"context": "f"}},
+        {"type": "text", "runId": "P2", "parentId": "A", "id": "t2", "content": "Done"},
+        {"type": "usage", "runId": "P2", "parentId": "A", "inputTokens": 20, "outputTokens": 1},
+        HE,
+    ]
+
+
+# --- tiers and the upstream worked example ----------------------------------------------------------
+
+
+def test_upstream_worked_example_gives_upstream_tiers() -> None:
+    conv = build(
+        HS,
+        {"type": "text", "runId": "A", "id": "t1", "content": "Let me check"},
+        {"type": "tool_call", "runId": "A", "id": "tc1", "name": "bash", "input": {}},
+        {"type": "tool_result", "runId": "A", "id": "tc1", "name": "bash", "output": "ok"},
+        {"type": "text", "runId": "A", "id": "t2", "content": "Done"},
+        HE,
+    )
+    assert [b.id for b in q.blocks_of(conv, "msg:1")] == [
+        "block:A:harness_start",
+        "block:A:t1",
+        "block:tc1",
+        "block:tc1:result",
+    ]
+    assert [b.id for b in q.blocks_of(conv, "msg:2")] == ["block:A:t2", "block:A:harness_end"]
+    assert default_active(conv).message_ids == ("msg:1", "msg:2")
+    assert q.block_of(conv, "chunk:2").id == "block:A:t1"
+    assert q.message_of(conv, "block:tc1").id == "msg:1"
+    assert [c.id for c in q.chunks_of(conv, "block:A:t1")] == ["chunk:2"]
+
+
+def test_streaming_deltas_join_one_block_and_keep_arrival_seq() -> None:
+    conv = build(
+        {"type": "text", "runId": "r", "id": "t", "content": "Hel"},
+        {"type": "text", "runId": "r", "id": "t", "content": "lo"},
+    )
+    (block,) = q.blocks_of(conv, "msg:1")
+    chunks = q.chunks_of(conv, block.id)
+    assert [c.seq for c in chunks] == [1, 2]
+    assert (block.first_seq, block.last_seq) == (1, 2)
+    assert texts(conv, "msg:1") == ["Hello"]
+
+
+def test_upstream_generator_workload_counts_match_upstream() -> None:
+    conv = reduce_conversation_events(create_conversation(), rlm_stream(100, 50, 1))
+    # spec §8.1: chunks = events, blocks = 2 + 4N, messages = N (5804 nodes in all)
+    assert (conv.chunk_count, conv.block_count, conv.message_count) == (5302, 402, 100)
+    assert q.run_status(conv, "run-0") == "complete"
+
+
+def test_multi_run_workload_nests_each_child_in_its_own_thread() -> None:
+    conv = reduce_conversation_events(create_conversation(), rlm_stream(5, 3, 3))
+    assert q.thread_ids(conv) == (MAIN_THREAD, "run-0", "run-1", "run-2")
+    spawns = q.spawns_from(conv, "block:run-root:spawn1")
+    assert [(s.run_id, s.kind, s.thread_id) for s in spawns] == [("run-1", "subagent", "run-1")]
+    assert spawns[0].invocation_chunk_id == q.run_chunks(conv, "run-1")[0].id
+    assert len(default_active(conv, "run-1")) == 5
+    # the main path holds only the root's own blocks
+    for message in walk(conv):
+        assert {b.run_id for b in q.blocks_of(conv, message.id)} == {"run-root"}
+
+
+# --- §9 #1: arrival order ---------------------------------------------------------------------------
+
+
+def test_provider_runs_keep_arrival_order_and_turn_boundaries() -> None:
+    conv = build(*agent_with_provider_runs())
+    assert default_active(conv).message_ids == ("msg:1", "msg:2")
+    assert texts(conv, "msg:1") == ["Let me check"]
+    assert kinds(conv, "msg:1") == ["harness_start", "text", "usage", "tool_call", "tool_result"]
+    assert texts(conv, "msg:2") == ["Done"]
+    spawn = q.spawn_of(conv, "P2")
+    assert spawn is not None
+    assert (spawn.kind, spawn.trigger_block_id) == ("call", "block:A/x:result")
+    assert q.usage_totals(conv).input_tokens == 30
+    assert q.usage_totals(conv, "P1").output_tokens == 2
+
+
+# --- §9 #5: unique ids ------------------------------------------------------------------------------
+
+
+def test_repeated_block_keys_get_new_ids_and_keep_old_chunks() -> None:
+    conv = build(
+        HS,
+        {"type": "error", "runId": "A", "message": "first"},
+        {"type": "text", "runId": "A", "id": "t", "content": "retrying"},
+        {"type": "error", "runId": "A", "message": "second"},
+        {"type": "tool_call", "runId": "A", "id": "tc", "name": "x", "input": 1},
+        {"type": "tool_result", "runId": "A", "id": "tc", "name": "x", "output": 1},
+        {"type": "tool_call", "runId": "A", "id": "tc", "name": "x", "input": 2},
+    )
+    ids = [b.id for b in q.iter_blocks(conv)]
+    assert len(ids) == len(set(ids))
+    assert "block:A:error" in ids
+    assert "block:A:error#2" in ids
+    assert "block:tc#2" in ids
+    assert q.chunks_of(conv, "block:A:error")[0].event.message == "first"  # type: ignore[union-attr]
+    assert q.chunks_of(conv, "block:A:error#2")[0].event.message == "second"  # type: ignore[union-attr]
+    edge_ids = [e.id for e in iter_edges(conv)]
+    assert len(edge_ids) == len(set(edge_ids))
+
+
+# --- §9 #6: duplicates ------------------------------------------------------------------------------
+
+
+def test_duplicate_event_id_is_a_no_op() -> None:
+    first = {"type": "text", "runId": "r", "id": "t", "content": "Hi", "eventId": "e1"}
+    conv = build(first)
+    again = reduce_conversation(conv, first)
+    assert again is conv
+    assert texts(again, "msg:1") == ["Hi"]
+
+
+def test_event_id_seen_only_in_a_later_version_is_not_a_duplicate_for_an_earlier_one() -> None:
+    base = create_conversation()
+    first = reduce_conversation(base, {"type": "user", "runId": "u", "content": "a", "eventId": "e1"})
+    forked = reduce_conversation(base, {"type": "user", "runId": "u", "content": "a", "eventId": "e1"})
+    assert forked is not base
+    assert forked.chunk_count == first.chunk_count == 1
+
+
+# --- §9 #10: late parents ---------------------------------------------------------------------------
+
+
+def test_child_arriving_before_its_parent_is_linked_when_the_parent_arrives() -> None:
+    child = [
+        {"type": "harness_start", "runId": "S", "parentId": "A/x"},
+        {"type": "text", "runId": "S", "id": "s1", "content": "searching"},
+    ]
+    early = build(HS, *child)
+    assert q.unresolved_parents(early) == {"A/x": ("S",)}
+    assert q.spawn_of(early, "S") is None
+    late = reduce_conversation(early, {"type": "tool_call", "runId": "A", "id": "A/x", "name": "agent"})
+    assert q.unresolved_parents(late) == {}
+    spawn = q.spawn_of(late, "S")
+    assert spawn is not None
+    assert (spawn.trigger_block_id, spawn.kind, spawn.thread_id) == ("block:A/x", "subagent", "S")
+    assert q.run_info(late, "S").parent_run_id == "A"
+    # the earlier version still reports the parent as missing
+    assert q.unresolved_parents(early) == {"A/x": ("S",)}
+
+
+def test_unresolved_parents_are_reported_at_stream_end() -> None:
+    conv = close_stream(build({"type": "harness_start", "runId": "S", "parentId": "ghost"}))
+    (diag,) = q.diagnostics(conv)
+    assert (diag.code, diag.subject) == ("unresolved_parent", "ghost")
+    assert "S" in diag.message
+
+
+# --- §9 #2, #9: status and stream end ----------------------------------------------------------------
+
+
+def test_lifecycle_less_runs_inherit_status_and_close_at_stream_end() -> None:
+    events = agent_with_provider_runs()
+    streaming = build(*events[:-1])
+    assert q.run_status(streaming, "P2") == "streaming"
+    assert q.run_status(build(*events), "P2") == "complete"
+    closed = close_stream(streaming)
+    assert q.run_status(closed, "A") == "aborted"
+    assert q.run_status(closed, "P1") == "aborted"
+    assert q.run_status(streaming, "A") == "streaming"  # older version unchanged
+    orphan = close_stream(build({"type": "text", "runId": "P", "id": "t", "content": "x"}))
+    assert q.run_status(orphan, "P") == "complete"
+    assert q.is_stream_closed(orphan)
+    reopened = reduce_conversation(
+        closed, {"type": "text", "runId": "P9", "parentId": "A", "id": "z", "content": "."}
+    )
+    assert not q.is_stream_closed(reopened)
+    assert q.run_status(reopened, "A") == "streaming"
+
+
+def test_error_marks_only_its_run() -> None:
+    conv = build(
+        HS,
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "t", "content": "x"},
+        {"type": "error", "runId": "P1", "message": "rate limited"},
+    )
+    assert q.run_status(conv, "P1") == "error"
+    assert q.run_status(conv, "A") == "streaming"
+    assert not q.message_health(conv, "msg:1").clean
+
+
+# --- §9 #3, #7: denied calls and tool exceptions -----------------------------------------------------
+
+
+def test_denied_tool_call_stays_visible() -> None:
+    conv = build(
+        HS,
+        {
+            "type": "relay",
+            "runId": "A",
+            "id": "rl",
+            "kind": "permission",
+            "toolCallId": "A/x",
+            "tool": "bash",
+            "params": {"cmd": "rm -rf /"},
+        },
+        {"type": "relay_resolved", "relayId": "rl", "approved": False, "reason": "no"},
+        {
+            "type": "tool_result",
+            "runId": "A",
+            "id": "A/x",
+            "name": "bash",
+            "output": {"status": "denied", "reason": "no"},
+        },
+    )
+    info = q.tool_call(conv, "A/x")
+    assert info is not None
+    assert (info.status, info.synthesized, info.name, info.input) == (
+        "denied",
+        True,
+        "bash",
+        {"cmd": "rm -rf /"},
+    )
+    assert info.relay_id == "rl"
+    (relay,) = q.relays(conv)
+    assert relay.status == "denied"
+    assert relay.decision is not None
+    assert relay.decision.reason == "no"
+    assert q.pending_relays(conv) == ()
+    # collapsed views keep the result block: it stands for the call
+    collapsed = conv.with_view(ViewOptions(collapse_tools=True))
+    assert "tool_result" in kinds(conv, "msg:1")
+    assert [b.kind for b in q.visible_blocks(collapsed, "msg:1")] == ["harness_start", "tool_result"]
+
+
+def test_pending_relay_until_decided() -> None:
+    conv = build(
+        HS,
+        {
+            "type": "relay",
+            "runId": "A",
+            "id": "rl",
+            "kind": "permission",
+            "toolCallId": "A/x",
+            "tool": "bash",
+        },
+    )
+    assert [r.relay_id for r in q.pending_relays(conv)] == ["rl"]
+    decided = reduce_conversation(conv, {"type": "relay_resolved", "relayId": "rl", "approved": True})
+    assert q.pending_relays(decided) == ()
+    assert q.relay_info(decided, "rl").status == "approved"  # type: ignore[union-attr]
+    assert [r.relay_id for r in q.pending_relays(conv)] == ["rl"]
+
+
+def test_tool_exception_is_a_tool_result_with_an_error() -> None:
+    conv = build(
+        HS,
+        {"type": "tool_call", "runId": "A", "id": "A/x", "name": "bash", "input": {}},
+        {"type": "error", "runId": "A", "message": "tool crashed"},
+        {"type": "text", "runId": "P2", "parentId": "A", "id": "t", "content": "It failed, sorry"},
+        HE,
+    )
+    info = q.tool_call(conv, "A/x")
+    assert info is not None
+    assert (info.status, info.error, info.output) == ("error", "tool crashed", {"error": "tool crashed"})
+    assert q.run_status(conv, "A") == "complete"
+    assert texts(conv, "msg:2") == ["It failed, sorry"]
+    assert q.message_health(conv, "msg:1").clean
+
+
+def test_tool_progress_is_indexed_by_call() -> None:
+    conv = build(
+        HS,
+        {"type": "tool_call", "runId": "A", "id": "c", "name": "exec"},
+        {
+            "type": "tool_progress",
+            "runId": "A",
+            "id": "p1",
+            "toolCallId": "c",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "a"},
+        },
+        {
+            "type": "tool_progress",
+            "runId": "A",
+            "id": "p2",
+            "toolCallId": "c",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "b"},
+        },
+    )
+    info = q.tool_call(conv, "c")
+    assert info is not None
+    assert info.status == "pending"
+    assert info.progress_chunk_ids == ("chunk:3", "chunk:4")
+    assert q.message_health(conv, "msg:1").unresolved_call_ids == ("c",)
+
+
+# --- §9 #13: cycle guards ---------------------------------------------------------------------------
+
+
+def test_parent_cycles_terminate() -> None:
+    conv = build(
+        {"type": "text", "runId": "X", "parentId": "Y", "id": "x", "content": "."},
+        {"type": "text", "runId": "Y", "parentId": "X", "id": "y", "content": "."},
+    )
+    assert q.run_status(conv, "X") == "streaming"
+    assert q.run_info(conv, "X").parent_run_id == "Y"
+    assert q.run_info(conv, "Y").parent_run_id == "X"
+
+
+def test_walk_stops_on_a_repeated_id() -> None:
+    conv = build({"type": "user", "runId": "u", "content": "hi"})
+    looped = Active(thread_id=MAIN_THREAD, tip_id="msg:1", message_ids=("msg:1", "msg:1"))
+    assert [m.id for m in walk(conv, looped)] == ["msg:1"]
+
+
+# --- wire forms, validation, persistence ------------------------------------------------------------
+
+
+def test_wire_forms_are_accepted() -> None:
+    conv = reduce_conversation(create_conversation(), '{"type":"user","runId":"u","content":"hi"}')
+    conv = reduce_conversation(conv, b'{"type":"text","runId":"a","id":"t","content":"yo"}')
+    conv = reduce_conversation(conv, Text(run_id="a", id="t", content="!"))
+    assert conv.chunk_count == 3
+
+
+def test_batch_is_validated_whole() -> None:
+    base = build({"type": "user", "runId": "u", "content": "hi"})
+    with pytest.raises(EventError) as excinfo:
+        reduce_conversation_events(
+            base, [{"type": "text", "runId": "a", "id": "t", "content": "ok"}, {"type": "text", "runId": "a"}]
+        )
+    assert excinfo.value.index == 1
+    assert base.chunk_count == 1
+    assert q.thread_messages(base, MAIN_THREAD)[0].id == "msg:1"
+
+
+def test_connected_sets_the_session_and_makes_no_chunk() -> None:
+    conv = build({"type": "connected", "sessionId": "s-1"})
+    assert q.session_id(conv) == "s-1"
+    assert conv.chunk_count == 0
+
+
+def test_older_versions_answer_as_before() -> None:
+    events = agent_with_provider_runs()
+    versions = [create_conversation()]
+    for event in events:
+        versions.append(reduce_conversation(versions[-1], event))
+    before = [
+        (v.chunk_count, default_active(v).message_ids, [texts(v, m) for m in default_active(v)])
+        for v in versions
+    ]
+    # extend an old version (forks the lineage) and the head again
+    reduce_conversation(versions[3], {"type": "text", "runId": "Z", "id": "z", "content": "fork"})
+    reduce_conversation(versions[-1], {"type": "user", "runId": "u2", "content": "more"})
+    after = [
+        (v.chunk_count, default_active(v).message_ids, [texts(v, m) for m in default_active(v)])
+        for v in versions
+    ]
+    assert before == after
+
+
+def test_forking_an_old_version_equals_building_fresh() -> None:
+    events = agent_with_provider_runs()
+    head = build(*events)
+    del head
+    mid = build(*events[:4])
+    extra = {"type": "text", "runId": "Z", "id": "z", "content": "fork"}
+    forked = reduce_conversation(mid, extra)
+    fresh = build(*events[:4], extra)
+    assert [m.block_ids for m in q.iter_messages(forked)] == [m.block_ids for m in q.iter_messages(fresh)]
+
+
+# --- hyperedges -------------------------------------------------------------------------------------
+
+
+def test_edges_up_and_down_the_tiers() -> None:
+    conv = build(*agent_with_provider_runs())
+    assert {e.type for e in edges_of(conv, "chunk:2")} == {"block", "sequence", "spawn"}
+    assert {e.type for e in edges_of(conv, "chunk:3")} == {"block", "sequence"}
+    (block_edge,) = find_edges(conv, type="block", node="block:P1:t1")
+    assert block_edge.roles == {"part": ("chunk:2", "chunk:3"), "whole": ("block:P1:t1",)}
+    (message_edge,) = find_edges(conv, type="message", node="block:P1:t1", role="part")
+    assert message_edge.id == "me:msg:1"
+    spawn_edges = find_edges(conv, type="spawn", node="block:A:harness_start", role="trigger")
+    assert [e.roles["invocation"] for e in spawn_edges] == [("chunk:2",)]
+    (seq,) = find_edges(conv, type="sequence", node="msg:2")
+    assert seq.roles == {"predecessor": ("msg:1",), "successor": ("msg:2",)}
+    all_edges = list(iter_edges(conv))
+    for edge in all_edges:
+        for ids in edge.roles.values():
+            for node_id in ids:
+                assert edge in edges_of(conv, node_id)
+
+
+def test_unknown_ids_raise_key_error_naming_them() -> None:
+    conv = build({"type": "user", "runId": "u", "content": "hi"})
+    with pytest.raises(KeyError, match="msg:9"):
+        q.get_message(conv, "msg:9")
+    with pytest.raises(KeyError, match="block:nope"):
+        q.get_block(conv, "block:nope")
+    with pytest.raises(KeyError, match="chunk:5"):
+        q.get_chunk(conv, "chunk:5")
+
+
+# --- selective views --------------------------------------------------------------------------------
+
+
+def test_view_options_filter_blocks_and_spawns() -> None:
+    conv = build(
+        HS,
+        {"type": "reasoning", "runId": "P1", "parentId": "A", "id": "r", "content": "hmm"},
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "t", "content": "ok"},
+        {"type": "tool_call", "runId": "A", "id": "A/s", "name": "agent"},
+        {"type": "harness_start", "runId": "S", "parentId": "A/s"},
+        {"type": "tool_result", "runId": "A", "id": "A/s", "name": "agent", "output": "done"},
+    )
+    assert kinds(conv, "msg:1") == ["harness_start", "reasoning", "text", "tool_call", "tool_result"]
+    view = ViewOptions(hide_reasoning=True, collapse_tools=True, subagents="hide")
+    hidden = conv.with_view(view)
+    assert hidden.view == view
+    assert [b.kind for b in q.visible_blocks(hidden, "msg:1")] == ["harness_start", "text", "tool_call"]
+    assert q.visible_spawns(hidden, "block:A/s") == ()
+    assert [s.run_id for s in q.visible_spawns(conv, "block:A/s")] == ["S"]
+    assert conv.view == ViewOptions()
