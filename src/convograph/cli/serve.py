@@ -1,0 +1,69 @@
+"""``convograph serve``: run the HTTP server (embedded defaults need no flags)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from convograph.cli.app import app, err_console
+from convograph.server.auth import KeyRing
+from convograph.server.config import ConfigError, ServerConfig, is_loopback
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind [default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [default: 8321].")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where embedded stores live [default: ./.convograph].")
+    ] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…")
+    ] = None,
+    graph_url: Annotated[
+        str | None, typer.Option(help="FalkorDB server, falkordb://host:port [default: embedded].")
+    ] = None,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="JSON key file (see `convograph keys create`).")
+    ] = None,
+    allow_public_without_keys: Annotated[
+        bool, typer.Option(help="Allow binding a non-loopback address with no API keys.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the HTTP API (and the web viewer) until interrupted."""
+    import uvicorn
+
+    from convograph.server import create_app
+
+    try:
+        config = ServerConfig.from_env(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            database_url=database_url,
+            graph_url=graph_url,
+            api_key_file=api_key_file,
+            allow_public_without_keys=allow_public_without_keys or None,
+        )
+        keys = KeyRing.load(config.api_key_file)
+    except (ConfigError, ValueError) as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
+        err_console.print(
+            f"[red]error:[/] refusing to serve {config.host} without API keys: anyone on the network could "
+            "read and write conversations. Create keys (`convograph keys create`) and pass --api-key-file, "
+            "or pass --allow-public-without-keys."
+        )
+        raise typer.Exit(2)
+    uvicorn.run(
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        access_log=False,
+    )

@@ -1,0 +1,106 @@
+"""`create_app(config)`: the Litestar application behind ``convograph serve``.
+
+Startup opens the event log (and the context-intelligence service when enabled); shutdown ends
+every live stream, then closes the log, which finishes pending writes first (graceful drain).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from litestar import Litestar, MediaType, Request, Response, get
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+
+from convograph import __version__
+from convograph.server.auth import KeyRing
+from convograph.server.config import ServerConfig
+from convograph.server.conversations import ConversationController
+from convograph.server.errors import exception_handlers
+from convograph.server.state import ServerState, server_state
+from convograph.store import open_event_log
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("convograph.server")
+
+
+@get("/healthz", summary="Liveness and readiness", include_in_schema=True, tags=["operations"])
+async def healthz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    state = server_state(request)
+    return Response({"status": "ok", "version": __version__, "eventLog": type(state.log).__name__})
+
+
+@get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, tags=["operations"])
+async def metrics(request: Request[Any, Any, Any]) -> str:
+    return server_state(request).metrics.render()
+
+
+@get("/openapi.json", summary="OpenAPI document", include_in_schema=False)
+async def openapi_json(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    return Response(request.app.openapi_schema.to_schema(), media_type=MediaType.JSON)
+
+
+def create_app(config: ServerConfig | None = None) -> Litestar:
+    """A ready-to-serve application. Raises `ValueError` for a bad key file."""
+    config = config or ServerConfig.from_env()
+    keys = KeyRing.load(config.api_key_file)
+    holder: dict[str, ServerState] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        event_log = await open_event_log(config.database_url, data_dir=config.data_dir)
+        state = ServerState(config, keys, event_log)
+        app.state["convograph"] = state
+        holder["state"] = state
+        try:
+            yield
+        finally:
+            await state.close()
+
+    async def count_request(message: Any, scope: Any) -> None:
+        if message.get("type") == "http.response.start" and "state" in holder:
+            holder["state"].metrics.observe_request(scope.get("method", "?"), message["status"])
+
+    route_handlers: list[Any] = [ConversationController, healthz, metrics, openapi_json]
+    route_handlers.extend(_optional_routes(config))
+
+    return Litestar(
+        route_handlers=route_handlers,
+        lifespan=[lifespan],
+        exception_handlers=exception_handlers,
+        request_max_body_size=config.max_body_bytes,
+        before_send=[count_request],
+        openapi_config=OpenAPIConfig(
+            title="convograph",
+            version=__version__,
+            description="Conversation graphs from multi-agent LLM event streams.",
+            path="/schema",
+            components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
+        ),
+        debug=False,
+    )
+
+
+def _optional_routes(config: ServerConfig) -> list[Any]:
+    """The web viewer: ``/`` (and client-side routes under ``/c/``) answer its page; assets under
+    ``/static``. Absent when the package ships without its assets."""
+    from litestar.static_files import create_static_files_router
+
+    from convograph.web import STATIC_DIR, index_html
+
+    if not (STATIC_DIR / "index.html").is_file():
+        return []
+
+    @get(["/", "/c/{path:path}", "/explore"], include_in_schema=False, media_type=MediaType.HTML)
+    async def page() -> Response[bytes]:
+        return Response(index_html(), media_type=MediaType.HTML, headers={"Cache-Control": "no-cache"})
+
+    return [
+        page,
+        create_static_files_router(path="/static", directories=[STATIC_DIR], include_in_schema=False),
+    ]

@@ -1,0 +1,95 @@
+"""Server configuration: flags, then ``CONVOGRAPH_*`` environment variables, then defaults.
+
+Embedded defaults need no flags: the event log is SQLite under ``./.convograph``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ConfigError", "ServerConfig", "is_loopback"]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8321
+ENV_PREFIX: Final = "CONVOGRAPH_"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be served; the message says which setting and why."""
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything `create_app` needs. Build with `ServerConfig.from_env(**overrides)`."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    data_dir: Path = Path(".convograph")
+    database_url: str | None = None
+    """Event log URL (``sqlite:///``, ``postgresql://``, ``redis://``, ``memory://``); default SQLite
+    at ``<data_dir>/events.db``."""
+    graph_url: str | None = None
+    """Context-intelligence graph: ``falkordb://host:port``; default embedded FalkorDB."""
+    api_key_file: Path | None = None
+    allow_public_without_keys: bool = False
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_batch_events: int = 100_000
+    conversation_cache_size: int = 256
+    """Conversations whose graphs are kept in memory (least recently used are evicted)."""
+    sse_heartbeat_seconds: float = 15.0
+    sse_client_buffer: int = 4096
+    """Events buffered per SSE client before it is switched to catching up from the log."""
+    intelligence: bool = True
+    """Serve the context-intelligence endpoints (`POST /events`, `/cypher`, `/blobs`)."""
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> ServerConfig:
+        """Defaults, overridden by ``CONVOGRAPH_*`` variables, overridden by non-None ``overrides``."""
+        values: dict[str, object] = {}
+        env = os.environ
+        for name, kind in (
+            ("host", str),
+            ("port", int),
+            ("data_dir", Path),
+            ("database_url", str),
+            ("graph_url", str),
+            ("api_key_file", Path),
+            ("max_body_bytes", int),
+        ):
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw:
+                try:
+                    values[name] = kind(raw)
+                except ValueError:
+                    raise ConfigError(
+                        f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind.__name__}"
+                    ) from None
+        if env.get(ENV_PREFIX + "ALLOW_PUBLIC_WITHOUT_KEYS", "").lower() in ("1", "true", "yes"):
+            values["allow_public_without_keys"] = True
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        try:
+            config = msgspec.convert(values, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"invalid server configuration: {exc}") from None
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port} is outside 0-65535")
+        if self.max_body_bytes < 1024:
+            raise ConfigError("max_body_bytes must be at least 1024")
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,304 @@
+"""Conversation endpoints (contract §4): ingest, list, replay, SSE, projections, relays."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
+
+import msgspec
+from litestar import Controller, MediaType, Request, Response, delete, get, post
+from litestar.params import Parameter
+from litestar.response import Stream
+
+from convograph.events import Event, RelayResolved, encode_event
+from convograph.jsonable import to_jsonable
+from convograph.server.bodies import parse_event_batch
+from convograph.server.errors import ApiError
+from convograph.server.live import HEARTBEAT, LiveState, stream_events
+from convograph.server.state import ServerState, principal_of, require, server_state
+from convograph.store import StoredEvent
+
+__all__ = ["ConversationController", "RelayDecision", "sse_frame"]
+
+NDJSON: Final = "application/x-ndjson"
+SSE: Final = "text/event-stream"
+MESSAGE_FORMATS: Final = ("openai", "anthropic", "gateway")
+
+_encode = msgspec.json.encode
+
+
+class IngestResult(msgspec.Struct, frozen=True, kw_only=True):
+    accepted: int
+    duplicates: int
+    last_seq: int
+
+
+class RelayDecision(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``POST .../relays/{relay_id}``."""
+
+    approved: bool
+    reason: str | None = None
+
+
+def _json(data: Any, status: int = 200) -> Response[bytes]:
+    return Response(_encode(data), status_code=status, media_type=MediaType.JSON)
+
+
+def sse_frame(seq: int, event_type: str, data: bytes) -> bytes:
+    """One SSE message. ``data`` is single-line JSON, so it needs one ``data:`` line."""
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, event_type.encode(), data)
+
+
+def _parse_seq(raw: str | None, name: str) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}") from None
+    if value < 0:
+        raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}")
+    return value
+
+
+async def _existing(state: ServerState, cid: str) -> LiveState:
+    live = await state.conversations.get(cid)
+    if live.last_seq == 0:
+        raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+    return live
+
+
+def _memo(live: LiveState, key: tuple[Any, ...], build: Any) -> bytes:
+    """Encoded projection for the state's current seq, built at most once per seq."""
+    cached: bytes | None = live.memo.get(key)
+    if cached is None:
+        cached = _encode(to_jsonable(build()))
+        live.memo[key] = cached
+    return cached
+
+
+class ConversationController(Controller):
+    path = "/v1/conversations"
+    tags = ["conversations"]  # noqa: RUF012 - Litestar's attribute
+
+    @post("/{cid:str}/events", guards=[require("write")], status_code=200, summary="Append events")
+    async def append_events(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+        """Body: one event, a JSON array, or NDJSON. Validated whole (422 lists every bad item)."""
+        state = server_state(request)
+        body = await request.body()
+        try:
+            events = parse_event_batch(
+                body, request.headers.get("content-type"), max_events=state.config.max_batch_events
+            )
+        except ApiError as exc:
+            if exc.status == 422:
+                state.metrics.events_rejected += len(exc.details or ())
+            raise
+        result = await state.log.append(cid, events)
+        state.conversations.stored(cid, result.stored)
+        state.metrics.events_accepted += result.accepted
+        state.metrics.events_duplicate += result.duplicates
+        return _json(
+            to_jsonable(
+                IngestResult(
+                    accepted=result.accepted,
+                    duplicates=result.duplicates,
+                    last_seq=result.conversation_last_seq,
+                )
+            )
+        )
+
+    @get("/", guards=[require("read")], summary="List conversations")
+    async def list_conversations(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        state = server_state(request)
+        principal = principal_of(request)
+        infos = [
+            info for info in await state.log.list_conversations() if principal.can_reach_conversation(info.id)
+        ]
+        return _json({"conversations": to_jsonable(infos)})
+
+    @get("/{cid:str}", guards=[require("read")], summary="One conversation's summary")
+    async def get_conversation(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+        state = server_state(request)
+        info = await state.log.get_conversation(cid)
+        if info is None:
+            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+        live = await state.conversations.get(cid)
+        body = to_jsonable(info)
+        body["pendingRelays"] = [relay_id for relay_id in live.relays if relay_id not in live.decisions]
+        return _json(body)
+
+    @delete("/{cid:str}", guards=[require("admin")], status_code=204, summary="Delete a conversation")
+    async def delete_conversation(self, request: Request[Any, Any, Any], cid: str) -> None:
+        state = server_state(request)
+        if not await state.log.delete(cid):
+            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+        state.conversations.forget(cid)
+
+    @get("/{cid:str}/events", guards=[require("read")], summary="Replay events as NDJSON")
+    async def replay(
+        self,
+        request: Request[Any, Any, Any],
+        cid: str,
+        after: Annotated[
+            str | None, Parameter(query="after", description="Return events with seq > after.")
+        ] = None,
+        limit: Annotated[int | None, Parameter(query="limit", ge=1)] = None,
+    ) -> Stream:
+        state = server_state(request)
+        after_seq = _parse_seq(after, "after") or 0
+        if await state.log.get_conversation(cid) is None:
+            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+
+        async def lines() -> AsyncIterator[bytes]:
+            cursor, remaining = after_seq, limit
+            while remaining is None or remaining > 0:
+                page_size = 1000 if remaining is None else min(1000, remaining)
+                page = await state.log.read(cid, cursor, page_size)
+                if not page:
+                    return
+                yield b"".join(encode_event(stored.event) + b"\n" for stored in page)
+                cursor = page[-1].seq
+                if remaining is not None:
+                    remaining -= len(page)
+
+        return Stream(lines(), media_type=NDJSON)
+
+    @get("/{cid:str}/stream", guards=[require("read")], summary="Live events (Server-Sent Events)")
+    async def stream(
+        self,
+        request: Request[Any, Any, Any],
+        cid: str,
+        after: Annotated[str | None, Parameter(query="after")] = None,
+        last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID")] = None,
+    ) -> Stream:
+        """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
+        ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle."""
+        state = server_state(request)
+        resume = _parse_seq(last_event_id, "Last-Event-ID")
+        after_seq = resume if resume is not None else (_parse_seq(after, "after") or 0)
+        heartbeat = state.config.sse_heartbeat_seconds
+        metrics = state.metrics
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b"retry: 1000\n\n"
+            async for item in stream_events(state.log, state.hubs, cid, after_seq, heartbeat=heartbeat):
+                if item is HEARTBEAT:
+                    yield b": heartbeat\n\n"
+                    continue
+                assert isinstance(item, StoredEvent)
+                metrics.sse_events_sent += 1
+                yield sse_frame(item.seq, item.event.type, encode_event(item.event))
+
+        return Stream(
+            frames(),
+            media_type=SSE,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
+        )
+
+    @get("/{cid:str}/thread", guards=[require("read")], summary="Thread projection")
+    async def thread(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+        from convograph.projections import project_thread
+
+        live = await _existing(server_state(request), cid)
+        body = _memo(live, ("thread",), lambda: project_thread(live.graph))
+        return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
+
+    @get("/{cid:str}/messages", guards=[require("read")], summary="LLM message list")
+    async def messages(
+        self,
+        request: Request[Any, Any, Any],
+        cid: str,
+        format: Annotated[str, Parameter(query="format")] = "openai",
+    ) -> Response[bytes]:
+        from convograph.projections import project_messages
+
+        if format not in MESSAGE_FORMATS:
+            raise ApiError(400, f"format must be one of {', '.join(MESSAGE_FORMATS)}, got {format!r}")
+        live = await _existing(server_state(request), cid)
+        body = _memo(live, ("messages", format), lambda: project_messages(live.graph, format=format))
+        return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
+
+    @get("/{cid:str}/dag", guards=[require("read")], summary="DAG layout (JSON, or SVG with ?format=svg)")
+    async def dag(
+        self,
+        request: Request[Any, Any, Any],
+        cid: str,
+        format: Annotated[str, Parameter(query="format")] = "json",
+    ) -> Response[bytes]:
+        from convograph.projections import project_dag
+
+        if format not in ("json", "svg"):
+            raise ApiError(400, f"format must be json or svg, got {format!r}")
+        live = await _existing(server_state(request), cid)
+        if format == "svg":
+            svg = live.memo.get(("dag-svg",))
+            if svg is None:
+                svg = live.memo[("dag-svg",)] = project_dag(live.graph).to_svg().encode()
+            return Response(svg, media_type="image/svg+xml")
+        body = _memo(live, ("dag",), lambda: project_dag(live.graph))
+        return Response(body, media_type=MediaType.JSON)
+
+    @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")
+    async def relays(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+        live = await _existing(server_state(request), cid)
+        out = []
+        for relay_id, relay in live.relays.items():
+            decision = live.decisions.get(relay_id)
+            item = to_jsonable(relay)
+            item["decision"] = to_jsonable(decision) if decision is not None else None
+            out.append(item)
+        return _json({"relays": out})
+
+    @post(
+        "/{cid:str}/relays/{relay_id:str}",
+        guards=[require("write")],
+        status_code=200,
+        summary="Decide a relay",
+    )
+    async def decide_relay(self, request: Request[Any, Any, Any], cid: str, relay_id: str) -> Response[bytes]:
+        """Records ``relay_resolved`` in the log, so the decision survives reconnects and restarts.
+        A relay is decided once: a second decision is refused with 409."""
+        state = server_state(request)
+        try:
+            decision = msgspec.json.decode(await request.body(), type=RelayDecision)
+        except msgspec.ValidationError as exc:
+            raise ApiError(400, f"invalid relay decision: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
+        live = await _existing(state, cid)
+        relay = live.relays.get(relay_id)
+        if relay is None:
+            raise ApiError(404, f"conversation {cid!r} has no relay {relay_id!r}", code="unknown_relay")
+        if relay_id in live.decisions:
+            raise _already_decided(live.decisions[relay_id])
+        event: Event = RelayResolved(
+            relay_id=relay_id,
+            approved=decision.approved,
+            reason=decision.reason,
+            tool=relay.tool,
+            run_id=relay.run_id,
+            event_id=f"relay-decision:{relay_id}",
+            timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        )
+        result = await state.log.append(cid, [event])
+        state.conversations.stored(cid, result.stored)
+        if result.duplicates:
+            live = await state.conversations.get(cid)
+            raise _already_decided(live.decisions.get(relay_id))
+        state.metrics.events_accepted += result.accepted
+        return _json(
+            {
+                "relayId": relay_id,
+                "approved": decision.approved,
+                "seq": result.last_seq,
+                "decidedAt": time.time(),
+            }
+        )
+
+
+def _already_decided(existing: RelayResolved | None) -> ApiError:
+    details = to_jsonable(existing) if existing is not None else None
+    return ApiError(409, "this relay was already decided", code="relay_already_decided", details=details)

@@ -1,0 +1,85 @@
+"""What the server holds while it runs, and the guards that check who may touch it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from convograph.server.auth import LOCAL_PRINCIPAL, KeyRing, Principal, Scope
+from convograph.server.config import ServerConfig
+from convograph.server.errors import ApiError
+from convograph.server.live import HubRegistry, LiveConversations
+from convograph.server.observability import Metrics
+from convograph.store import EventLog
+
+__all__ = ["ServerState", "principal_of", "require", "server_state"]
+
+
+class ServerState:
+    """The running server's parts; created at startup, closed at shutdown."""
+
+    def __init__(self, config: ServerConfig, keys: KeyRing, log: EventLog) -> None:
+        self.config = config
+        self.keys = keys
+        self.log = log
+        self.metrics = Metrics()
+        self.hubs = HubRegistry(log, buffer_size=config.sse_client_buffer)
+        self.conversations = LiveConversations(log, capacity=config.conversation_cache_size)
+        self.intelligence: Any = None
+        self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
+        self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
+
+    async def close(self) -> None:
+        await self.hubs.close()
+        if self.intelligence is not None:
+            await self.intelligence.close()
+        await self.log.close()
+
+
+def server_state(connection: ASGIConnection[Any, Any, Any, Any]) -> ServerState:
+    state: ServerState = connection.app.state["convograph"]
+    return state
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """Authenticate the caller (cached on the connection). Raises `ApiError` 401."""
+    cached = connection.scope.get("convograph_principal")
+    if isinstance(cached, Principal):
+        return cached
+    keys = server_state(connection).keys
+    principal: Principal
+    if not keys.enabled:
+        principal = LOCAL_PRINCIPAL
+    else:
+        header = connection.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "missing API key: send `Authorization: Bearer <key>`")
+        found = keys.authenticate(token.strip())
+        if found is None:
+            raise ApiError(401, "unknown API key")
+        principal = found
+    connection.scope["convograph_principal"] = principal  # type: ignore[typeddict-unknown-key]
+    return principal
+
+
+def require(scope: Scope) -> Callable[[ASGIConnection[Any, Any, Any, Any], BaseRouteHandler], None]:
+    """A guard: the caller's key has ``scope``, and may reach the ``cid`` in the path (if any)."""
+
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        principal = principal_of(connection)
+        if not principal.allows(scope):
+            raise ApiError(403, f"this API key lacks the {scope!r} scope")
+        cid = connection.path_params.get("cid")
+        if cid is not None and not principal.can_reach_conversation(cid):
+            raise ApiError(
+                403,
+                f"this API key is restricted to workspaces {sorted(principal.workspaces or ())}; "
+                f"conversation {cid!r} is not named <workspace>:<id> in one of them",
+                code="wrong_workspace",
+            )
+
+    return guard
