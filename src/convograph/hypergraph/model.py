@@ -181,11 +181,13 @@ class _Thread:
     """A conversational level. ``messages`` is append-only; ``open``/``after_result``/``tip`` are head
     state (the versioned tip lives in ``_Store.tips``)."""
 
-    __slots__ = ("after_result", "id", "messages", "open", "tip")
+    __slots__ = ("after_result", "count", "id", "messages", "open", "tip")
 
     def __init__(self, thread_id: str) -> None:
         self.id = thread_id
         self.messages: list[int] = []
+        self.count = 0
+        """Non-summary messages created so far (numbers the ids)."""
         self.open: _Message | None = None
         self.tip: _Message | None = None
         self.after_result = False

@@ -253,7 +253,8 @@ def edit_message(
         raise OperationError("an assistant message can only be edited to text (a str)")
     parent = _fork_parent_index(conv, message_id)
     rid = run_id if run_id is not None else f"edit-{conv.version + 1}"
-    if rid in conv._store.runs:
+    existing = conv._store.runs.get(rid)
+    if existing is not None and existing.chunks and existing.chunks[0] < conv._n_chunks:
         raise OperationError(f"run id {rid!r} is already used in this conversation")
     event: User | Text
     if message.role == "user":

@@ -345,7 +345,7 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
     return run
 
 
-def _resolve_parent(s: _Store, parent_id: str, run_id: str) -> tuple[str, _Spawn, str] | None:
+def _resolve_parent(s: _Store, parent_id: str, run_id: str) -> tuple[str, _Spawn, str | None] | None:
     """(thread, spawn, parent run) for a run whose parent is ``parent_id``, or None if unknown."""
     parent = s.runs.get(parent_id)
     if parent is not None and parent.last_block is not None:
@@ -358,7 +358,9 @@ def _resolve_parent(s: _Store, parent_id: str, run_id: str) -> tuple[str, _Spawn
     if trigger.kind in SPAWNING_KINDS:
         kind = "repl" if trigger.kind == "repl_input" else "subagent"
         return run_id, _Spawn(index, run_id, kind), trigger.run
-    return s.runs[trigger.run].thread, _Spawn(index, run_id, "reply"), trigger.run
+    # A reply (e.g. an agent answering a user message) does not belong to the user's run: no
+    # parent run, so it never inherits the user run's status.
+    return s.runs[trigger.run].thread, _Spawn(index, run_id, "reply"), None
 
 
 def _adopt(s: _Store, parent_id: str) -> None:
@@ -371,7 +373,8 @@ def _adopt(s: _Store, parent_id: str) -> None:
         if resolved is None:  # pragma: no cover - parent_id just arrived
             continue
         _thread, spawn, parent_run = resolved
-        s.parent_run.set(child_id, parent_run, stamp)
+        if parent_run is not None:
+            s.parent_run.set(child_id, parent_run, stamp)
         s.spawn_of.set(child_id, spawn, stamp)
         s.spawns.append(spawn.trigger, spawn, stamp)
 
@@ -379,7 +382,8 @@ def _adopt(s: _Store, parent_id: str) -> None:
 def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) -> _Message:
     """A new message in ``thread`` after ``parent``; it becomes the thread's tip."""
     index = len(s.messages)
-    number = len(thread.messages) + 1
+    thread.count += 1
+    number = thread.count
     message_id = f"msg:{number}" if thread.id == MAIN_THREAD else f"msg:{thread.id}:{number}"
     if parent is None:
         message = _Message(index, message_id, thread.id, role, -1, 0)
@@ -442,6 +446,17 @@ def add_block(
     run.last_block = block
     run.last_message = message
     message.blocks.append(block_index)
+    s.key_latest[key] = block_index
+    event_id = getattr(event, "id", None)
+    if event_id is not None and event_id != key:
+        s.key_latest[event_id] = block_index
+    if s.pending:  # runs waiting for this block (or this run) as their parent
+        if key in s.pending:
+            _adopt(s, key)
+        if event_id is not None and event_id in s.pending:
+            _adopt(s, event_id)
+        if len(run.blocks) == 1 and run.id in s.pending:
+            _adopt(s, run.id)
     return block
 
 
@@ -452,18 +467,6 @@ def _new_block(
     message = _place(s, run, cls, thread)
     kind = "tool_error" if tool_error is not None else event.type
     block = add_block(s, run, key, kind, event, index, message)
-    block_index = block.index
-    s.key_latest[key] = block_index
-    event_id = getattr(event, "id", None)
-    if event_id is not None and event_id != key:
-        s.key_latest[event_id] = block_index
-    if s.pending:
-        if key in s.pending:
-            _adopt(s, key)
-        if event_id is not None and event_id in s.pending:
-            _adopt(s, event_id)
-        if len(run.blocks) == 1 and run.id in s.pending:
-            _adopt(s, run.id)
     if cls in _RESULTS or tool_error is not None:
         thread.after_result = True
     return block
