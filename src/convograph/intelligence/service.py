@@ -82,6 +82,7 @@ class IntelligenceService:
         batch_size: int = 5000,
         offload_threshold: int = 4096,
         embedded: EmbeddedFalkorDB | None = None,
+        owns_engine: bool = False,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -90,6 +91,7 @@ class IntelligenceService:
         self.row_cap = row_cap
         self.query_timeout_ms = query_timeout_ms
         self.embedded = embedded
+        self._owns_engine = owns_engine or embedded is not None
         self.applier = GraphApplier(
             journal,
             engine,
@@ -139,12 +141,12 @@ class IntelligenceService:
             self._started = True
 
     def close(self) -> None:
-        """Stop the applier, close the journal, stop an embedded engine."""
+        """Stop the applier and close the journal; close the engine only if this service owns it."""
         self.applier.stop()
         self.journal.close()
         if self.embedded is not None:
             self.embedded.close()
-        else:
+        elif self._owns_engine:
             with contextlib.suppress(Exception):
                 self.engine.close()
 

@@ -76,12 +76,16 @@ ON CREATE SET t.tool_call_id = r.tcid, t.session_id = r.sid
 WITH t, r,
   (r.start IS NOT NULL AND (t.started_at_ms IS NULL OR r.start < t.started_at_ms)) AS earlier,
   (r.end IS NOT NULL AND (t.ended_at_ms IS NULL OR r.end > t.ended_at_ms)) AS later
+WITH t, r, earlier, later,
+  CASE WHEN earlier THEN r.start ELSE t.started_at_ms END AS start_ms,
+  CASE WHEN later THEN r.end ELSE t.ended_at_ms END AS end_ms
 SET t.tool_name = coalesce(r.name, t.tool_name),
     t.parallel_group_id = coalesce(r.group, t.parallel_group_id),
-    t.started_at_ms = CASE WHEN earlier THEN r.start ELSE t.started_at_ms END,
+    t.started_at_ms = start_ms,
     t.started_at = CASE WHEN earlier THEN r.start_iso ELSE t.started_at END,
-    t.ended_at_ms = CASE WHEN later THEN r.end ELSE t.ended_at_ms END,
+    t.ended_at_ms = end_ms,
     t.ended_at = CASE WHEN later THEN r.end_iso ELSE t.ended_at END,
+    t.duration_ms = CASE WHEN start_ms IS NOT NULL AND end_ms IS NOT NULL THEN end_ms - start_ms ELSE null END,
     t.result_success = CASE WHEN r.success IS NULL THEN t.result_success
                             WHEN t.result_success IS NULL THEN r.success
                             ELSE t.result_success AND r.success END,
@@ -91,8 +95,6 @@ SET t.tool_name = coalesce(r.name, t.tool_name),
     t.result_output_bytes = CASE WHEN r.out_bytes IS NULL THEN t.result_output_bytes
                                  WHEN t.result_output_bytes IS NULL OR r.out_bytes > t.result_output_bytes
                                  THEN r.out_bytes ELSE t.result_output_bytes END
-SET t.duration_ms = CASE WHEN t.started_at_ms IS NOT NULL AND t.ended_at_ms IS NOT NULL
-                         THEN t.ended_at_ms - t.started_at_ms ELSE t.duration_ms END
 WITH t, r
 MERGE (s:Session {node_id: r.sid, workspace: $ws})
 ON CREATE SET s.session_id = r.sid, s.status = 'running', s.status_rank = 0

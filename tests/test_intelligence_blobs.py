@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from convograph.intelligence.blobs import (
+    BlobError,
+    BlobStore,
+    LocalBlobStore,
+    MemoryBlobStore,
+    offload_fields,
+    parse_blob_uri,
+)
+
+
+@pytest.fixture(params=["memory", "local"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    return MemoryBlobStore() if request.param == "memory" else LocalBlobStore(tmp_path / "blobs")
+
+
+def test_round_trip_list_and_workspace_visibility(store: BlobStore) -> None:
+    ref = store.put("W1", "S1", "k1", b'{"a":1}')
+    assert ref.uri == "ci-blob://S1/k1"
+    assert ref.size == 7
+    assert store.get("S1", "k1") == b'{"a":1}'
+    assert store.get("S1", "k1", frozenset({"W1"})) == b'{"a":1}'
+    assert store.get("S1", "k1", frozenset({"W2"})) is None
+    store.put("W2", "S1", "k2", b"[]")
+    assert store.list("S1") == ["k1", "k2"]
+    assert store.list("S1", frozenset({"W2"})) == ["k2"]
+    assert store.get("S1", "missing") is None
+    assert store.list("nope") == []
+
+
+def test_local_store_is_content_addressed_and_never_uses_names_as_paths(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path / "blobs")
+    a = store.put("W", "S", "../../etc/passwd", b"same")
+    b = store.put("W", "T", "k", b"same")
+    assert a.sha256 == b.sha256
+    objects = [p for p in (tmp_path / "blobs" / "objects").rglob("*") if p.is_file()]
+    assert len(objects) == 1
+    for path in (tmp_path / "blobs").rglob("*"):
+        assert path.resolve().is_relative_to((tmp_path / "blobs").resolve())
+        assert "passwd" not in path.name
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://x/y",
+        "ci-blob://",
+        "ci-blob://S",
+        "ci-blob://S/",
+        "ci-blob:///k",
+        "ci-blob://../k",
+        "ci-blob://S/a/b",
+    ],
+)
+def test_bad_uris_are_rejected(uri: str) -> None:
+    with pytest.raises(BlobError):
+        parse_blob_uri(uri)
+
+
+def test_offload_replaces_only_large_listed_fields_deterministically(store: BlobStore) -> None:
+    data = {"session_id": "S", "result": {"output": "x" * 5000}, "raw": {"small": 1}, "prompt": "y" * 9000}
+    out = offload_fields(
+        store,
+        workspace="W",
+        session_id="S",
+        base_id="S__tool_post__1__c",
+        fingerprint="f" * 64,
+        data=data,
+        threshold=4096,
+    )
+    assert data["result"] == {"output": "x" * 5000}  # input untouched
+    ref = out["result"]
+    assert ref["$blob_ref"] == "ci-blob://S/S__tool_post__1__c__ffffffffffff__result"
+    assert ref["bytes"] == len(msgspec.json.encode(data["result"]))
+    assert out["raw"] == {"small": 1}
+    assert out["prompt"] == "y" * 9000  # not an offload field: prompts stay queryable
+    session_id, key = parse_blob_uri(ref["$blob_ref"])
+    assert msgspec.json.decode(store.get(session_id, key) or b"") == data["result"]
+    again = offload_fields(
+        store,
+        workspace="W",
+        session_id="S",
+        base_id="S__tool_post__1__c",
+        fingerprint="f" * 64,
+        data=data,
+        threshold=4096,
+    )
+    assert again == out

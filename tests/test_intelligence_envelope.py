@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from convograph.intelligence.envelope import (
+    EnvelopeError,
+    base_event_id,
+    content_fingerprint,
+    parse_envelope,
+    parse_timestamp_ms,
+)
+
+GOOD = {
+    "event": "tool:pre",
+    "workspace": "-home-alice-api",
+    "idempotency_key": "aci-event-v1:abc",
+    "data": {"session_id": "S1", "timestamp": "2025-03-15T06:02:25.123+00:00", "tool_call_id": "call_1"},
+}
+
+
+def test_valid_envelope_derives_identity() -> None:
+    env = parse_envelope(GOOD)
+    assert env.session_id == "S1"
+    assert env.epoch_ms == 1742018545123
+    assert env.base_id == "S1__tool_pre__1742018545123__call_1"
+    assert env.dedupe_key == "aci-event-v1:abc"
+    assert env.fingerprint == content_fingerprint("tool:pre", GOOD["data"])
+
+
+def test_bytes_and_str_bodies_parse_the_same() -> None:
+    raw = json.dumps(GOOD)
+    assert parse_envelope(raw) == parse_envelope(raw.encode()) == parse_envelope(GOOD)
+
+
+def test_missing_idempotency_key_falls_back_to_the_content_fingerprint() -> None:
+    body = {k: v for k, v in GOOD.items() if k != "idempotency_key"}
+    env = parse_envelope(body)
+    assert env.idempotency_key is None
+    assert env.dedupe_key == f"sha256:{env.fingerprint}"
+
+
+def test_fingerprint_ignores_key_order() -> None:
+    assert content_fingerprint("x", {"a": 1, "b": [1, {"c": 2, "d": 3}]}) == content_fingerprint(
+        "x", {"b": [1, {"d": 3, "c": 2}], "a": 1}
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "code", "field"),
+    [
+        (lambda b: b["data"].pop("timestamp"), "invalid_timestamp", "data.timestamp"),
+        (lambda b: b["data"].update(timestamp="yesterday"), "invalid_timestamp", "data.timestamp"),
+        (lambda b: b["data"].update(timestamp="  "), "invalid_timestamp", "data.timestamp"),
+        (lambda b: b["data"].update(timestamp=1742018545), "invalid_timestamp", "data.timestamp"),
+        (lambda b: b.update(workspace="   "), "invalid_workspace", "workspace"),
+        (lambda b: b.pop("workspace"), "invalid_workspace", "workspace"),
+        (lambda b: b.update(event=""), "invalid_event", "event"),
+        (lambda b: b["data"].pop("session_id"), "missing_session_id", "data.session_id"),
+        (lambda b: b["data"].update(session_id="a/b"), "invalid_session_id", "data.session_id"),
+        (lambda b: b["data"].update(session_id="a\\b"), "invalid_session_id", "data.session_id"),
+        (lambda b: b["data"].update(session_id=".."), "invalid_session_id", "data.session_id"),
+        (lambda b: b["data"].update(session_id=42), "invalid_session_id", "data.session_id"),
+        (lambda b: b.update(data=[1, 2]), "invalid_data", "data"),
+        (lambda b: b.update(idempotency_key=""), "invalid_idempotency_key", "idempotency_key"),
+    ],
+)
+def test_invalid_envelopes_name_the_field(mutate, code: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    body = json.loads(json.dumps(GOOD))
+    mutate(body)
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(body)
+    assert info.value.code == code
+    assert info.value.field == field
+    assert field in info.value.message or field.split(".")[-1] in info.value.message
+
+
+def test_non_json_body_is_a_clear_error() -> None:
+    with pytest.raises(EnvelopeError, match="not valid JSON"):
+        parse_envelope(b"{nope")
+    with pytest.raises(EnvelopeError, match="JSON object"):
+        parse_envelope(b"[1]")
+
+
+def test_naive_timestamps_are_utc_and_z_suffix_works() -> None:
+    assert parse_timestamp_ms("2025-03-15T06:02:25.123") == 1742018545123
+    assert parse_timestamp_ms("2025-03-15T06:02:25.123Z") == 1742018545123
+    assert parse_timestamp_ms("2025-03-15T07:02:25.123+01:00") == 1742018545123
+    assert parse_timestamp_ms("2025-03-15T06:02:25.123999+00:00") == 1742018545123  # floors
+
+
+def test_base_id_uses_double_underscores_and_the_tool_call_disambiguator() -> None:
+    assert base_event_id("S", "session:start", 5, None) == "S__session_start__5"
+    assert base_event_id("S", "tool:post", 5, "call_x") == "S__tool_post__5__call_x"
+    assert base_event_id("S", "delegate:agent_spawned", 5, "") == "S__delegate_agent_spawned__5"

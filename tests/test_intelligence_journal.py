@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convograph.intelligence.envelope import parse_envelope
+from convograph.intelligence.journal import Journal, MemoryJournal, SqliteJournal
+
+
+def env(ms: int, *, key: str | None = None, session: str = "S", ws: str = "W", **data: Any):  # type: ignore[no-untyped-def]
+    body: dict[str, Any] = {
+        "event": "tool:pre",
+        "workspace": ws,
+        "data": {"session_id": session, "timestamp": f"2026-01-01T00:00:00.{ms:03d}+00:00", **data},
+    }
+    if key is not None:
+        body["idempotency_key"] = key
+    return parse_envelope(body)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Journal]:
+    if request.param == "memory":
+        journal = MemoryJournal()
+        return lambda: journal
+    return lambda: SqliteJournal(tmp_path / "j.sqlite3")
+
+
+def test_append_assigns_increasing_seqs_and_reads_in_order(make_journal: Callable[[], Journal]) -> None:
+    journal = make_journal()
+    results = journal.append([env(1), env(2), env(3)])
+    assert [r.status for r in results] == ["queued"] * 3
+    seqs = [r.seq for r in results]
+    assert seqs == sorted(seqs)
+    records = journal.read_after(0, 10)
+    assert [r.seq for r in records] == seqs
+    assert journal.read_after(seqs[0], 1)[0].seq == seqs[1]
+    assert journal.last_seq() == seqs[-1]
+
+
+def test_duplicates_by_key_and_by_content(make_journal: Callable[[], Journal]) -> None:
+    journal = make_journal()
+    assert journal.append([env(1, key="k1")])[0].status == "queued"
+    assert journal.append([env(2, key="k1")])[0].status == "duplicate"  # same key, other content
+    assert journal.append([env(1, key="k2")])[0].status == "duplicate"  # same content, other key
+    assert journal.append([env(1, ws="other", key="k1")])[0].status == "queued"  # keys are per workspace
+    assert journal.append([env(3), env(3)])[1].status == "duplicate"  # within one batch
+
+
+def test_sqlite_dedupe_and_data_survive_restart(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    first = SqliteJournal(path)
+    first.append([env(1, key="k1", extra={"a": [1, 2]})])
+    journal_id = first.journal_id
+    first.close()
+    again = SqliteJournal(path)
+    assert again.journal_id == journal_id
+    assert again.append([env(1, key="k1", extra={"a": [1, 2]})])[0].status == "duplicate"
+    (record,) = again.read_after(0, 10)
+    assert b'"extra":{"a":[1,2]}' in record.data
+    again.close()
+
+
+def test_collision_groups_cover_same_millisecond_distinct_events(make_journal: Callable[[], Journal]) -> None:
+    journal = make_journal()
+    a, b, c = env(5, note="a"), env(5, note="b"), env(6)
+    journal.append([a, c])
+    assert journal.collision_groups("W", [a.base_id, c.base_id]) == {}
+    journal.append([b])
+    groups = journal.collision_groups("W", [a.base_id])
+    assert groups == {a.base_id: sorted([a.fingerprint, b.fingerprint])}
+    assert journal.collision_groups("other", [a.base_id]) == {}
+
+
+def test_dead_letters_list_replay_purge(make_journal: Callable[[], Journal]) -> None:
+    journal = make_journal()
+    results = journal.append([env(1, session="S1"), env(2, session="S1"), env(3, session="S2", ws="V")])
+    s1a, s1b, s2 = (r.seq for r in results)
+    assert s1a is not None
+    assert s1b is not None
+    assert s2 is not None
+    journal.dead_letter(s1a, "boom 1")
+    journal.dead_letter(s1b, "boom 2")
+    journal.dead_letter(s2, "boom 3")
+    groups = {g.key: g for g in journal.dead_letters()}
+    assert groups["S1"].item_count == 2
+    assert groups["S1"].last_error == "boom 2"
+    assert [g.key for g in journal.dead_letters(frozenset({"V"}))] == ["S2"]
+    assert journal.replay_dead("S2", frozenset({"W"})) == 0  # not visible to that key
+    head = journal.last_seq()
+    assert journal.replay_dead("S1") == 2
+    moved = journal.read_after(head, 10)
+    assert [r.session_id for r in moved] == ["S1", "S1"]
+    assert [r.epoch_ms % 1000 for r in moved] == [1, 2]  # original order kept
+    assert journal.purge_dead("S2") == 1
+    assert journal.dead_letters() == []
+    assert journal.append([env(3, session="S2", ws="V")])[0].status == "duplicate"  # still known
