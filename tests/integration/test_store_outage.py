@@ -1,0 +1,170 @@
+"""Backend outages against real servers that the test starts, crashes and restarts.
+
+Checks: a down backend gives `BackendUnavailable` (fast, naming the backend); every acknowledged
+event survives the crash; with a spool, appends made during the outage are accepted and drain, in
+order, once the server is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convograph.events import Text
+from convograph.store import BackendUnavailable, EventLog, open_event_log
+from convograph.store.spool import SpoolingEventLog
+
+# Fixture types live in tests/integration/conftest.py (not importable: tests/integration is no package).
+RedisServer = Any
+PostgresServer = Any
+
+
+def batch(tag: str, n: int = 20) -> list[Text]:
+    return [Text(run_id="r", id="t", content=f"{tag}-{i} ", event_id=f"{tag}-{i}") for i in range(n)]
+
+
+async def wait_drained(log: SpoolingEventLog, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while await log.pending_count():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"spool still holds {await log.pending_count()} events")
+        await asyncio.sleep(0.1)
+
+
+async def check_all_present(log: EventLog, cid: str, tags: list[str], n: int = 20) -> None:
+    stored = await log.read(cid)
+    assert [s.seq for s in stored] == list(range(1, len(tags) * n + 1))
+    assert [s.event.event_id for s in stored] == [f"{tag}-{i}" for tag in tags for i in range(n)]
+
+
+async def test_redis_outage_errors_then_recovers_without_losing_acknowledged_events(
+    redis_server: RedisServer,
+) -> None:
+    log = await open_event_log(redis_server.url)
+    try:
+        await log.append("c", batch("a"))
+        redis_server.stop()
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable, match="redis"):
+            await log.append("c", batch("lost"))
+        with pytest.raises(BackendUnavailable):
+            await log.read("c")
+        assert time.monotonic() - started < 15
+        redis_server.start()
+        await log.append("c", batch("b"))
+        await check_all_present(log, "c", ["a", "b"])
+    finally:
+        await log.close()
+
+
+async def test_redis_outage_with_spool_accepts_and_drains_in_order(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    log = await open_event_log(f"{redis_server.url}?spool={tmp_path / 'spool.db'}")
+    assert isinstance(log, SpoolingEventLog)
+    log.retry_interval = 0.2
+    try:
+        first = await log.append("c", batch("a"))
+        assert not first.spooled
+        redis_server.stop()
+        during = await log.append("c", batch("b"))
+        during2 = await log.append("c", batch("c"))
+        assert during.spooled
+        assert during2.spooled
+        assert await log.pending_count() == 40
+        redis_server.start()
+        await wait_drained(log)
+        after = await log.append("c", batch("d"))
+        assert not after.spooled
+        assert after.first_seq == 61
+        await check_all_present(log, "c", ["a", "b", "c", "d"])
+    finally:
+        await log.close()
+
+
+async def test_spool_survives_a_restart_of_our_process(redis_server: RedisServer, tmp_path: Path) -> None:
+    spool = tmp_path / "spool.db"
+    log = await open_event_log(f"{redis_server.url}?spool={spool}")
+    await log.append("c", batch("a"))
+    redis_server.stop()
+    assert (await log.append("c", batch("b"))).spooled
+    await log.close()  # the process "exits" while the backend is down
+    redis_server.start()
+    reopened = await open_event_log(f"{redis_server.url}?spool={spool}")
+    assert isinstance(reopened, SpoolingEventLog)
+    try:
+        await wait_drained(reopened)
+        await check_all_present(reopened, "c", ["a", "b"])
+    finally:
+        await reopened.close()
+
+
+async def test_postgres_crash_errors_then_recovers_without_losing_acknowledged_events(
+    postgres_server: PostgresServer,
+) -> None:
+    log = await open_event_log(f"{postgres_server.url}?connect_timeout=1")
+    try:
+        await log.append("c", batch("a"))
+        postgres_server.stop("immediate")
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable, match="postgres"):
+            await log.append("c", batch("lost"))
+        assert time.monotonic() - started < 15
+        postgres_server.start()
+        await log.append("c", batch("b"))
+        await check_all_present(log, "c", ["a", "b"])
+    finally:
+        await log.close()
+
+
+async def test_postgres_outage_with_spool_accepts_and_drains(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    # The cluster is shared by this module's tests: each uses its own conversation id.
+    log = await open_event_log(f"{postgres_server.url}?connect_timeout=1&spool={tmp_path / 'spool.db'}")
+    assert isinstance(log, SpoolingEventLog)
+    log.retry_interval = 0.2
+    try:
+        await log.append("spooled", batch("a"))
+        postgres_server.stop("immediate")
+        assert (await log.append("spooled", batch("b"))).spooled
+        assert (await log.append("spooled", batch("spooled"))).spooled
+        postgres_server.start()
+        await wait_drained(log)
+        await check_all_present(log, "spooled", ["a", "b", "spooled"])
+    finally:
+        await log.close()
+
+
+async def test_redis_finalisation_waits_for_postgres_and_keeps_the_stream(
+    redis_server: RedisServer, postgres_server: PostgresServer
+) -> None:
+    from convograph.store.redis import RedisEventLog
+    from convograph.testing import sample_run
+
+    log = await open_event_log(f"{redis_server.url}?finalize={postgres_server.url}%3Fconnect_timeout%3D1")
+    assert isinstance(log, RedisEventLog)
+    assert log.archive is not None
+    try:
+        events = sample_run("run-1")
+        await log.append("fin", events[:1])  # a new conversation's first append asks Postgres for its seq
+        postgres_server.stop("immediate")
+        await log.append("fin", events[1:])  # the run ends: finalisation fails, Postgres is down
+        await log.drain()
+        ttl = await log._client.pttl(f"{log.prefix}:{{fin}}:stream")
+        assert ttl == -1  # persisted while finalisation is pending
+        assert await log._client.sismember(f"{log.prefix}:finalize", "fin")
+        postgres_server.start()
+        deadline = time.monotonic() + 30
+        while await log.finalize_pending():  # the pool reconnects with backoff
+            assert time.monotonic() < deadline, "finalisation did not complete after Postgres returned"
+            await asyncio.sleep(0.2)
+        archived = await log.archive.read("fin")
+        assert [s.event.event_id for s in archived] == [e.event_id for e in events]
+        assert 0 < await log._client.pttl(f"{log.prefix}:{{fin}}:stream") <= log.finalized_ttl * 1000
+    finally:
+        await log.close()
