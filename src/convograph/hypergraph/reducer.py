@@ -233,6 +233,7 @@ _KEYS: Final[dict[type[Any], Callable[[Any], str]]] = {
 SPAWNING_KINDS: Final = frozenset({"tool_call", "relay", "tool_progress", "repl_input"})
 """Block kinds whose id, named as a ``parentId``, starts a nested thread."""
 
+_ANSWERS: Final = frozenset({"tool_result", "tool_error", "repl_progress", "repl_output"})
 _TEXTUAL: Final = (Text, Reasoning)
 _RESULTS: Final = (ToolResult, ReplOutput)
 
@@ -447,7 +448,9 @@ def add_block(
     run.last_message = message
     message.blocks.append(block_index)
     s.key_latest[key] = block_index
-    event_id = getattr(event, "id", None)
+    # An event's own id names its block; results and REPL progress/output reuse the id of the call
+    # or input they answer, so they must not take it over.
+    event_id = None if kind in _ANSWERS else getattr(event, "id", None)
     if event_id is not None and event_id != key:
         s.key_latest[event_id] = block_index
     if s.pending:  # runs waiting for this block (or this run) as their parent

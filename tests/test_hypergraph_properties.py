@@ -1,0 +1,247 @@
+"""Property tests: interleavings of independent runs converge, duplicates change nothing, and every
+reduce or operation leaves all earlier versions identical."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any
+
+import msgspec
+from benchmarks.hypergraph_workload import chat_stream
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convograph.events import Event, parse_event
+from convograph.hypergraph import (
+    OperationError,
+    append_user_message,
+    close_stream,
+    create_conversation,
+    default_active,
+    edit_message,
+    list_siblings,
+    reduce_conversation,
+    regenerate,
+    summarize_range,
+    switch_branch,
+)
+from convograph.hypergraph import queries as q
+from convograph.hypergraph.model import Conversation
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _event_key(event: Event) -> bytes:
+    return msgspec.json.encode(event)
+
+
+def tiers(conv: Conversation) -> dict[str, Any]:
+    """Everything structural, keyed so that arrival numbers (chunk ids) do not matter."""
+    messages = {}
+    for message in q.iter_messages(conv):
+        blocks = []
+        for block in q.blocks_of(conv, message.id):
+            events = tuple(_event_key(c.event) for c in q.chunks_of(conv, block.id))
+            blocks.append((block.id, block.kind, block.run_id, events))
+        messages[message.id] = (message.thread_id, message.role, message.parent_id, tuple(blocks))
+    spawns = sorted(
+        (s.trigger_block_id, s.run_id, s.kind, s.thread_id)
+        for block in q.iter_blocks(conv)
+        for s in q.spawns_from(conv, block.id)
+    )
+    threads = sorted(q.thread_ids(conv))
+    return {
+        "messages": messages,
+        "spawns": spawns,
+        "active": {t: default_active(conv, t).message_ids for t in threads},
+        "status": {r: q.run_status(conv, r) for r in sorted(q.run_ids(conv))},
+        "unresolved": q.unresolved_parents(conv),
+        "calls": sorted(
+            (b.id, q.tool_call_for_block(conv, b.id))  # type: ignore[arg-type]
+            for b in q.iter_blocks(conv)
+            if b.kind == "tool_call"
+        ),
+    }
+
+
+def dump(conv: Conversation) -> Any:
+    """Everything, arrival numbers included (for comparing a version with itself)."""
+    return (
+        conv.version,
+        list(q.iter_chunks(conv)),
+        list(q.iter_blocks(conv)),
+        list(q.iter_messages(conv)),
+        tiers(conv),
+        q.diagnostics(conv),
+        q.is_stream_closed(conv),
+        q.relays(conv),
+        q.usage_totals(conv),
+    )
+
+
+def reduce_all(events: list[Any]) -> Conversation:
+    conv = create_conversation()
+    for event in events:
+        conv = reduce_conversation(conv, event)
+    return conv
+
+
+# --- interleavings ---------------------------------------------------------------------------------
+
+
+def child_run(k: int, steps: int) -> list[Event]:
+    run = f"S{k}"
+    out: list[dict[str, Any]] = [{"type": "harness_start", "runId": run, "parentId": f"R/spawn{k}"}]
+    for i in range(steps):
+        out.append({"type": "text", "runId": run, "id": f"{run}:t{i}", "content": f"s{k}-{i} "})
+        out.append({"type": "text", "runId": run, "id": f"{run}:t{i}", "content": "more"})
+        out.append(
+            {"type": "tool_call", "runId": run, "id": f"{run}/c{i}", "name": "grep", "input": {"i": i}}
+        )
+        out.append({"type": "tool_result", "runId": run, "id": f"{run}/c{i}", "name": "grep", "output": i})
+    out.append({"type": "usage", "runId": run, "inputTokens": k, "outputTokens": 1})
+    out.append({"type": "harness_end", "runId": run})
+    return [parse_event(e) for e in out]
+
+
+def root_run(children: int) -> list[Event]:
+    out: list[dict[str, Any]] = [
+        {"type": "user", "runId": "u", "content": "go"},
+        {"type": "harness_start", "runId": "R", "parentId": "u:user"},
+    ]
+    for k in range(children):
+        out.append({"type": "text", "runId": "R", "id": f"R:t{k}", "content": f"spawning {k}"})
+        out.append(
+            {"type": "tool_call", "runId": "R", "id": f"R/spawn{k}", "name": "agent", "input": {"k": k}}
+        )
+    for k in range(children):
+        out.append({"type": "tool_result", "runId": "R", "id": f"R/spawn{k}", "name": "agent", "output": k})
+    out.append({"type": "text", "runId": "R", "id": "R:final", "content": "all done"})
+    out.append({"type": "harness_end", "runId": "R"})
+    return [parse_event(e) for e in out]
+
+
+@st.composite
+def interleavings(draw: st.DrawFn) -> tuple[list[list[Event]], list[Event]]:
+    children = draw(st.integers(min_value=1, max_value=3))
+    runs = [root_run(children)] + [
+        child_run(k, draw(st.integers(min_value=0, max_value=3))) for k in range(children)
+    ]
+    cursors = [0] * len(runs)
+    merged: list[Event] = []
+    while any(c < len(r) for c, r in zip(cursors, runs, strict=True)):
+        live = [i for i, r in enumerate(runs) if cursors[i] < len(r)]
+        pick = draw(st.sampled_from(live))
+        merged.append(runs[pick][cursors[pick]])
+        cursors[pick] += 1
+    return runs, merged
+
+
+@SETTINGS
+@given(interleavings())
+def test_independent_runs_converge_under_any_interleaving(
+    case: tuple[list[list[Event]], list[Event]],
+) -> None:
+    runs, merged = case
+    in_order = [event for run in runs for event in run]  # every child after the root: late parents
+    sequential = reduce_all([runs[0][0], runs[0][1], *runs[0][2:], *[e for r in runs[1:] for e in r]])
+    assert tiers(reduce_all(merged)) == tiers(reduce_all(in_order)) == tiers(sequential)
+    assert q.unresolved_parents(reduce_all(merged)) == {}
+
+
+# --- duplicates ------------------------------------------------------------------------------------
+
+CHAT = list(islice(chat_stream(), 400))
+
+
+@SETTINGS
+@given(
+    st.integers(min_value=20, max_value=len(CHAT)),
+    st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0)), max_size=40),
+)
+def test_duplicates_change_nothing(length: int, duplicates: list[tuple[int, int]]) -> None:
+    after: dict[int, list[bytes]] = {}
+    for which, where in duplicates:
+        original = which % length
+        position = original + where % (length - original)  # redelivered at or after the original
+        after.setdefault(position, []).append(msgspec.json.encode(CHAT[original]))  # as wire bytes
+    events: list[Any] = []
+    for index in range(length):
+        events.append(CHAT[index])
+        events.extend(after.get(index, ()))
+    clean = reduce_all(CHAT[:length])
+    noisy = reduce_all(events)
+    assert dump(noisy)[1:] == dump(clean)[1:]
+
+
+# --- persistence ----------------------------------------------------------------------------------
+
+
+def _random_step(conv: Conversation, choice: int, pick: int) -> Conversation:
+    active = default_active(conv).message_ids
+    try:
+        if choice == 0 and active:
+            return edit_message(conv, active[pick % len(active)], f"edited {pick}")
+        if choice == 1 and active:
+            assistants = [m for m in active if q.get_message(conv, m).role == "assistant"]
+            if assistants:
+                return regenerate(conv, assistants[pick % len(assistants)])
+        if choice == 2 and active:
+            siblings = list_siblings(conv, active[pick % len(active)])
+            return switch_branch(conv, siblings[pick % len(siblings)].id)
+        if choice == 3 and len(active) >= 2:
+            first = pick % (len(active) - 1)
+            return summarize_range(conv, active[first], active[first + 1], f"summary {pick}")
+        if choice == 4:
+            return close_stream(conv)
+        if choice == 5:
+            return append_user_message(conv, f"note {pick}")
+    except OperationError:
+        return conv
+    return conv
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=9), st.integers(min_value=0, max_value=50), st.booleans()
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_every_reduce_and_operation_leaves_earlier_versions_identical(
+    steps: list[tuple[int, int, bool]],
+) -> None:
+    feed = iter(CHAT)
+    versions = [create_conversation()]
+    snapshots = [dump(versions[0])]
+    for choice, pick, from_old in steps:
+        base = versions[pick % len(versions)] if from_old else versions[-1]
+        if choice >= 6:  # a few events
+            conv = base
+            for event in islice(feed, 1 + pick % 20):
+                conv = reduce_conversation(conv, event)
+        else:
+            conv = _random_step(base, choice, pick)
+        versions.append(conv)
+        snapshots.append(dump(conv))
+    assert [dump(v) for v in versions] == snapshots
+
+
+@SETTINGS
+@given(st.integers(min_value=0, max_value=200), st.integers(min_value=1, max_value=50))
+def test_extending_an_old_version_equals_building_fresh(cut: int, extra: int) -> None:
+    head = reduce_all(CHAT[:250])
+    old = reduce_all(CHAT[:cut])  # a separate lineage, extended at its head
+    del head
+    versions = [create_conversation()]
+    for event in CHAT[:250]:
+        versions.append(reduce_conversation(versions[-1], event))
+    forked = versions[cut]
+    for event in CHAT[cut : cut + extra]:
+        forked = reduce_conversation(forked, event)
+    for event in CHAT[cut : cut + extra]:
+        old = reduce_conversation(old, event)
+    assert dump(forked)[1:] == dump(old)[1:]
