@@ -1,0 +1,66 @@
+"""Projections: the conversation graph as views for chat UIs, LLM APIs and visualisations.
+
+- `project_thread` -> nested `ViewNode`s (`thread`);
+- `project_messages` -> request histories for OpenAI Chat Completions, Anthropic Messages or the
+  gateway's own format (`messages`, one adapter module per format);
+- `project_dag` -> a layered `DAGLayout` with ``to_svg()`` (`dag`);
+- `ThreadProjector` -> the thread kept current in O(delta) per event (`incremental`).
+
+Each takes a flat `convograph.Graph`, or a hypergraph ``(conversation, active)``.
+"""
+
+from convograph.projections.dag import DAGEdge, DAGGroup, DAGLayout, DAGNode, project_dag
+from convograph.projections.incremental import ThreadProjector
+from convograph.projections.messages import FORMATS, project_messages
+from convograph.projections.progress import (
+    Accumulator,
+    CollectAll,
+    ExecAccumulator,
+    KeepLatest,
+    ProgressRegistry,
+    default_registry,
+    register_accumulator,
+)
+from convograph.projections.thread import ThreadBuilder, project_thread
+from convograph.projections.view import (
+    ErrorContent,
+    PendingContent,
+    ReasoningContent,
+    RelayContent,
+    TextContent,
+    ToolCallContent,
+    UserContent,
+    ViewContent,
+    ViewNode,
+    ViewOptions,
+)
+
+__all__ = [
+    "FORMATS",
+    "Accumulator",
+    "CollectAll",
+    "DAGEdge",
+    "DAGGroup",
+    "DAGLayout",
+    "DAGNode",
+    "ErrorContent",
+    "ExecAccumulator",
+    "KeepLatest",
+    "PendingContent",
+    "ProgressRegistry",
+    "ReasoningContent",
+    "RelayContent",
+    "TextContent",
+    "ThreadBuilder",
+    "ThreadProjector",
+    "ToolCallContent",
+    "UserContent",
+    "ViewContent",
+    "ViewNode",
+    "ViewOptions",
+    "default_registry",
+    "project_dag",
+    "project_messages",
+    "project_thread",
+    "register_accumulator",
+]

@@ -1,0 +1,115 @@
+"""Anthropic Messages adapter: a `History` as the ``messages`` of ``messages.create``.
+
+Shapes (``anthropic.types.MessageParam``): assistant content blocks ``thinking`` (with
+``signature``), ``text``, then ``tool_use`` (always last in their message); the next user message
+starts with the matching ``tool_result`` blocks (``is_error`` for a denial or a placeholder),
+followed by any user text. Consecutive messages of one role are merged, so roles alternate.
+
+Rules the API enforces that this adapter keeps: every ``tool_use`` has a ``tool_result`` in the
+very next message and vice versa; ``tool_use.id`` matches ``^[a-zA-Z0-9_-]+$`` (other ids get a
+stable stand-in from `safe_tool_id`); ``tool_use.input`` is an object (a non-object input is
+wrapped as ``{"input": value}``); no empty text blocks or empty messages. Thinking without a
+signature cannot be sent back (the API verifies signatures), so it is left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
+from convograph.projections.history import (
+    AssistantTurn,
+    History,
+    TextBlock,
+    ThinkingBlock,
+    safe_tool_id,
+    serialize_output,
+)
+
+__all__ = ["render_anthropic", "user_blocks_anthropic"]
+
+
+def user_blocks_anthropic(content: str | list[ContentPart]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+            blocks.append({"type": "image", "source": source})
+        elif isinstance(part, DocumentPart):
+            if part.media_type == "text/plain":
+                source = {"type": "text", "media_type": "text/plain", "data": part.data}
+            else:
+                source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+            blocks.append({"type": "document", "source": source})
+    return blocks
+
+
+def _tool_input(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    return {"input": value}
+
+
+def render_anthropic(history: History) -> list[dict[str, Any]]:
+    """Messages-API messages for ``history``. O(turns + blocks)."""
+    messages: list[dict[str, Any]] = []
+
+    def push(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            merged = messages[-1]["content"] + blocks
+            first = "tool_result" if role == "user" else None
+            if first is not None:  # tool results lead a user message
+                merged = [b for b in merged if b["type"] == first] + [b for b in merged if b["type"] != first]
+            else:  # tool_use blocks close an assistant message
+                merged = [b for b in merged if b["type"] != "tool_use"] + [
+                    b for b in merged if b["type"] == "tool_use"
+                ]
+            messages[-1]["content"] = merged
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for turn in history:
+        if not isinstance(turn, AssistantTurn):
+            push("user", user_blocks_anthropic(turn.content))
+            continue
+        blocks: list[dict[str, Any]] = []
+        for block in turn.blocks:
+            if isinstance(block, ThinkingBlock):
+                if block.signature:
+                    blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
+            elif isinstance(block, TextBlock) and block.text:
+                blocks.append({"type": "text", "text": block.text})
+        for call in turn.calls:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": safe_tool_id(call.id, api="anthropic"),
+                    "name": call.name,
+                    "input": _tool_input(call.input),
+                }
+            )
+        if not blocks:
+            continue
+        push("assistant", blocks)
+        if turn.calls:
+            results: list[dict[str, Any]] = []
+            for call in turn.calls:
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": safe_tool_id(call.id, api="anthropic"),
+                    "content": serialize_output(call.output) or "(empty)",
+                }
+                if call.missing or call.denied:
+                    result["is_error"] = True
+                results.append(result)
+            push("user", results)
+    return messages

@@ -1,0 +1,517 @@
+"""DAG projection: a layered layout of the conversation graph, with ``to_svg()``.
+
+Why not a library: grandalf (pure-Python Sugiyama) adds a dummy node per layer an edge spans and
+runs O(V·L) crossing sweeps, and Graphviz ``dot`` is a system binary with super-linear ordering;
+neither lays out 100k nodes in the 200 ms budget. Conversation graphs have a structure a general
+layout ignores: each run is a chain of sequential edges and runs hang off the nodes that spawned
+them. This layout uses it, in three classic phases, each linear:
+
+1. **Layering** (O(V + E)): nodes in arrival order (Kahn, preferring the earliest arrival; nodes on a
+   cycle are placed last, ignoring the back edge). ``layer(v) = max(layer(p) + 1)`` over its
+   predecessors, and a run's next node also sits below everything its child runs produced so far,
+   so a parent resumes below the subagent it waited for.
+2. **Ordering / crossing reduction** (O(C log C + C·K), C chains, K lanes probed): each chain (a
+   maximal same-run path) gets a lane. Chains are visited depth first in spawn order and take the
+   leftmost free lane at or right of their parent's (one lane right when they overlap in time),
+   so a spawn tree is drawn without tree-edge crossings and lanes are reused once a run ends.
+3. **Coordinates** (O(V)): lane x from the widest node in each lane, layer y from a fixed row
+   height. A cell (lane, layer) holds at most one node (chains sharing a lane have disjoint layer
+   intervals), so **nodes never overlap**; gaps between rows and lanes exceed twice the group
+   padding, so padded boxes of different chains do not overlap either.
+
+Sizes come from compact one-line labels (at most `MAX_LABEL` characters). Edges are deduplicated,
+self-loops dropped. Output depends only on the graph: deterministic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Sequence
+from html import escape
+from typing import Any, Final
+
+import msgspec
+
+from convograph.graph.model import Graph
+from convograph.graph.nodes import (
+    ErrorNode,
+    ReasoningNode,
+    RelayNode,
+    TextNode,
+    ToolCallNode,
+    ToolProgressNode,
+    ToolResultNode,
+    UsageNode,
+    UserNode,
+)
+
+__all__ = [
+    "COLORS",
+    "DAGEdge",
+    "DAGGroup",
+    "DAGLayout",
+    "DAGNode",
+    "LayoutInput",
+    "check_no_overlap",
+    "graph_layout_input",
+    "layout",
+    "project_dag",
+    "project_graph_dag",
+]
+
+MAX_LABEL: Final = 40
+MAX_HOPS: Final = 64
+"""Deepest run nesting whose resumption is pushed below its descendants' nodes."""
+CHAR_WIDTH: Final = 7
+MIN_WIDTH: Final = 80
+MAX_WIDTH: Final = MAX_LABEL * CHAR_WIDTH + 16
+NODE_HEIGHT: Final = 36
+GROUP_PAD: Final = 12
+NODE_GAP: Final = 2 * GROUP_PAD + 4
+LANE_GAP: Final = 2 * GROUP_PAD + 16
+LAYOUT_PAD: Final = GROUP_PAD + 16
+
+COLORS: Final[dict[str, tuple[str, str]]] = {
+    "text": ("#1e3a5f", "#3b82f6"),
+    "reasoning": ("#2d1f5e", "#8b5cf6"),
+    "tool_call": ("#4a2a0a", "#f97316"),
+    "tool_result": ("#3d2a05", "#f59e0b"),
+    "user": ("#0a3d1f", "#22c55e"),
+    "error": ("#3d0a0a", "#ef4444"),
+    "relay": ("#3d2b08", "#f59e0b"),
+    "structural": ("#1f2937", "#4b5563"),
+}
+
+
+class DAGNode(msgspec.Struct, kw_only=True, rename="camel"):
+    id: str
+    kind: str
+    label: str
+    x: int
+    y: int
+    width: int
+    height: int
+    run_id: str
+    layer: int
+    lane: int
+
+
+class DAGEdge(msgspec.Struct, kw_only=True, rename="camel"):
+    source: str
+    target: str
+    type: str
+    """``"sequence"`` (same run) or ``"spawn"`` (into another run)."""
+
+
+class DAGGroup(msgspec.Struct, kw_only=True, rename="camel"):
+    """A padded box around the nodes of one group (a run, or a message in the hypergraph)."""
+
+    id: str
+    label: str
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+class DAGLayout(msgspec.Struct, kw_only=True, rename="camel"):
+    nodes: list[DAGNode]
+    edges: list[DAGEdge]
+    groups: list[DAGGroup]
+    width: int
+    height: int
+
+    def to_svg(self) -> str:
+        """A standalone SVG document of the layout. O(nodes + edges)."""
+        return render_svg(self)
+
+
+class LayoutInput:
+    """What the layout needs, in arrival order: per item its id, kind, label and run (its chain
+    key and group); edges as (source, target) item indices."""
+
+    __slots__ = ("edges", "group_labels", "ids", "kinds", "labels", "runs")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.kinds: list[str] = []
+        self.labels: list[str] = []
+        self.runs: list[str] = []
+        self.edges: list[tuple[int, int]] = []
+        self.group_labels: dict[str, str] = {}
+
+
+def compact(text: str, limit: int = MAX_LABEL) -> str:
+    """First line of ``text``, whitespace-collapsed, cut to ``limit`` characters with an ellipsis."""
+    head = text[: limit * 4]
+    line = " ".join(head.split())
+    if len(line) > limit or len(text) > len(head):
+        return line[: limit - 1] + "…" if len(line) >= limit else line + "…"
+    return line
+
+
+def compact_json(value: Any) -> str:
+    try:
+        return compact(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    except (TypeError, ValueError):
+        return compact(repr(value))
+
+
+def layout(data: LayoutInput) -> DAGLayout:
+    """Lay out ``data`` (see the module docstring). O(V + E + C·K)."""
+    ids = data.ids
+    runs = data.runs
+    n = len(ids)
+    if n == 0:
+        return DAGLayout(nodes=[], edges=[], groups=[], width=0, height=0)
+
+    # -- edges: dedupe, drop self-loops, adjacency ------------------------------------------------
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    seen_edges: set[tuple[int, int]] = set()
+    edge_list: list[tuple[int, int]] = []
+    for edge in data.edges:
+        s, t = edge
+        if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
+            continue
+        seen_edges.add(edge)
+        edge_list.append(edge)
+        preds[t].append(s)
+        succs[s].append(t)
+
+    # -- 1. layering, arrival-preferring Kahn order -----------------------------------------------
+    indegree = [len(p) for p in preds]
+    layer = [-1] * n
+    chain_of = [-1] * n
+    chain_tail: list[int] = []
+    chain_run: list[str] = []
+    chain_nodes: list[list[int]] = []
+    chain_parent: list[int] = []
+    run_parent: dict[str, str] = {}
+    desc_max: dict[str, int] = {}
+    ended: set[str] = set()
+    kinds = data.kinds
+
+    def place(v: int) -> None:
+        run = runs[v]
+        lay = 0
+        same_run_pred = -1
+        first_pred = -1
+        for p in preds[v]:
+            lp = layer[p]
+            if lp < 0:
+                continue  # an unplaced predecessor (cycle fallback)
+            if first_pred < 0:
+                first_pred = p
+            if lp + 1 > lay:
+                lay = lp + 1
+            if runs[p] == run and chain_tail[chain_of[p]] == p and same_run_pred < 0:
+                same_run_pred = p
+        if same_run_pred >= 0 or (first_pred >= 0 and runs[first_pred] == run):
+            below = desc_max.get(run, -1) + 1
+            if below > lay:
+                lay = below
+        elif first_pred >= 0 and run not in run_parent and runs[first_pred] != run:
+            run_parent[run] = runs[first_pred]
+        layer[v] = lay
+        if same_run_pred >= 0:
+            c = chain_of[same_run_pred]
+            chain_tail[c] = v
+            chain_nodes[c].append(v)
+        else:
+            c = len(chain_tail)
+            chain_tail.append(v)
+            chain_run.append(run)
+            chain_nodes.append([v])
+            chain_parent.append(chain_of[first_pred] if first_pred >= 0 else -1)
+        chain_of[v] = c
+        # Propagate the subtree maximum up the run tree. It stops early (maxima are monotone
+        # upwards) and at ended runs (they get no further node to push down), so a chain of
+        # runs that continue one another (user -> agent -> user ...) costs O(1) per node.
+        if kinds[v] == "harness_end":
+            ended.add(run)
+        current: str | None = run
+        hops = 0
+        while current is not None and desc_max.get(current, -1) < lay and hops < MAX_HOPS:
+            desc_max[current] = lay
+            if current in ended and current != run:
+                break
+            current = run_parent.get(current)
+            hops += 1
+
+    done = [False] * n
+    for i in range(n):
+        if done[i] or indegree[i] > 0:
+            continue
+        stack = [i]
+        while stack:
+            v = stack.pop()
+            if done[v]:
+                continue
+            done[v] = True
+            place(v)
+            ready = []
+            for w in succs[v]:
+                indegree[w] -= 1
+                if indegree[w] == 0 and w < i and not done[w]:
+                    ready.append(w)
+            if ready:
+                ready.sort(reverse=True)
+                stack.extend(ready)
+    for i in range(n):  # cycles: place the rest by arrival, ignoring unplaced predecessors
+        if not done[i]:
+            done[i] = True
+            place(i)
+
+    # -- 2. lanes: depth-first over the chain tree, leftmost free lane ----------------------------
+    n_chains = len(chain_tail)
+    chain_start = [layer[nodes[0]] for nodes in chain_nodes]
+    chain_end = [layer[nodes[-1]] for nodes in chain_nodes]
+    children: list[list[int]] = [[] for _ in range(n_chains)]
+    roots: list[int] = []
+    for c in range(n_chains):
+        parent = chain_parent[c]
+        (children[parent] if parent >= 0 else roots).append(c)
+    lane_starts: list[list[int]] = []
+    lane_ends: list[list[int]] = []
+    chain_lane = [0] * n_chains
+
+    def fits(lane: int, start: int, end: int) -> bool:
+        starts = lane_starts[lane]
+        k = bisect.bisect_left(starts, start)
+        if k < len(starts) and starts[k] <= end:
+            return False
+        return not (k > 0 and lane_ends[lane][k - 1] >= start)
+
+    order_stack = list(reversed(roots))
+    while order_stack:
+        c = order_stack.pop()
+        start, end = chain_start[c], chain_end[c]
+        parent = chain_parent[c]
+        lane = 0
+        if parent >= 0:
+            lane = chain_lane[parent]
+            if chain_end[parent] >= start:  # overlaps its parent in time: go right
+                lane += 1
+        while lane < len(lane_starts) and not fits(lane, start, end):
+            lane += 1
+        if lane == len(lane_starts):
+            lane_starts.append([])
+            lane_ends.append([])
+        k = bisect.bisect_left(lane_starts[lane], start)
+        lane_starts[lane].insert(k, start)
+        lane_ends[lane].insert(k, end)
+        chain_lane[c] = lane
+        order_stack.extend(reversed(children[c]))
+
+    # -- 3. coordinates ---------------------------------------------------------------------------
+    labels = data.labels
+    widths = [0] * n
+    n_lanes = len(lane_starts)
+    lane_width = [MIN_WIDTH] * n_lanes
+    for v in range(n):
+        w = len(labels[v]) * CHAR_WIDTH + 16
+        w = MIN_WIDTH if w < MIN_WIDTH else (MAX_WIDTH if w > MAX_WIDTH else w)
+        widths[v] = w
+        lane = chain_lane[chain_of[v]]
+        if w > lane_width[lane]:
+            lane_width[lane] = w
+    lane_x = [0] * n_lanes
+    x = LAYOUT_PAD
+    for lane in range(n_lanes):
+        lane_x[lane] = x
+        x += lane_width[lane] + LANE_GAP
+    row = NODE_HEIGHT + NODE_GAP
+    nodes_out: list[DAGNode] = []
+    max_right = 0
+    max_bottom = 0
+    group_box: dict[str, list[int]] = {}
+    for v in range(n):
+        lane = chain_lane[chain_of[v]]
+        nx = lane_x[lane]
+        ny = LAYOUT_PAD + layer[v] * row
+        w = widths[v]
+        run = runs[v]
+        nodes_out.append(
+            DAGNode(
+                id=ids[v],
+                kind=kinds[v],
+                label=labels[v],
+                x=nx,
+                y=ny,
+                width=w,
+                height=NODE_HEIGHT,
+                run_id=run,
+                layer=layer[v],
+                lane=lane,
+            )
+        )
+        right = nx + w
+        bottom = ny + NODE_HEIGHT
+        if right > max_right:
+            max_right = right
+        if bottom > max_bottom:
+            max_bottom = bottom
+        box = group_box.get(run)
+        if box is None:
+            group_box[run] = [nx, ny, right, bottom]
+        else:
+            if nx < box[0]:
+                box[0] = nx
+            if right > box[2]:
+                box[2] = right
+            if bottom > box[3]:
+                box[3] = bottom
+    groups = [
+        DAGGroup(
+            id=run,
+            label=data.group_labels.get(run, run),
+            x=box[0] - GROUP_PAD,
+            y=box[1] - GROUP_PAD,
+            width=box[2] - box[0] + 2 * GROUP_PAD,
+            height=box[3] - box[1] + 2 * GROUP_PAD,
+        )
+        for run, box in group_box.items()
+    ]
+    edges_out = [
+        DAGEdge(source=ids[s], target=ids[t], type="sequence" if runs[s] == runs[t] else "spawn")
+        for s, t in edge_list
+    ]
+    return DAGLayout(
+        nodes=nodes_out,
+        edges=edges_out,
+        groups=groups,
+        width=max_right + LAYOUT_PAD,
+        height=max_bottom + LAYOUT_PAD,
+    )
+
+
+def render_svg(layout_: DAGLayout) -> str:
+    """SVG for a layout: groups under edges under nodes; labels escaped."""
+    by_id = {node.id: node for node in layout_.nodes}
+    out: list[str] = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{layout_.width}" height="{layout_.height}" '
+        f'viewBox="0 0 {layout_.width} {layout_.height}" font-family="ui-monospace, monospace" '
+        'font-size="12">',
+        f'<rect width="{layout_.width}" height="{layout_.height}" fill="#0b1020"/>',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+        'markerHeight="6" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#64748b"/>'
+        "</marker></defs>",
+    ]
+    for group in layout_.groups:
+        out.append(
+            f'<rect class="group" x="{group.x}" y="{group.y}" width="{group.width}" '
+            f'height="{group.height}" rx="8" fill="rgba(59,130,246,0.06)" '
+            f'stroke="rgba(59,130,246,0.3)"><title>{escape(group.label)}</title></rect>'
+        )
+    for edge in layout_.edges:
+        source = by_id.get(edge.source)
+        target = by_id.get(edge.target)
+        if source is None or target is None:
+            continue
+        x1 = source.x + source.width // 2
+        y1 = source.y + source.height
+        x2 = target.x + target.width // 2
+        y2 = target.y
+        mid = (y1 + y2) // 2
+        dash = ' stroke-dasharray="4 3"' if edge.type == "spawn" else ""
+        out.append(
+            f'<path class="edge" d="M{x1},{y1}C{x1},{mid} {x2},{mid} {x2},{y2}" fill="none" '
+            f'stroke="#64748b"{dash} marker-end="url(#arrow)"/>'
+        )
+    for node in layout_.nodes:
+        fill, stroke = COLORS.get(node.kind, COLORS["structural"])
+        out.append(
+            f'<g class="node" data-id="{escape(node.id)}"><rect x="{node.x}" y="{node.y}" '
+            f'width="{node.width}" height="{node.height}" rx="6" fill="{fill}" stroke="{stroke}"/>'
+            f'<text x="{node.x + 8}" y="{node.y + node.height // 2 + 4}" fill="#e5e7eb">'
+            f"{escape(node.label)}</text></g>"
+        )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def check_no_overlap(nodes: Sequence[DAGNode]) -> list[tuple[str, str]]:
+    """Pairs of overlapping nodes (empty for every layout this module makes). O(V log V)."""
+    ordered = sorted(nodes, key=lambda node: (node.y, node.x))
+    clashes: list[tuple[str, str]] = []
+    active: list[DAGNode] = []
+    for node in ordered:
+        active = [other for other in active if other.y + other.height > node.y]
+        for other in active:
+            if other.x < node.x + node.width and node.x < other.x + other.width:
+                clashes.append((other.id, node.id))
+        active.append(node)
+    return clashes
+
+
+_FIXED_LABELS: Final = {"harness_start": "run start", "harness_end": "run end"}
+
+
+def node_label(node: Any) -> str:
+    """Compact one-line label of a flat-graph node."""
+    if isinstance(node, TextNode):
+        return compact(node.content) or "text"
+    if isinstance(node, ReasoningNode):
+        text = node.content
+        return compact("thinking: " + text) if text else "thinking..."
+    if isinstance(node, ToolCallNode):
+        return compact(node.name)
+    if isinstance(node, ToolResultNode):
+        return compact(node.name + " result")
+    if isinstance(node, ToolProgressNode):
+        return compact(node.name + " progress")
+    if isinstance(node, UserNode):
+        content = node.content
+        return (compact(content) or "user") if isinstance(content, str) else "[media]"
+    if isinstance(node, ErrorNode):
+        return compact("error: " + node.message)
+    if isinstance(node, UsageNode):
+        return f"usage {node.input_tokens}/{node.output_tokens}"
+    if isinstance(node, RelayNode):
+        return compact(f"permission: {node.tool}")
+    fixed = _FIXED_LABELS.get(node.kind)
+    return fixed if fixed is not None else compact(node.kind)
+
+
+def graph_layout_input(graph: Graph) -> LayoutInput:
+    """The flat graph as layout input: every node, every edge. O(N + E)."""
+    data = LayoutInput()
+    index: dict[str, int] = {}
+    ids, kinds, labels, runs = data.ids, data.kinds, data.labels, data.runs
+    for i, node in enumerate(graph.iter_nodes()):
+        index[node.id] = i
+        ids.append(node.id)
+        kinds.append(node.kind)
+        labels.append(node_label(node))
+        runs.append(node.run_id)
+    edges = data.edges
+    for source, targets in graph.edges.items():
+        s = index.get(source)
+        if s is None:
+            continue
+        for target in targets:
+            t = index.get(target)
+            if t is not None:
+                edges.append((s, t))
+    return data
+
+
+def project_graph_dag(graph: Graph) -> DAGLayout:
+    """Layered layout of a flat graph: one node per graph node, one group per run."""
+    from convograph.projections.thread import paused_gc
+
+    with paused_gc():
+        return layout(graph_layout_input(graph))
+
+
+def project_dag(source: Any, active: Any = None) -> DAGLayout:
+    """Layered layout of a flat `Graph` or a hypergraph ``(conversation, active)``."""
+    if isinstance(source, Graph):
+        if active is not None:
+            raise TypeError("project_dag(graph) takes no active set; it is for the hypergraph")
+        return project_graph_dag(source)
+    from convograph.projections.sources import conversation_layout_input
+
+    return layout(conversation_layout_input(source, active))

@@ -1,0 +1,176 @@
+"""The neutral LLM history behind the messages projection (seed 001 "Messages Projection").
+
+Pipeline: thread views (top level only, so subagent internals stay out of the parent's context
+except through the tool result) -> a neutral `History` of `UserTurn` / `AssistantTurn` -> one
+adapter module per external format (`openai`, `anthropic`, `gateway`).
+
+Repair, always at projection time (the log is never rewritten):
+
+- a tool call without a result (in flight, interrupted) gets a neutral placeholder result
+  `PLACEHOLDER_OUTPUT` marked ``missing=True``;
+- a tool result without a call is dropped, unless a relay asked permission for that call id: then
+  the call is rebuilt from the relay (name and params) so the denial reaches the model, as it does
+  in the harness's own history (spec §9 #3);
+- text or reasoning after tool calls starts a new assistant turn; results follow their turn.
+
+Reasoning is kept as `ThinkingBlock` (with its signature when the provider sent one); errors,
+relays and pending markers are not model context and are left out.
+
+Complexity: O(N) over the thread views.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from convograph.events.types import ContentPart
+from convograph.projections.view import (
+    ReasoningContent,
+    TextContent,
+    ToolCallContent,
+    UserContent,
+    ViewNode,
+)
+
+__all__ = [
+    "PLACEHOLDER_OUTPUT",
+    "AssistantTurn",
+    "History",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolExchange",
+    "UserTurn",
+    "build_history",
+    "safe_tool_id",
+    "serialize_output",
+]
+
+PLACEHOLDER_OUTPUT: Final = "Tool result unavailable."
+"""Result given to a call that has none: neutral, so the model neither retries blindly nor assumes
+the user interrupted it."""
+
+
+@dataclass(slots=True)
+class TextBlock:
+    text: str
+
+
+@dataclass(slots=True)
+class ThinkingBlock:
+    text: str
+    signature: str | None = None
+
+
+@dataclass(slots=True)
+class ToolExchange:
+    """One tool call and its result (``missing``: the placeholder stands in for it)."""
+
+    id: str
+    name: str
+    input: Any
+    output: Any
+    missing: bool = False
+
+    @property
+    def denied(self) -> bool:
+        output = self.output
+        return isinstance(output, dict) and output.get("status") == "denied"
+
+
+@dataclass(slots=True)
+class AssistantTurn:
+    blocks: list[TextBlock | ThinkingBlock] = field(default_factory=list)
+    calls: list[ToolExchange] = field(default_factory=list)
+
+    @property
+    def text(self) -> str | None:
+        texts = [block.text for block in self.blocks if isinstance(block, TextBlock)]
+        return "".join(texts) if texts else None
+
+
+@dataclass(slots=True)
+class UserTurn:
+    content: str | list[ContentPart]
+
+
+History = list[UserTurn | AssistantTurn]
+
+Format = Literal["openai", "anthropic", "gateway"]
+
+
+def build_history(views: list[ViewNode], *, include_call: Any = None) -> History:
+    """The neutral history of a top-level thread.
+
+    ``include_call(call_id) -> bool`` decides whether a tool_call view known only from its result
+    is a real call (denied, with a relay) or an orphan to drop; ``None`` keeps every call.
+    """
+    history: History = []
+    turn: AssistantTurn | None = None
+
+    def close() -> None:
+        nonlocal turn
+        if turn is not None and (turn.blocks or turn.calls):
+            history.append(turn)
+        turn = None
+
+    for view in views:
+        content = view.content
+        if isinstance(content, UserContent):
+            close()
+            history.append(UserTurn(content=content.content))
+        elif isinstance(content, TextContent | ReasoningContent):
+            if turn is not None and turn.calls:
+                close()
+            if turn is None:
+                turn = AssistantTurn()
+            if isinstance(content, TextContent):
+                if content.text:
+                    turn.blocks.append(TextBlock(content.text))
+            else:
+                turn.blocks.append(ThinkingBlock(content.text, content.signature))
+        elif isinstance(content, ToolCallContent):
+            if include_call is not None and not include_call(view.id):
+                continue
+            if turn is None:
+                turn = AssistantTurn()
+            if content.has_output:
+                exchange = ToolExchange(view.id, content.name, content.input, content.output)
+            else:
+                exchange = ToolExchange(
+                    view.id, content.name, content.input, PLACEHOLDER_OUTPUT, missing=True
+                )
+            turn.calls.append(exchange)
+        # error, relay, pending: not model context
+    close()
+    return history
+
+
+def serialize_output(output: Any) -> str:
+    """A tool output as message text: strings as is, anything else as compact JSON."""
+    if isinstance(output, str):
+        return output
+    return json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+_ANTHROPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def safe_tool_id(call_id: str, *, api: Literal["openai", "anthropic"]) -> str:
+    """``call_id`` if the API accepts it as a tool call id, else a stable, collision-safe stand-in.
+
+    OpenAI allows at most 40 characters; Anthropic requires ``^[a-zA-Z0-9_-]+$``. Namespaced ids
+    such as ``run/call-1`` are rewritten to ``<sanitised prefix>_<12 hex of sha256>``. Pure function:
+    a call and its result always map to the same id.
+    """
+    if api == "openai":
+        if 0 < len(call_id) <= 40:
+            return call_id
+    elif _ANTHROPIC_ID.match(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)[:27]
+    return f"{prefix}_{digest}" if prefix else f"call_{digest}"

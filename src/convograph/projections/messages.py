@@ -1,0 +1,56 @@
+"""Messages projection: ``project_messages(graph, format=...)`` for OpenAI, Anthropic or the gateway.
+
+The top-level thread (`convograph.projections.thread`) becomes a neutral history
+(`convograph.projections.history`: repairs dangling calls and orphan results), which one adapter
+module per format renders (`openai`, `anthropic`, `gateway`). Every list returned is a valid
+request history for its API: no call without a result, no result without a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from convograph.projections.anthropic import render_anthropic
+from convograph.projections.gateway import render_gateway
+from convograph.projections.history import History, build_history
+from convograph.projections.openai import render_openai
+from convograph.projections.thread import ThreadBuilder, build_thread, paused_gc
+from convograph.projections.view import ViewNode
+
+__all__ = ["FORMATS", "MessageFormat", "project_messages", "render_history", "render_views"]
+
+MessageFormat = Literal["openai", "anthropic", "gateway"]
+
+FORMATS: Final[dict[str, Callable[[History], list[dict[str, Any]]]]] = {
+    "openai": render_openai,
+    "anthropic": render_anthropic,
+    "gateway": render_gateway,
+}
+
+
+def render_history(history: History, format: str) -> list[dict[str, Any]]:
+    """Render a neutral history in ``format``; an unknown format is a `ValueError` naming the choices."""
+    renderer = FORMATS.get(format)
+    if renderer is None:
+        choices = ", ".join(sorted(FORMATS))
+        raise ValueError(f"unknown message format {format!r}: expected one of {choices}")
+    return renderer(history)
+
+
+def render_views(builder: ThreadBuilder, format: str) -> list[dict[str, Any]]:
+    """Messages for the top-level views of a filled `ThreadBuilder`."""
+    views: list[ViewNode] = builder.views
+    return render_history(build_history(views, include_call=builder.call_is_real), format)
+
+
+def project_messages(source: Any, active: Any = None, *, format: str = "openai") -> list[dict[str, Any]]:
+    """Request history of a flat `Graph` or a hypergraph ``(conversation, active)``.
+
+    ``format``: ``"openai"`` (Chat Completions), ``"anthropic"`` (Messages API) or ``"gateway"``
+    (seed 001's own format). O(N + E).
+    """
+    if format not in FORMATS:
+        render_history([], format)  # raises the ValueError naming the choices
+    with paused_gc():
+        return render_views(build_thread(source, active), format)

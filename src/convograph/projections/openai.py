@@ -1,0 +1,78 @@
+"""OpenAI Chat Completions adapter: a `History` as ``messages`` for ``chat.completions.create``.
+
+Shapes (``openai.types.chat.ChatCompletionMessageParam``):
+
+- user: ``{"role": "user", "content": str | [parts]}``; text parts as ``text``, images as
+  ``image_url`` data URLs, documents as ``file`` with ``file_data`` (a data URL);
+- assistant: ``{"role": "assistant", "content": str | None, "tool_calls": [...]}`` with
+  ``{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}``; ``tool_calls``
+  only when there are calls, ``content`` ``None`` only then;
+- tool: ``{"role": "tool", "tool_call_id", "content": str}``, right after its assistant message.
+
+Reasoning has no place in a Chat Completions request and is left out. Tool call ids longer than the
+API's 40 characters are replaced by a stable stand-in (`safe_tool_id`), call and result alike.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
+from convograph.projections.history import AssistantTurn, History, safe_tool_id, serialize_output
+
+__all__ = ["render_openai", "user_content_openai"]
+
+
+def user_content_openai(content: str | list[ContentPart]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            url = f"data:{part.media_type};base64,{part.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif isinstance(part, DocumentPart):
+            data = f"data:{part.media_type};base64,{part.data}"
+            parts.append({"type": "file", "file": {"file_data": data, "filename": "document"}})
+    return parts if parts else ""
+
+
+def _arguments(tool_input: Any) -> str:
+    if tool_input is None:
+        return "{}"
+    return json.dumps(tool_input, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def render_openai(history: History) -> list[dict[str, Any]]:
+    """Chat Completions messages for ``history``. O(turns + blocks)."""
+    messages: list[dict[str, Any]] = []
+    for turn in history:
+        if not isinstance(turn, AssistantTurn):
+            messages.append({"role": "user", "content": user_content_openai(turn.content)})
+            continue
+        text = turn.text
+        if text is None and not turn.calls:
+            continue  # reasoning only
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if turn.calls:
+            message["tool_calls"] = [
+                {
+                    "id": safe_tool_id(call.id, api="openai"),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments(call.input)},
+                }
+                for call in turn.calls
+            ]
+        messages.append(message)
+        for call in turn.calls:
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": safe_tool_id(call.id, api="openai"),
+                    "content": serialize_output(call.output),
+                }
+            )
+    return messages

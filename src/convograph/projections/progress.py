@@ -1,0 +1,133 @@
+"""Progress accumulators: fold a tool's ``tool_progress`` contents into one state per call.
+
+A registry maps a tool name to an `Accumulator` (``init()`` and ``reduce(state, content)``). Users
+extend it per tool name with `register_accumulator` (process-wide default registry) or by passing
+their own `ProgressRegistry` to a projection. A tool without an accumulator gets ``progress =
+None`` as upstream does, unless the registry has a ``fallback`` (for example `KeepLatest()`).
+
+Built in, registered for ``exec``: `ExecAccumulator` (seed/spec §4.1): state
+``{"stdout": str, "stderr": str, "metrics": dict | None}``; ``{"channel": "stdout"|"stderr",
+"data": str}`` appends to that channel, a content with a numeric ``pid`` replaces ``metrics``
+(latest snapshot wins), anything else is ignored.
+
+Reducers must not mutate ``state``; return a new value. Cost: one ``reduce`` call per progress
+event (the thread projection indexes progress by call id, so nothing rescans the graph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Accumulator",
+    "CollectAll",
+    "ExecAccumulator",
+    "KeepLatest",
+    "ProgressRegistry",
+    "default_registry",
+    "register_accumulator",
+]
+
+
+@runtime_checkable
+class Accumulator(Protocol):
+    """Folds the progress contents of one tool call into a state."""
+
+    def init(self) -> Any: ...
+
+    def reduce(self, state: Any, content: Any) -> Any: ...
+
+
+class ExecAccumulator:
+    """stdout / stderr chunks concatenated per channel; the latest metrics snapshot kept."""
+
+    def init(self) -> dict[str, Any]:
+        return {"stdout": "", "stderr": "", "metrics": None}
+
+    def reduce(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
+        if not isinstance(content, dict):
+            return state
+        channel = content.get("channel")
+        data = content.get("data")
+        if channel in ("stdout", "stderr") and isinstance(data, str):
+            return {**state, channel: state[channel] + data}
+        pid = content.get("pid")
+        if isinstance(pid, (int, float)) and not isinstance(pid, bool):
+            metrics = {
+                "pid": pid,
+                "cpuPercent": content.get("cpuPercent"),
+                "rssKb": content.get("rssKb"),
+                "wallMs": content.get("wallMs"),
+            }
+            return {**state, "metrics": metrics}
+        return state
+
+
+class KeepLatest:
+    """The newest content wins (``None`` before any)."""
+
+    def init(self) -> Any:
+        return None
+
+    def reduce(self, state: Any, content: Any) -> Any:
+        return content
+
+
+class CollectAll:
+    """Every content, in arrival order, as a tuple."""
+
+    def init(self) -> tuple[Any, ...]:
+        return ()
+
+    def reduce(self, state: tuple[Any, ...], content: Any) -> tuple[Any, ...]:
+        return (*state, content)
+
+
+class ProgressRegistry:
+    """Tool name -> `Accumulator`, with a fallback for unregistered tools (``None``: no progress)."""
+
+    __slots__ = ("_by_tool", "fallback")
+
+    def __init__(
+        self,
+        accumulators: dict[str, Accumulator] | None = None,
+        *,
+        fallback: Accumulator | None = None,
+    ) -> None:
+        self._by_tool: dict[str, Accumulator] = dict(accumulators or {})
+        self.fallback = fallback
+
+    def register(self, tool: str, accumulator: Accumulator) -> None:
+        """Use ``accumulator`` for every call of ``tool`` (replaces an earlier one)."""
+        if not isinstance(accumulator, Accumulator):
+            raise TypeError(f"accumulator for {tool!r} needs init() and reduce(state, content)")
+        self._by_tool[tool] = accumulator
+
+    def get(self, tool: str) -> Accumulator | None:
+        return self._by_tool.get(tool, self.fallback)
+
+    def copy(self) -> ProgressRegistry:
+        return ProgressRegistry(self._by_tool, fallback=self.fallback)
+
+    def accumulate(self, tool: str, contents: Iterable[Any]) -> Any:
+        """Fold ``contents`` with the accumulator for ``tool``; ``None`` when there is none."""
+        accumulator = self.get(tool)
+        if accumulator is None:
+            return None
+        state = accumulator.init()
+        for content in contents:
+            state = accumulator.reduce(state, content)
+        return state
+
+    def __contains__(self, tool: object) -> bool:
+        return tool in self._by_tool
+
+
+default_registry = ProgressRegistry({"exec": ExecAccumulator()})
+"""The registry projections use unless given another."""
+
+
+def register_accumulator(tool: str, accumulator: Accumulator) -> None:
+    """Register ``accumulator`` for ``tool`` in the process-wide `default_registry`."""
+    default_registry.register(tool, accumulator)

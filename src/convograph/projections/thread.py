@@ -1,0 +1,703 @@
+"""Thread projection (seed 001 "Thread Projection"): the graph as nested `ViewNode`s for chat UIs.
+
+One builder, `ThreadBuilder`, places graph nodes **one at a time in arrival order**. The one-shot
+`project_thread` feeds it every node of a finished graph; the incremental projector
+(`convograph.projections.incremental`) feeds it each node as its event arrives. Both therefore give
+the same views by construction.
+
+Placement of a node ``n`` whose incoming edge comes from ``p`` (seed rules, spec §4.1):
+
+- no ``p`` (a root): the top-level list;
+- ``p`` in the same run (sequential edge): ``p``'s list;
+- ``p`` in another run (cross-run edge):
+  - ``p`` is a tool call: a new branch of ``p``'s view (a subagent stays nested even before the
+    result arrives);
+  - ``p`` emits a view (text, user, ...): the first such child of ``p`` continues ``p``'s list when
+    ``p`` had no same-run continuation yet (a user message flows into its reply); other children
+    open branches of ``p``'s view;
+  - ``p`` is structural (lifecycle, usage, tool result, progress): ``p``'s list ("spliced"); this is
+    how provider runs join their agent's list.
+
+Every list is appended to in arrival order, so content is never reordered (fixes upstream's §9 #1,
+where every provider text came before the agent's first tool call).
+
+Views: text, reasoning, tool_call, user, error and relay nodes emit one; consecutive text (or
+reasoning) of one run in one list merge into one view, and the merged view still collects the
+branches of every merged node (§9 #18). Tool results and progress merge into their call through an
+index by call id over the whole projection, in either arrival order (§9 #4, #20). A result without
+a call (a denied call, or an orphan) shows as a tool_call view with its output; a denied call takes
+its input from the relay that asked for it (§9 #3). A run whose ``harness_start`` is its newest node
+shows a ``pending`` view until anything follows it.
+
+Status per run (seed 001 "Status Derivation"): ``<run>:error`` -> error, else ``<run>:harness_end``
+-> complete, else ``<run>:harness_start`` -> streaming; a run without lifecycle nodes (a provider
+call) inherits the status of the run that spawned it (§9 #2), else complete. User views are always
+complete.
+
+Complexity: O(1) amortised per node placed or updated; a lifecycle node re-stamps the views of its
+run (and of descendant runs without lifecycle), which is O(views) once per run. `project_thread` is
+O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+import msgspec
+
+from convograph.graph.model import Graph
+from convograph.graph.nodes import (
+    ErrorNode,
+    Node,
+    ReasoningNode,
+    RelayNode,
+    TextNode,
+    ToolCallNode,
+    ToolProgressNode,
+    ToolResultNode,
+    UserNode,
+)
+from convograph.projections.progress import ProgressRegistry, default_registry
+from convograph.projections.view import (
+    ErrorContent,
+    PendingContent,
+    ReasoningContent,
+    RelayContent,
+    Role,
+    Status,
+    TextContent,
+    ToolCallContent,
+    UserContent,
+    ViewNode,
+    ViewOptions,
+)
+
+__all__ = ["ThreadBuilder", "copy_views", "graph_arrival_order", "project_graph_thread", "project_thread"]
+
+RESULT_SUFFIX: Final = ":result"
+_CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "error", "relay"})
+_LIFECYCLE_KINDS: Final = frozenset({"harness_start", "harness_end", "error"})
+
+
+def call_id_of_result(node_id: str) -> str:
+    """The tool call id of a tool_result node id (``<id>:result``)."""
+    return node_id[: -len(RESULT_SUFFIX)] if node_id.endswith(RESULT_SUFFIX) else node_id
+
+
+class _Level:
+    """One list of views: the top level, or one branch of ``owner`` (attached on first view)."""
+
+    __slots__ = ("attached", "items", "owner")
+
+    def __init__(self, owner: ViewNode | None, *, attached: bool) -> None:
+        self.items: list[ViewNode] = []
+        self.owner = owner
+        self.attached = attached
+
+
+class _Run:
+    """Lifecycle flags and views of one run."""
+
+    __slots__ = ("children", "ended", "errored", "parent", "started", "views")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.ended = False
+        self.errored = False
+        self.parent: str | None = None
+        self.children: list[str] = []
+        self.views: list[ViewNode] = []
+
+    @property
+    def has_lifecycle(self) -> bool:
+        return self.started or self.ended or self.errored
+
+
+class ThreadBuilder:
+    """Builds thread views from nodes given in arrival order (see the module docstring).
+
+    ``add(node, parent_id)`` places a new node; ``update(node)`` refreshes the views of a node that
+    changed (a streamed delta, a redelivered call). ``views`` is the live top-level list.
+    """
+
+    def __init__(
+        self,
+        *,
+        options: ViewOptions | None = None,
+        registry: ProgressRegistry | None = None,
+        track_changes: bool = False,
+    ) -> None:
+        self.track_changes = track_changes
+        self.options = options or ViewOptions()
+        self.registry = registry if registry is not None else default_registry
+        self._top = _Level(None, attached=True)
+        self._sink = _Level(None, attached=False)
+        self._placed: dict[str, tuple[_Level, str, str]] = {}
+        """node id -> (its list, its kind, its run)."""
+        self._status: dict[str, Status] = {}
+        """Effective status per run, kept current by `_restamp`."""
+        self._view_of: dict[str, ViewNode] = {}
+        self._has_continuation: set[str] = set()
+        self._promoted: set[str] = set()
+        self._members: dict[int, list[str]] = {}
+        self._texts: dict[str, str] = {}
+        self._signatures: dict[str, str | None] = {}
+        self._calls: dict[str, ViewNode] = {}
+        self._call_nodes: set[str] = set()
+        self._results: dict[str, Any] = {}
+        self._progress: dict[str, dict[str, tuple[str, Any]]] = {}
+        self._relay_params: dict[str, dict[str, Any]] = {}
+        self._runs: dict[str, _Run] = {}
+        self._pending: dict[str, tuple[_Level, ViewNode]] = {}
+        self.changed: set[str] = set()
+        """Ids of views created or changed since the last `take_changed`, when ``track_changes``."""
+
+    @property
+    def views(self) -> list[ViewNode]:
+        return self._top.items
+
+    def take_changed(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def is_placed(self, node_id: str) -> bool:
+        return node_id in self._placed
+
+    def call_is_real(self, call_id: str) -> bool:
+        """True when a tool_call node, or a relay asking permission, exists for ``call_id``."""
+        return call_id in self._call_nodes or call_id in self._relay_params
+
+    # -- runs and status -----------------------------------------------------------------------------
+
+    def _run(self, run_id: str) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _Run()
+        return run
+
+    def status_of(self, run_id: str) -> Status:
+        """Effective status of a run (own lifecycle, else inherited from its spawner). O(1)."""
+        status = self._status.get(run_id)
+        if status is None:
+            status = self._status[run_id] = self._compute_status(run_id)
+        return status
+
+    def _compute_status(self, run_id: str) -> Status:
+        seen: set[str] = set()
+        current: str | None = run_id
+        while current is not None and current not in seen:
+            seen.add(current)
+            run = self._runs.get(current)
+            if run is None:
+                return "complete"
+            if run.errored:
+                return "error"
+            if run.ended:
+                return "complete"
+            if run.started:
+                return "streaming"
+            current = run.parent
+        return "complete"
+
+    def _restamp(self, run_id: str) -> None:
+        stack = [run_id]
+        seen: set[str] = set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            run = self._runs.get(current)
+            if run is None:
+                continue
+            status = self._status[current] = self._compute_status(current)
+            for view in run.views:
+                if view.role != "user" and view.status != status:
+                    view.status = status
+                    if self.track_changes:
+                        self.changed.add(view.id)
+            for child in run.children:
+                child_run = self._runs.get(child)
+                if child_run is not None and not child_run.has_lifecycle:
+                    stack.append(child)
+
+    # -- levels --------------------------------------------------------------------------------------
+
+    def _append(self, level: _Level, view: ViewNode) -> None:
+        items = level.items
+        if items and isinstance(items[-1].content, PendingContent):
+            self._drop_pending(items[-1].run_id)
+        items.append(view)
+        if not level.attached and level.owner is not None:
+            level.owner.branches.append(items)
+            level.attached = True
+            if self.track_changes:
+                self.changed.add(level.owner.id)
+        run = self._runs.get(view.run_id)
+        if run is None:
+            run = self._runs[view.run_id] = _Run()
+        run.views.append(view)
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _drop_pending(self, run_id: str) -> None:
+        entry = self._pending.pop(run_id, None)
+        if entry is None:
+            return
+        level, view = entry
+        items = level.items
+        if items and items[-1] is view:
+            items.pop()
+        else:
+            for i, item in enumerate(items):
+                if item is view:
+                    del items[i]
+                    break
+        run_views = self._run(run_id).views
+        for i in range(len(run_views) - 1, -1, -1):
+            if run_views[i] is view:
+                del run_views[i]
+                break
+        if not items and level.attached and level.owner is not None:
+            branches = level.owner.branches
+            for i, branch in enumerate(branches):
+                if branch is items:
+                    del branches[i]
+                    break
+            level.attached = False
+            if self.track_changes:
+                self.changed.add(level.owner.id)
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _place_cross(
+        self, node: Node, parent_id: str, parent_level: _Level, parent_kind: str, parent_run: str
+    ) -> _Level:
+        run = self._run(node.run_id)
+        if run.parent is None:
+            run.parent = parent_run
+            self._run(parent_run).children.append(node.run_id)
+            self._status.pop(node.run_id, None)
+        parent_view = self._view_of.get(parent_id)
+        if parent_kind == "tool_call":
+            if self.options.hide_subagents:
+                return self._sink
+            if parent_view is not None:
+                return _Level(parent_view, attached=False)
+            return parent_level
+        if parent_kind in _CONTENT_KINDS and parent_view is not None:
+            if parent_id not in self._has_continuation and parent_id not in self._promoted:
+                self._promoted.add(parent_id)
+                return parent_level
+            return _Level(parent_view, attached=False)
+        return parent_level
+
+    # -- nodes ---------------------------------------------------------------------------------------
+
+    def add(self, node: Node, parent_id: str | None) -> None:
+        """Place a new node; ``parent_id`` is the source of its incoming edge (``None``: a root)."""
+        node_id = node.id
+        run_id = node.run_id
+        kind: str = node.__struct_config__.tag  # type: ignore[assignment]
+        if self._pending and run_id in self._pending:
+            self._drop_pending(run_id)
+        placed = self._placed.get(parent_id) if parent_id is not None else None
+        if placed is None:
+            level = self._top
+        else:
+            level, parent_kind, parent_run = placed
+            if parent_run == run_id:
+                self._has_continuation.add(parent_id)  # type: ignore[arg-type]
+            else:
+                level = self._place_cross(node, parent_id, level, parent_kind, parent_run)  # type: ignore[arg-type]
+        self._placed[node_id] = (level, kind, run_id)
+        if kind in _LIFECYCLE_KINDS:
+            run = self._run(run_id)
+            if kind == "harness_start":
+                run.started = True
+            elif kind == "harness_end":
+                run.ended = True
+            else:
+                run.errored = True
+            self._restamp(run_id)
+        handler = _ADDERS.get(kind)
+        if handler is not None:
+            handler(self, node, level)
+        elif kind == "harness_start" and self.status_of(run_id) == "streaming":
+            view = ViewNode(
+                id=node_id, run_id=run_id, role="assistant", content=PendingContent(), status="streaming"
+            )
+            self._append(level, view)
+            self._pending[run_id] = (level, view)
+
+    def update(self, node: Node) -> None:
+        """Refresh the views of an already placed node whose value changed."""
+        handler = _UPDATERS.get(node.kind)
+        if handler is not None and node.id in self._placed:
+            handler(self, node)
+
+    def _new_view(self, node: Node, content: Any, *, view_id: str | None = None) -> ViewNode:
+        role: Role = "user" if isinstance(content, UserContent) else "assistant"
+        status: Status = "complete" if role == "user" else self.status_of(node.run_id)
+        return ViewNode(
+            id=node.id if view_id is None else view_id,
+            run_id=node.run_id,
+            role=role,
+            content=content,
+            status=status,
+        )
+
+    def _add_text(self, node: TextNode | ReasoningNode, level: _Level) -> None:
+        is_reasoning = isinstance(node, ReasoningNode)
+        if is_reasoning and self.options.hide_reasoning:
+            return
+        text = node.content
+        self._texts[node.id] = text
+        signature = node.signature if isinstance(node, ReasoningNode) else None
+        self._signatures[node.id] = signature
+        items = level.items
+        kind = node.kind
+        if items:
+            last = items[-1]
+            if last.run_id == node.run_id and last.content.kind == kind:
+                members = self._members[id(last)]
+                members.append(node.id)
+                content = last.content
+                assert isinstance(content, TextContent | ReasoningContent)
+                content.text += text
+                if isinstance(content, ReasoningContent) and signature is not None:
+                    content.signature = signature
+                self._view_of[node.id] = last
+                if self.track_changes:
+                    self.changed.add(last.id)
+                return
+        new_content: TextContent | ReasoningContent = (
+            ReasoningContent(text=text, signature=signature) if is_reasoning else TextContent(text=text)
+        )
+        view = self._new_view(node, new_content)
+        self._members[id(view)] = [node.id]
+        self._view_of[node.id] = view
+        self._append(level, view)
+
+    def _update_text(self, node: TextNode | ReasoningNode) -> None:
+        view = self._view_of.get(node.id)
+        if view is None:
+            return
+        self._texts[node.id] = node.content
+        if isinstance(node, ReasoningNode):
+            self._signatures[node.id] = node.signature
+        content = view.content
+        assert isinstance(content, TextContent | ReasoningContent)
+        members = self._members[id(view)]
+        content.text = "".join(self._texts[m] for m in members)
+        if isinstance(content, ReasoningContent):
+            signatures = [self._signatures[m] for m in members if self._signatures[m] is not None]
+            content.signature = signatures[-1] if signatures else None
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _call_content(self, name: str, tool_input: Any) -> ToolCallContent:
+        if self.options.collapse_tools:
+            return ToolCallContent(name=name)
+        return ToolCallContent(name=name, input=tool_input)
+
+    def _set_output(self, content: ToolCallContent, output: Any) -> None:
+        content.output = True if self.options.collapse_tools else output
+
+    def _add_tool_call(self, node: ToolCallNode, level: _Level) -> None:
+        call_id = node.id
+        self._call_nodes.add(call_id)
+        existing = self._calls.get(call_id)
+        if existing is not None:  # the result came first and already shows the call
+            self._view_of[call_id] = existing
+            self._update_tool_call(node)
+            return
+        content = self._call_content(node.name, node.input)
+        if call_id in self._results:
+            self._set_output(content, self._results[call_id])
+        if call_id in self._progress and not self.options.collapse_tools:
+            content.progress = self._fold_progress(call_id)
+        view = self._new_view(node, content)
+        self._calls[call_id] = view
+        self._view_of[call_id] = view
+        self._append(level, view)
+
+    def _update_tool_call(self, node: ToolCallNode) -> None:
+        view = self._calls.get(node.id)
+        if view is None:
+            return
+        content = view.content
+        assert isinstance(content, ToolCallContent)
+        content.name = node.name
+        if not self.options.collapse_tools:
+            content.input = node.input
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _add_tool_result(self, node: ToolResultNode, level: _Level) -> None:
+        call_id = call_id_of_result(node.id)
+        self._results[call_id] = node.output
+        view = self._calls.get(call_id)
+        if view is not None:
+            content = view.content
+            assert isinstance(content, ToolCallContent)
+            self._set_output(content, node.output)
+            if self.track_changes:
+                self.changed.add(view.id)
+            return
+        # No call seen: a denied call (input from its relay) or an orphan result.
+        content = self._call_content(node.name, self._relay_params.get(call_id))
+        self._set_output(content, node.output)
+        if call_id in self._progress and not self.options.collapse_tools:
+            content.progress = self._fold_progress(call_id)
+        view = self._new_view(node, content, view_id=call_id)
+        self._calls[call_id] = view
+        self._append(level, view)
+
+    def _update_tool_result(self, node: ToolResultNode) -> None:
+        call_id = call_id_of_result(node.id)
+        self._results[call_id] = node.output
+        view = self._calls.get(call_id)
+        if view is not None:
+            content = view.content
+            assert isinstance(content, ToolCallContent)
+            self._set_output(content, node.output)
+            if self.track_changes:
+                self.changed.add(view.id)
+
+    def _fold_progress(self, call_id: str) -> Any:
+        entries = self._progress.get(call_id)
+        if not entries:
+            return None
+        name = next(iter(entries.values()))[0]
+        return self.registry.accumulate(name, (content for _, content in entries.values()))
+
+    def _add_progress(self, node: ToolProgressNode, level: _Level) -> None:
+        call_id = node.tool_call_id
+        entries = self._progress.get(call_id)
+        if entries is None:
+            entries = self._progress[call_id] = {}
+        entries[node.id] = (node.name, node.content)
+        view = self._calls.get(call_id)
+        if view is None or self.options.collapse_tools:
+            return
+        content = view.content
+        assert isinstance(content, ToolCallContent)
+        accumulator = self.registry.get(node.name)
+        if accumulator is None:
+            return
+        state = content.progress if content.progress is not None else accumulator.init()
+        content.progress = accumulator.reduce(state, node.content)
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _update_progress(self, node: ToolProgressNode) -> None:
+        entries = self._progress.get(node.tool_call_id)
+        if entries is None:
+            return
+        entries[node.id] = (node.name, node.content)
+        view = self._calls.get(node.tool_call_id)
+        if view is not None and not self.options.collapse_tools:
+            content = view.content
+            assert isinstance(content, ToolCallContent)
+            content.progress = self._fold_progress(node.tool_call_id)
+            if self.track_changes:
+                self.changed.add(view.id)
+
+    def _add_user(self, node: UserNode, level: _Level) -> None:
+        view = self._new_view(node, UserContent(content=node.content))
+        self._view_of[node.id] = view
+        self._append(level, view)
+
+    def _update_user(self, node: UserNode) -> None:
+        view = self._view_of.get(node.id)
+        if view is not None:
+            view.content = UserContent(content=node.content)
+            if self.track_changes:
+                self.changed.add(view.id)
+
+    def _add_error(self, node: ErrorNode, level: _Level) -> None:
+        view = self._new_view(node, ErrorContent(message=node.message))
+        self._view_of[node.id] = view
+        self._append(level, view)
+
+    def _update_error(self, node: ErrorNode) -> None:
+        view = self._view_of.get(node.id)
+        if view is not None:
+            view.content = ErrorContent(message=node.message)
+            if self.track_changes:
+                self.changed.add(view.id)
+
+    def _relay_content(self, node: RelayNode) -> RelayContent:
+        return RelayContent(
+            relay_kind=node.relay_kind, tool_call_id=node.tool_call_id, tool=node.tool, params=node.params
+        )
+
+    def _add_relay(self, node: RelayNode, level: _Level) -> None:
+        self._relay_params[node.tool_call_id] = node.params
+        view = self._new_view(node, self._relay_content(node))
+        self._view_of[node.id] = view
+        self._append(level, view)
+
+    def _update_relay(self, node: RelayNode) -> None:
+        self._relay_params[node.tool_call_id] = node.params
+        view = self._view_of.get(node.id)
+        if view is not None:
+            view.content = self._relay_content(node)
+            if self.track_changes:
+                self.changed.add(view.id)
+
+
+_ADDERS: Final[dict[str, Any]] = {
+    "text": ThreadBuilder._add_text,
+    "reasoning": ThreadBuilder._add_text,
+    "tool_call": ThreadBuilder._add_tool_call,
+    "tool_result": ThreadBuilder._add_tool_result,
+    "tool_progress": ThreadBuilder._add_progress,
+    "user": ThreadBuilder._add_user,
+    "error": ThreadBuilder._add_error,
+    "relay": ThreadBuilder._add_relay,
+}
+
+_UPDATERS: Final[dict[str, Any]] = {
+    "text": ThreadBuilder._update_text,
+    "reasoning": ThreadBuilder._update_text,
+    "tool_call": ThreadBuilder._update_tool_call,
+    "tool_result": ThreadBuilder._update_tool_result,
+    "tool_progress": ThreadBuilder._update_progress,
+    "user": ThreadBuilder._update_user,
+    "error": ThreadBuilder._update_error,
+    "relay": ThreadBuilder._update_relay,
+}
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a projection allocates its (acyclic) result.
+
+    Building 100k views otherwise triggers repeated full collections over every live object,
+    which costs more than the projection itself. Reference counting still frees memory.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
+    """Every node with the source of its incoming edge, parents before children, else by arrival.
+
+    Nodes are yielded in insertion (arrival) order, except that a node whose parent arrived later
+    (a child adopted once its parent came) waits for that parent. Nodes on a cycle are yielded last,
+    in arrival order, as roots. O(N + E).
+    """
+    parent_of: dict[str, str] = {}
+    for source, targets in graph.edges.items():
+        for target in targets:
+            if target not in parent_of:
+                parent_of[target] = source
+    placed: set[str] = set()
+    waiting: dict[str, list[Node]] = {}
+    out: list[tuple[Node, str | None]] = []
+    for node in graph.iter_nodes():
+        node_id = node.id
+        parent = parent_of.get(node_id)
+        if parent is not None and parent not in placed:
+            waiting.setdefault(parent, []).append(node)
+            continue
+        placed.add(node_id)
+        out.append((node, parent))
+        if waiting and node_id in waiting:
+            adopted: list[tuple[Node, str]] = [(child, node_id) for child in reversed(waiting.pop(node_id))]
+            while adopted:
+                current, current_parent = adopted.pop()
+                placed.add(current.id)
+                out.append((current, current_parent))
+                children = waiting.pop(current.id, None)
+                if children:
+                    adopted.extend((child, current.id) for child in reversed(children))
+    if waiting:
+        leftovers = sorted(
+            (node for nodes in waiting.values() for node in nodes),
+            key=_arrival_key(graph),
+        )
+        for node in leftovers:
+            if node.id in placed:
+                continue
+            stack: list[tuple[Node, str | None]] = [(node, None)]
+            while stack:
+                current, current_parent = stack.pop()
+                if current.id in placed:
+                    continue
+                placed.add(current.id)
+                out.append((current, current_parent))
+                children = waiting.pop(current.id, None)
+                if children:
+                    stack.extend((child, current.id) for child in reversed(children))
+    return out
+
+
+def _arrival_key(graph: Graph) -> Any:
+    index = {node_id: i for i, node_id in enumerate(graph.nodes)}
+    return lambda node: index[node.id]
+
+
+def project_graph_thread(
+    graph: Graph,
+    *,
+    options: ViewOptions | None = None,
+    registry: ProgressRegistry | None = None,
+) -> list[ViewNode]:
+    """Thread views of a flat graph. O(N + E)."""
+    return build_thread(graph, options=options, registry=registry).views
+
+
+def copy_views(views: list[ViewNode]) -> list[ViewNode]:
+    """A deep copy of a view tree (for a snapshot of the projector's live views). O(views)."""
+    return msgspec.convert(msgspec.to_builtins(views), list[ViewNode])
+
+
+def project_thread(
+    source: Any,
+    active: Any = None,
+    *,
+    options: ViewOptions | None = None,
+    registry: ProgressRegistry | None = None,
+) -> list[ViewNode]:
+    """Thread views of a flat `Graph`, or of a hypergraph ``(conversation, active)``.
+
+    ``options`` selects what to show (`ViewOptions`); ``registry`` folds tool progress
+    (`default_registry` unless given). O(N + E).
+    """
+    return build_thread(source, active, options=options, registry=registry).views
+
+
+def build_thread(
+    source: Any,
+    active: Any = None,
+    *,
+    options: ViewOptions | None = None,
+    registry: ProgressRegistry | None = None,
+    track_changes: bool = False,
+) -> ThreadBuilder:
+    """A `ThreadBuilder` filled from ``source`` (see `project_thread`)."""
+    builder = ThreadBuilder(options=options, registry=registry, track_changes=track_changes)
+    add = builder.add
+    with paused_gc():
+        if isinstance(source, Graph):
+            if active is not None:
+                raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
+            for node, parent_id in graph_arrival_order(source):
+                add(node, parent_id)
+            return builder
+        from convograph.projections.sources import conversation_nodes
+
+        for node, parent_id in conversation_nodes(source, active):
+            add(node, parent_id)
+    return builder

@@ -1,0 +1,128 @@
+"""View types of the thread projection (seed 001 "ViewNode", "ViewContent").
+
+`ViewNode` and the `ViewContent` variants are msgspec Structs tagged on ``kind``; attributes are
+snake_case, `convograph.to_jsonable` gives camelCase keys (``runId``, ``toolCallId``, ...).
+
+They are mutable on purpose: the incremental projector (`convograph.projections.incremental`)
+updates a view in place in O(1) when a delta, a result or a status change arrives. A one-shot
+projection returns fresh objects that nothing else holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from convograph.events.types import ContentPart
+
+__all__ = [
+    "ErrorContent",
+    "PendingContent",
+    "ReasoningContent",
+    "RelayContent",
+    "Role",
+    "Status",
+    "TextContent",
+    "ToolCallContent",
+    "UserContent",
+    "ViewContent",
+    "ViewNode",
+    "ViewOptions",
+]
+
+Role = Literal["user", "assistant"]
+Status = Literal["streaming", "complete", "error"]
+
+
+class _Content(msgspec.Struct, kw_only=True, tag_field="kind", rename="camel"):
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class TextContent(_Content, tag="text"):
+    text: str
+
+
+class ReasoningContent(_Content, tag="reasoning"):
+    text: str
+    signature: str | None = None
+    """A provider's thinking-block signature, kept so the block survives a round trip."""
+
+
+class ToolCallContent(_Content, tag="tool_call"):
+    """A tool call with its result merged in (``output`` is unset until the result arrives).
+
+    ``input`` is ``None`` for a call known only from its result (an orphan result, or a denied call
+    whose relay is unknown); a denied call takes its input from the relay's ``params``.
+    """
+
+    name: str
+    input: Any = None
+    output: Any = msgspec.UNSET
+    progress: Any = None
+
+    @property
+    def has_output(self) -> bool:
+        return self.output is not msgspec.UNSET
+
+
+class UserContent(_Content, tag="user"):
+    content: str | list[ContentPart]
+
+
+class ErrorContent(_Content, tag="error"):
+    message: str
+
+
+class PendingContent(_Content, tag="pending"):
+    """A run that has started and produced nothing yet."""
+
+
+class RelayContent(_Content, tag="relay"):
+    relay_kind: Literal["permission"]
+    tool_call_id: str
+    tool: str
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+ViewContent = (
+    TextContent
+    | ReasoningContent
+    | ToolCallContent
+    | UserContent
+    | ErrorContent
+    | PendingContent
+    | RelayContent
+)
+
+
+class ViewNode(msgspec.Struct, kw_only=True, rename="camel"):
+    """One renderable block of a conversation thread.
+
+    ``branches`` holds one list per child run spawned from this block (subagents), nested to any
+    depth. ``status`` is the status of ``run_id`` (see `convograph.projections.thread`).
+    """
+
+    id: str
+    run_id: str
+    role: Role
+    content: ViewContent
+    status: Status
+    branches: list[list[ViewNode]] = msgspec.field(default_factory=list)
+
+
+class ViewOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Selective projection (seed 000 "Hypergraph model": hide reasoning, collapse tool calls).
+
+    - ``hide_reasoning``: reasoning blocks produce no view (their child runs still show).
+    - ``collapse_tools``: tool calls keep their name and whether they finished; ``input``,
+      ``output`` and ``progress`` payloads are dropped (``output`` becomes ``True`` once a result
+      has arrived).
+    - ``hide_subagents``: runs spawned by a tool call are left out (no ``branches`` on tool calls).
+    """
+
+    hide_reasoning: bool = False
+    collapse_tools: bool = False
+    hide_subagents: bool = False
