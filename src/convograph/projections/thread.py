@@ -632,11 +632,11 @@ def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
                 continue
             stack: list[tuple[Node, str | None]] = [(node, None)]
             while stack:
-                current, current_parent = stack.pop()
+                current, leftover_parent = stack.pop()
                 if current.id in placed:
                     continue
                 placed.add(current.id)
-                out.append((current, current_parent))
+                out.append((current, leftover_parent))
                 children = waiting.pop(current.id, None)
                 if children:
                     stack.extend((child, current.id) for child in reversed(children))
