@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -51,7 +51,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         """Defaults, overridden by ``CONVOGRAPH_*`` variables, overridden by non-None ``overrides``."""
         values: dict[str, object] = {}
         env = os.environ
-        for name, kind in (
+        kinds: tuple[tuple[str, type[Any]], ...] = (
             ("host", str),
             ("port", int),
             ("data_dir", Path),
@@ -59,7 +59,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             ("graph_url", str),
             ("api_key_file", Path),
             ("max_body_bytes", int),
-        ):
+            ("sse_heartbeat_seconds", float),
+        )
+        for name, kind in kinds:
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:
                 try:

@@ -1,0 +1,169 @@
+"""`ConvographClient`: an async httpx client for the conversation API, with resumable streams.
+
+`stream()` yields every event of a conversation exactly once, in seq order, across dropped
+connections: it reconnects with ``Last-Event-ID`` set to the last seq it delivered (waiting the
+server's ``retry`` interval, then backing off), and skips anything at or below that seq.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from convograph.client.sse import SSEDecoder
+from convograph.events import Event, encode_event, parse_event
+
+__all__ = ["ApiError", "ConvographClient"]
+
+
+class ApiError(Exception):
+    """A non-2xx answer: ``status``, and the server's ``code``, ``message`` and ``details``."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        error = response.json()["error"]
+        raise ApiError(response.status_code, error["code"], error["message"], error.get("details"))
+    except (ValueError, KeyError, TypeError):
+        raise ApiError(response.status_code, "http_error", response.text[:500]) from None
+
+
+class ConvographClient:
+    """Talks to ``convograph serve``. Use as ``async with ConvographClient(url) as client``."""
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8321",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> ConvographClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def append(
+        self, conversation_id: str, events: Iterable[Event | Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Post a batch as NDJSON; returns ``{"accepted", "duplicates", "last_seq"}``."""
+        body = b"".join(
+            encode_event(event if not isinstance(event, Mapping) else parse_event(event)) + b"\n"
+            for event in events
+        )
+        response = await self._http.post(
+            f"/v1/conversations/{conversation_id}/events",
+            content=body,
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        _raise_for(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def conversations(self) -> list[dict[str, Any]]:
+        response = await self._http.get("/v1/conversations")
+        _raise_for(response)
+        items: list[dict[str, Any]] = response.json()["conversations"]
+        return items
+
+    async def replay(self, conversation_id: str, after: int = 0) -> list[Event]:
+        """Stored events with seq > ``after`` (each carries its ``seq``)."""
+        response = await self._http.get(
+            f"/v1/conversations/{conversation_id}/events", params={"after": after}
+        )
+        _raise_for(response)
+        return [parse_event(line) for line in response.content.splitlines() if line.strip()]
+
+    async def projection(self, conversation_id: str, name: str, **params: str) -> Any:
+        """``thread``, ``messages`` (``format=openai|anthropic|gateway``) or ``dag``, as JSON data."""
+        response = await self._http.get(f"/v1/conversations/{conversation_id}/{name}", params=params)
+        _raise_for(response)
+        return response.json()
+
+    async def decide_relay(
+        self, conversation_id: str, relay_id: str, *, approved: bool, reason: str | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"approved": approved}
+        if reason is not None:
+            body["reason"] = reason
+        response = await self._http.post(
+            f"/v1/conversations/{conversation_id}/relays/{relay_id}", content=msgspec.json.encode(body)
+        )
+        _raise_for(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def stream(
+        self,
+        conversation_id: str,
+        *,
+        after: int = 0,
+        max_reconnects: int | None = None,
+        initial_retry: float = 1.0,
+        max_retry: float = 15.0,
+    ) -> AsyncIterator[Event]:
+        """Every event with seq > ``after``, live, surviving disconnects (see the module docstring).
+
+        Raises `ApiError` for an HTTP error answer (not retried), and the last transport error once
+        ``max_reconnects`` consecutive reconnects failed.
+        """
+        last_seq = after
+        failures = 0
+        delay = initial_retry
+        while True:
+            decoder = SSEDecoder()
+            try:
+                async with self._http.stream(
+                    "GET",
+                    f"/v1/conversations/{conversation_id}/stream",
+                    headers={"Last-Event-ID": str(last_seq), "Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        _raise_for(response)
+                    async for chunk in response.aiter_raw():
+                        for message in decoder.feed(chunk):
+                            if decoder.retry is not None:
+                                delay = decoder.retry / 1000
+                            if message.id is None or not message.id.isdigit():
+                                continue
+                            seq = int(message.id)
+                            if seq <= last_seq:
+                                continue
+                            event = parse_event(message.data)
+                            last_seq = seq
+                            failures = 0
+                            yield event
+            except (httpx.TransportError, httpx.StreamError):
+                failures += 1
+                if max_reconnects is not None and failures > max_reconnects:
+                    raise
+            else:
+                failures += 1  # the server ended the stream (shutdown): reconnect
+                if max_reconnects is not None and failures > max_reconnects:
+                    return
+            await asyncio.sleep(min(max_retry, delay * (2 ** max(0, failures - 1))))
