@@ -20,6 +20,8 @@ from convograph.hypergraph.queries import Message, _message_record
 
 __all__ = ["Active", "default_active", "raw_path", "walk"]
 
+_CACHE_SIZE = 64
+
 
 class Active(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The active path of one thread: ``message_ids`` in conversation order (summaries replacing
@@ -101,13 +103,24 @@ def default_active(conv: Conversation, thread_id: str = MAIN_THREAD) -> Active:
     """The thread's active path as selected by the conversation's state (tip and branch choices).
     O(path)."""
     s = conv._store
-    path = _with_summaries(conv, raw_path(conv, thread_id))
     tip = s.tips.get_at(thread_id, conv._version)
-    return Active(
+    # The path is a function of the tip and of the summaries that exist: memoise on both, so a
+    # projection run after every event does not re-walk an unchanged path.
+    summaries: int = s.meta.get_at("summaries", conv._version, 0) or 0
+    key = (thread_id, tip, summaries)
+    cached: Active | None = s.active_cache.get(key)
+    if cached is not None:
+        return cached
+    path = _with_summaries(conv, raw_path(conv, thread_id))
+    active = Active(
         thread_id=thread_id,
         tip_id=s.messages[tip].id if tip is not None else None,
         message_ids=tuple(s.messages[i].id for i in path),
     )
+    if len(s.active_cache) >= _CACHE_SIZE:
+        s.active_cache.pop(next(iter(s.active_cache)))
+    s.active_cache[key] = active
+    return active
 
 
 def walk(conv: Conversation, active: Active | None = None) -> Iterator[Message]:

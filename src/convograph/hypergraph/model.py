@@ -204,6 +204,7 @@ class _Store:
     """One lineage: the log and every index derived from it. See the module docstring."""
 
     __slots__ = (
+        "active_cache",
         "block_ids",
         "blocks",
         "broken",
@@ -275,6 +276,8 @@ class _Store:
         self.outstanding: dict[str, list[str]] = {}
         self.pending: dict[str, list[str]] = {}
         self.closed = False
+        self.active_cache: dict[tuple[str, int | None, int], Any] = {}
+        """Memoised `Active` per (thread, tip, summary count); valid for every version."""
         # versioned values
         self.tips: VersionedMap[str, int] = VersionedMap()
         self.status: VersionedMap[str, str] = VersionedMap()
