@@ -241,7 +241,7 @@ class RedisEventLog:
                 base, known = await self._seed(conversation_id, batch)
                 args[4] = base
                 for index in known:
-                    args[6 + index * 5 + 4] = "k"
+                    args[6 + index * 5 + 3] = "k"  # the flag slot: already archived
                 reply = await self._script(keys=[stream, meta, ids, self._convs_key], args=args)
         except _UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc), outcome_unknown=True) from exc

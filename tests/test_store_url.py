@@ -1,0 +1,51 @@
+"""open_event_log: URL schemes, options, environment variables and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convograph.store import DATABASE_URL_ENV, MemoryEventLog, default_url, open_event_log
+from convograph.store.sqlite import SQLiteEventLog
+
+
+async def test_memory_and_sqlite_urls(tmp_path: Path) -> None:
+    assert isinstance(await open_event_log("memory://"), MemoryEventLog)
+    log = await open_event_log(f"sqlite:///{tmp_path / 'sub' / 'e.db'}?synchronous=normal")
+    assert isinstance(log, SQLiteEventLog)
+    assert log.synchronous == "NORMAL"
+    assert (tmp_path / "sub" / "e.db").exists()
+    await log.close()
+
+
+async def test_environment_variable_and_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    assert default_url(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'events.db'}"
+    log = await open_event_log(data_dir=tmp_path)
+    assert isinstance(log, SQLiteEventLog)
+    await log.close()
+    monkeypatch.setenv(DATABASE_URL_ENV, "memory://")
+    assert isinstance(await open_event_log(), MemoryEventLog)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://x", "unsupported event log URL scheme 'mysql'"),
+        ("memory://?bogus=1", "unknown memory event log URL option"),
+        ("sqlite:///x.db?synchronous=sometimes", "synchronous must be"),
+        ("sqlite:///x.db?typo=1", "unknown sqlite event log URL option"),
+        ("sqlite://", "sqlite URL needs a path"),
+        ("redis://127.0.0.1:1/0?maxlen=many", "maxlen='many' is not a valid int"),
+        ("redis://127.0.0.1:1/0?finalize=sqlite:///x.db", "finalize= must be a postgresql"),
+        ("redis://127.0.0.1:1/0?nope=1", "unknown redis event log URL option"),
+        ("sqlite:///x.db?spool=/tmp/s.db", "spool= only applies"),
+    ],
+)
+async def test_bad_urls_name_the_problem(
+    url: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        await open_event_log(url)
