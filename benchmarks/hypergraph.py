@@ -53,24 +53,41 @@ def w2_events(turns: int, progress: int, runs: int) -> tuple[str, list[Event]]:
     return f"rlm_stream({turns},{progress},{runs})", list(rlm_stream(turns, progress, runs))
 
 
-def reduce_stream(events: Iterable[Event], total: int) -> tuple[Conversation, float, float, float]:
-    """Reduce with every call timed: (conversation, mean µs/event, median µs first 10 %, last 10 %)."""
+def reduce_stream(
+    events: Iterable[Event], total: int, batch: int = 50_000
+) -> tuple[Conversation, float, float, float]:
+    """(conversation, µs/event, median µs/event of the first 10 %, of the last 10 %).
+
+    Events are drawn from ``events`` ``batch`` at a time, outside the timed region, so a lazy
+    generator's cost is not counted and memory stays bounded by one batch plus the conversation.
+    Calls in the first and last 10 % are timed one by one (upstream's method); the rest in bulk.
+    """
     tenth = max(1, total // 10)
     first: list[float] = []
     last: list[float] = []
     conv = create_conversation()
     clock = time.perf_counter_ns
     elapsed = 0
-    for i, event in enumerate(events):
-        started = clock()
-        conv = reduce_conversation(conv, event)
-        took = clock() - started
-        elapsed += took
-        if i < tenth:
-            first.append(took / 1000)
-        elif i >= total - tenth:
-            last.append(took / 1000)
-    return conv, elapsed / 1000 / total, statistics.median(first), statistics.median(last)
+    source = iter(events)
+    done = 0
+    while done < total:
+        chunk = list(islice(source, min(batch, total - done)))
+        if not chunk:
+            break
+        for event in chunk:
+            if tenth <= done < total - tenth:
+                started = clock()
+                conv = reduce_conversation(conv, event)
+                elapsed += clock() - started
+                done += 1
+                continue
+            started = clock()
+            conv = reduce_conversation(conv, event)
+            took = clock() - started
+            elapsed += took
+            (first if done < tenth else last).append(took / 1000)
+            done += 1
+    return conv, elapsed / 1000 / done, statistics.median(first), statistics.median(last)
 
 
 def batch_us(events: list[Event]) -> float:

@@ -26,7 +26,7 @@ from typing import Literal
 
 import msgspec
 
-from convograph.hypergraph.model import Conversation, _Block, _Message, prefix
+from convograph.hypergraph.model import Conversation, _Block, _Message, link_at, prefix, spawns_at
 from convograph.hypergraph.queries import _block, _chunk_index, _message, _spawn_record, chunk_id
 
 __all__ = ["EdgeType", "HyperEdge", "edges_of", "find_edges", "iter_edges"]
@@ -79,7 +79,7 @@ def _summary_edge(conv: Conversation, summary: _Message) -> HyperEdge:
 
 def _spawn_edges_of_block(conv: Conversation, block: _Block) -> list[HyperEdge]:
     out = []
-    for spawn in conv._store.spawns.get_at(block.index, conv._version):
+    for spawn in spawns_at(conv._store, block.index, conv._version):
         info = _spawn_record(conv, spawn)
         out.append(
             HyperEdge(
@@ -113,7 +113,7 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
         if nxt is not None:
             out.append(_seq("chunk", node_id, chunk_id(nxt)))
         if run.chunks[0] == index:
-            spawn = s.spawn_of.get_at(run.id, conv._version)
+            spawn = link_at(s, run.id, conv._version)[1]
             if spawn is not None:
                 out.extend(e for e in _spawn_edges_of_block(conv, s.blocks[spawn.trigger]) if node_id in e.id)
         return tuple(out)

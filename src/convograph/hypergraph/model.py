@@ -32,7 +32,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from convograph.events.types import Event
-from convograph.versioned import VersionedList, VersionedListMap, VersionedMap
+from convograph.versioned import VersionedList, VersionedMap
 
 __all__ = [
     "MAIN_THREAD",
@@ -217,6 +217,7 @@ class _Store:
         "events",
         "key_count",
         "key_latest",
+        "links",
         "lock",
         "log",
         "message_ids",
@@ -224,24 +225,24 @@ class _Store:
         "meta",
         "n_chunks",
         "outstanding",
-        "parent_run",
         "pending",
         "progress",
         "relay_block",
         "relay_by_call",
         "relays",
         "result_block",
+        "run_usage",
         "runs",
         "seen",
-        "spawn_of",
-        "spawns",
+        "spawn_lists",
         "status",
         "summaries_by_first",
         "summaries_of",
         "threads",
         "tips",
         "unresolved",
-        "usage",
+        "usage_chunks",
+        "usage_sums",
         "version",
     )
 
@@ -281,12 +282,17 @@ class _Store:
         # versioned values
         self.tips: VersionedMap[str, int] = VersionedMap()
         self.status: VersionedMap[str, str] = VersionedMap()
-        self.parent_run: VersionedMap[str, str] = VersionedMap()
-        self.spawn_of: VersionedMap[str, _Spawn] = VersionedMap()
-        self.spawns: VersionedListMap[int, _Spawn] = VersionedListMap()
+        # write-once facts stamped with the version that made them (cheaper than fat nodes)
+        self.links: dict[str, tuple[int, str | None, _Spawn | None]] = {}
+        """run -> (stamp, parent run, spawn)."""
+        self.spawn_lists: dict[int, list[tuple[int, _Spawn]]] = {}
+        """trigger block -> [(stamp, spawn)], stamps ascending."""
+        self.usage_chunks: list[int] = []
+        self.usage_sums: list[tuple[int, int, int, int]] = []
+        """Running totals (input, output, cache read, cache creation) after each usage chunk."""
+        self.run_usage: dict[str, list[int]] = {}
         self.chosen: VersionedMap[int, int] = VersionedMap()
         self.decisions: VersionedMap[str, RelayDecision] = VersionedMap()
-        self.usage: VersionedMap[str, UsageTotals] = VersionedMap()
         self.unresolved: VersionedMap[str, tuple[str, ...]] = VersionedMap()
         self.meta: VersionedMap[str, Any] = VersionedMap()
         self.diagnostics: VersionedList[Diagnostic] = VersionedList()
@@ -359,6 +365,22 @@ def create_conversation(view: ViewOptions | None = None) -> Conversation:
 def snapshot_of(store: _Store, view: ViewOptions) -> Conversation:
     """The head of ``store`` as a `Conversation`."""
     return Conversation(store, store.version, store.n_chunks, len(store.blocks), len(store.messages), view)
+
+
+def link_at(store: _Store, run_id: str, version: int) -> tuple[str | None, _Spawn | None]:
+    """(parent run, spawn) of ``run_id`` as of ``version``."""
+    entry = store.links.get(run_id)
+    if entry is None or entry[0] > version:
+        return None, None
+    return entry[1], entry[2]
+
+
+def spawns_at(store: _Store, trigger: int, version: int) -> list[_Spawn]:
+    """Spawns triggered by block ``trigger`` as of ``version``, in linking order."""
+    items = store.spawn_lists.get(trigger)
+    if not items:
+        return []
+    return [spawn for stamp, spawn in items if stamp <= version]
 
 
 def prefix(items: list[int], limit: int) -> list[int]:

@@ -11,6 +11,7 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -28,7 +29,9 @@ from convograph.hypergraph.model import (
     _Block,
     _Message,
     _Spawn,
+    link_at,
     prefix,
+    spawns_at,
 )
 
 __all__ = [
@@ -427,7 +430,7 @@ def run_status(conv: Conversation, run_id: str) -> RunStatus:
             if status == "streaming" and closed:
                 return "aborted"
             return status  # type: ignore[return-value]
-        current = s.parent_run.get_at(current, version)
+        current = link_at(s, current, version)[0]
     return "complete" if closed else "streaming"
 
 
@@ -449,14 +452,14 @@ def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:
 
 def spawn_of(conv: Conversation, run_id: str) -> SpawnInfo | None:
     """The spawn edge that started ``run_id`` (None for a root or a still-unresolved parent)."""
-    spawn = conv._store.spawn_of.get_at(run_id, conv._version)
+    spawn = link_at(conv._store, run_id, conv._version)[1]
     return None if spawn is None else _spawn_record(conv, spawn)
 
 
 def spawns_from(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
     """Runs started by this block (tool call, repl_input, ...) in order of linking."""
     block = _block(conv, block_id)
-    spawns = conv._store.spawns.get_at(block.index, conv._version)
+    spawns = spawns_at(conv._store, block.index, conv._version)
     return tuple(_spawn_record(conv, sp) for sp in spawns)
 
 
@@ -470,7 +473,7 @@ def run_info(conv: Conversation, run_id: str) -> RunInfo:
         id=run_id,
         thread_id=run.thread,
         parent_id=run.parent_id,
-        parent_run_id=s.parent_run.get_at(run_id, conv._version),
+        parent_run_id=link_at(s, run_id, conv._version)[0],
         status=run_status(conv, run_id),
         has_lifecycle=has_lifecycle,
         spawn=spawn_of(conv, run_id),
@@ -615,9 +618,32 @@ def relay_info(conv: Conversation, relay_id: str) -> RelayInfo | None:
 
 
 def usage_totals(conv: Conversation, run_id: str | None = None) -> UsageTotals:
-    """Summed ``usage`` events of one run, or of the whole conversation. O(1)."""
-    totals = conv._store.usage.get_at(run_id if run_id is not None else "", conv._version)
-    return totals if totals is not None else UsageTotals()
+    """Summed ``usage`` events of the whole conversation (O(log n)) or of one run (O(its usage
+    events))."""
+    s = conv._store
+    if run_id is None:
+        count = bisect_left(s.usage_chunks, conv._n_chunks)
+        if count == 0:
+            return UsageTotals()
+        i, o, r, c = s.usage_sums[count - 1]
+        return UsageTotals(
+            input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_creation_tokens=c, calls=count
+        )
+    totals = [0, 0, 0, 0]
+    chunks = prefix(s.run_usage.get(run_id, []), conv._n_chunks)
+    for index in chunks:
+        event: Any = s.events[index]
+        totals[0] += event.input_tokens
+        totals[1] += event.output_tokens
+        totals[2] += event.cache_read_tokens or 0
+        totals[3] += event.cache_creation_tokens or 0
+    return UsageTotals(
+        input_tokens=totals[0],
+        output_tokens=totals[1],
+        cache_read_tokens=totals[2],
+        cache_creation_tokens=totals[3],
+        calls=len(chunks),
+    )
 
 
 def unresolved_parents(conv: Conversation) -> dict[str, tuple[str, ...]]:

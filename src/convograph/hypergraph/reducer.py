@@ -55,7 +55,6 @@ from convograph.hypergraph.model import (
     Conversation,
     Diagnostic,
     RelayDecision,
-    UsageTotals,
     _Block,
     _Message,
     _Run,
@@ -243,24 +242,27 @@ _RESULTS: Final = (ToolResult, ReplOutput)
 
 def _apply_event(s: _Store, event: Event) -> bool:
     cls = type(event)
-    key_of = _KEYS.get(cls)
-    if key_of is None:
-        return _apply_control(s, event)
+    tool_error: str | None = None
+    if cls is Text or cls is Reasoning:  # the hot path: streamed deltas
+        run_id: str = event.run_id  # type: ignore[assignment]
+        key = f"{run_id}:{event.id}"  # type: ignore[union-attr]
+    else:
+        key_of = _KEYS.get(cls)
+        if key_of is None:
+            return _apply_control(s, event)
+        run_id = event.run_id if event.run_id is not None else STREAM_RUN_ID
+        if cls is Error:
+            tool_error = _tool_error_call(s, run_id, event)
+            key = f"{tool_error}:result" if tool_error is not None else key_of(event)
+        else:
+            key = key_of(event)
     if s.closed:
         s.closed = False
         s.meta.set("closed", False, s.version + 1)
-    run_id: str = event.run_id if event.run_id is not None else STREAM_RUN_ID
-    tool_error: str | None = None
-    if cls is Error:
-        tool_error = _tool_error_call(s, run_id, event)
-        key = f"{tool_error}:result" if tool_error is not None else key_of(event)
-    else:
-        key = key_of(event)
     run = s.runs.get(run_id)
     index = s.n_chunks
     if run is not None and run.last_key == key and cls is not User:
-        block = run.last_block
-        assert block is not None
+        block: _Block = run.last_block  # type: ignore[assignment]
         s.events.append(event)
         s.chunk_block.append(block.index)
         block.chunks.append(index)
@@ -338,11 +340,8 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
     s.runs[run_id] = run
     if thread_id not in s.threads:
         s.threads[thread_id] = _Thread(thread_id)
-    if parent_run is not None:
-        s.parent_run.set(run_id, parent_run, stamp)
     if spawn is not None:
-        s.spawn_of.set(run_id, spawn, stamp)
-        s.spawns.append(spawn.trigger, spawn, stamp)
+        _link(s, run_id, parent_run, spawn, stamp)
     return run
 
 
@@ -374,10 +373,13 @@ def _adopt(s: _Store, parent_id: str) -> None:
         if resolved is None:  # pragma: no cover - parent_id just arrived
             continue
         _thread, spawn, parent_run = resolved
-        if parent_run is not None:
-            s.parent_run.set(child_id, parent_run, stamp)
-        s.spawn_of.set(child_id, spawn, stamp)
-        s.spawns.append(spawn.trigger, spawn, stamp)
+        _link(s, child_id, parent_run, spawn, stamp)
+
+
+def _link(s: _Store, run_id: str, parent_run: str | None, spawn: _Spawn, stamp: int) -> None:
+    """Record (once per run) that ``spawn`` started ``run_id``, part of ``parent_run``."""
+    s.links[run_id] = (stamp, parent_run, spawn)
+    s.spawn_lists.setdefault(spawn.trigger, []).append((stamp, spawn))
 
 
 def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) -> _Message:
@@ -513,22 +515,18 @@ def _on_error(
 def _on_usage(
     s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
 ) -> None:
-    stamp = s.version + 1
-    for key in (run.id, ""):
-        old = s.usage.get_at(key, s.version)
-        if old is None:
-            old = UsageTotals()
-        s.usage.set(
-            key,
-            UsageTotals(
-                input_tokens=old.input_tokens + event.input_tokens,
-                output_tokens=old.output_tokens + event.output_tokens,
-                cache_read_tokens=old.cache_read_tokens + (event.cache_read_tokens or 0),
-                cache_creation_tokens=old.cache_creation_tokens + (event.cache_creation_tokens or 0),
-                calls=old.calls + 1,
-            ),
-            stamp,
+    sums = s.usage_sums
+    i, o, r, c = sums[-1] if sums else (0, 0, 0, 0)
+    sums.append(
+        (
+            i + event.input_tokens,
+            o + event.output_tokens,
+            r + (event.cache_read_tokens or 0),
+            c + (event.cache_creation_tokens or 0),
         )
+    )
+    s.usage_chunks.append(index)
+    s.run_usage.setdefault(run.id, []).append(index)
 
 
 def _on_tool_call(
