@@ -8,7 +8,7 @@ graphs, and keep a few small metadata values (the applied-journal cursor) beside
 **one child process** on a Unix socket inside ``<data-dir>/falkordb``. It writes a pid file;
 on start a live process named in that file whose command line is ours is a *stale* server
 (a previous owner crashed) and is stopped before a fresh one starts. The child is stopped on
-`close()` and at interpreter exit (``SHUTDOWN SAVE``, then SIGTERM, then SIGKILL). If it dies
+`close()` and at interpreter exit (SIGTERM, on which redis-server saves its snapshot; SIGKILL after 30 s). If it dies
 while we run, `ensure_running` restarts it (the writer calls it on connection errors).
 
 `connect_engine("falkordb://host:port")` talks to an existing server instead (``redis://`` and
@@ -297,13 +297,21 @@ def _pid_cmdline(pid: int) -> str | None:
         return None
 
 
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")  # exited, waiting to be reaped
+
+
 def _wait_gone(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _pid_cmdline(pid) is None:
+        if _gone(pid):
             return True
         time.sleep(0.05)
-    return _pid_cmdline(pid) is None
+    return _gone(pid)
 
 
 class EmbeddedFalkorDB:
@@ -451,13 +459,12 @@ class EmbeddedFalkorDB:
             self._closed = True
             process = self._process
             if process is not None and process.poll() is None:
-                if self._engine is not None:
-                    with contextlib.suppress(Exception):
-                        self._engine._client.shutdown(save=True)
+                process.terminate()  # redis-server saves its snapshot on SIGTERM, then exits
                 try:
-                    process.wait(10)
+                    process.wait(30)
                 except subprocess.TimeoutExpired:
-                    self._kill_child()
+                    process.kill()
+                    process.wait(5)
             if self._engine is not None:
                 with contextlib.suppress(Exception):
                     self._engine._client.close()

@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, Router, get, post
 from litestar.concurrency import sync_to_thread
+from litestar.params import FromPath
 
 from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.envelope import EnvelopeError
@@ -162,7 +163,7 @@ def create_intelligence_router(
         return _json(result)
 
     @get("/blobs/{session_id:str}", summary="List a session's blobs", tags=["context intelligence"])
-    async def list_blobs(request: Request[Any, Any, Any], session_id: str) -> Response[bytes]:
+    async def list_blobs(request: Request[Any, Any, Any], session_id: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         try:
             uris = await sync_to_thread(
@@ -173,7 +174,9 @@ def create_intelligence_router(
         return _json({"session_id": session_id, "blobs": uris})
 
     @get("/blobs/{session_id:str}/{key:str}", summary="Read one blob", tags=["context intelligence"])
-    async def read_blob(request: Request[Any, Any, Any], session_id: str, key: str) -> Response[bytes]:
+    async def read_blob(
+        request: Request[Any, Any, Any], session_id: FromPath[str], key: FromPath[str]
+    ) -> Response[bytes]:
         caller = who(request)
         try:
             content = await sync_to_thread(
@@ -190,13 +193,13 @@ def create_intelligence_router(
         return _json({"dead_letters": groups, "total": sum(g.item_count for g in groups)})
 
     @post("/queues/dead-letter/{key:str}/replay", status_code=200, tags=["context intelligence"])
-    async def replay_dead(request: Request[Any, Any, Any], key: str) -> Response[bytes]:
+    async def replay_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         count = service.replay_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "replayed": count})
 
     @post("/queues/dead-letter/{key:str}/purge", status_code=200, tags=["context intelligence"])
-    async def purge_dead(request: Request[Any, Any, Any], key: str) -> Response[bytes]:
+    async def purge_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         count = service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "purged": count})

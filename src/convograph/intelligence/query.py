@@ -154,15 +154,17 @@ def run_cypher(
     check_read_only(query)
     base_params = _check_params(params)
     targets, forced = _targets(engine, names, workspace, allowed_workspaces)
-    existing = set(engine.graphs()) if forced else None
+    existing = set(engine.graphs())
+    plan = [(ws, names.graph(ws)) for ws in targets if names.graph(ws) in existing]
+    if not plan:  # nothing stored yet: run on an empty graph so syntax errors and columns still come back
+        if names.empty_graph not in existing:
+            engine.execute(names.empty_graph, "RETURN 1")
+        plan = [(workspace if workspace not in (None, "*") else "", names.empty_graph)]
     columns: list[str] = []
     results: list[dict[str, Any]] = []
     truncated = False
     deadline = time.monotonic() + timeout_ms / 1000
-    for ws in targets:
-        graph = names.graph(ws)
-        if existing is not None and graph not in existing:
-            continue  # an unknown workspace holds nothing
+    for ws, graph in plan:
         statement_params = dict(base_params)
         if forced or "workspace" not in statement_params:
             statement_params["workspace"] = ws

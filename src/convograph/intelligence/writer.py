@@ -151,6 +151,12 @@ class GraphNames:
     def workspace(self, graph: str) -> str | None:
         return graph[len(self.prefix) :] if graph.startswith(self.prefix) else None
 
+    @property
+    def empty_graph(self) -> str:
+        """A graph that stays empty: queries on a workspace with no data run here (same errors,
+        same columns, no rows), because the engine refuses read-only queries on missing keys."""
+        return f"__empty__{self.prefix}"
+
 
 def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[Any]]:
     for start in range(0, len(rows), size):

@@ -1,0 +1,198 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from litestar import Litestar, Request
+from litestar.testing import TestClient
+
+from convograph.intelligence.http import Principal, create_intelligence_router
+from convograph.intelligence.service import IntelligenceService
+from tests.test_intelligence_support import SID, WS, ev, falkor, names, service, session_stream  # noqa: F401
+
+
+def amplifier_key(body: dict[str, Any]) -> str:
+    """The Amplifier hook client's deterministic idempotency key."""
+    canonical = json.dumps(
+        {"event": body["event"], "workspace": body["workspace"], "data": body["data"]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "aci-event-v1:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def principal_from_header(request: Request[Any, Any, Any]) -> Principal:
+    allowed = request.headers.get("x-test-workspaces")
+    return Principal(
+        created_by=request.headers.get("x-test-user"),
+        allowed_workspaces=frozenset(allowed.split(",")) if allowed else None,
+    )
+
+
+@pytest.fixture
+def client(service: IntelligenceService) -> Iterator[TestClient[Litestar]]:
+    app = Litestar(route_handlers=[create_intelligence_router(service, principal=principal_from_header)])
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_post_events_like_the_amplifier_hook_client(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    body = ev("session:start", 1, parent_id=None)
+    body["idempotency_key"] = amplifier_key(body)
+    first = client.post("/events", json=body, headers={"x-test-user": "alice"})
+    assert first.status_code == 202
+    assert first.json() == {"status": "queued", "session_id": SID}
+    again = client.post("/events", json=body)
+    assert again.status_code == 202
+    assert again.json()["status"] == "duplicate"
+    # the upload CLI replays events.jsonl lines, which also carry a top-level timestamp
+    replayed = client.post("/events?replay=true", json={**body, "timestamp": body["data"]["timestamp"]})
+    assert replayed.json()["status"] == "duplicate"
+    assert service.wait_applied(timeout=30)
+    rows = client.post(
+        "/cypher",
+        json={"query": "MATCH (e:Event {workspace: $workspace}) RETURN e.created_by AS who", "workspace": WS},
+    ).json()
+    assert rows == {"columns": ["who"], "results": [{"who": "alice"}], "truncated": False}
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"event": "x", "workspace": WS, "data": {"session_id": SID}}, "invalid_timestamp"),
+        (
+            {
+                "event": "x",
+                "workspace": " ",
+                "data": {"session_id": SID, "timestamp": "2026-01-01T00:00:00Z"},
+            },
+            "invalid_workspace",
+        ),
+        (
+            {"event": "x", "workspace": WS, "data": {"timestamp": "2026-01-01T00:00:00Z"}},
+            "missing_session_id",
+        ),
+        (
+            {
+                "event": "x",
+                "workspace": WS,
+                "data": {"session_id": "../x", "timestamp": "2026-01-01T00:00:00Z"},
+            },
+            "invalid_session_id",
+        ),
+    ],
+)
+def test_invalid_events_get_400_with_a_named_field(
+    client: TestClient[Litestar], body: dict[str, Any], code: str
+) -> None:
+    response = client.post("/events", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert error["message"]
+    assert "field" in error["details"]
+
+
+def test_malformed_json_is_400(client: TestClient[Litestar]) -> None:
+    response = client.post("/events", content=b"{nope", headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_batches_as_ndjson_and_arrays_are_all_or_nothing(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    stream = session_stream()
+    ndjson = "\n".join(json.dumps(b) for b in stream[:5]).encode()
+    ok = client.post("/events", content=ndjson, headers={"content-type": "application/x-ndjson"})
+    assert ok.status_code == 202
+    assert ok.json()["accepted"] == 5
+    bad = [*stream[5:8], {"event": "x", "workspace": WS, "data": {"session_id": SID}}]
+    rejected = client.post("/events", json=bad)
+    assert rejected.status_code == 422
+    assert rejected.json()["error"]["details"][0]["index"] == 3
+    assert service.journal.last_seq() == 5  # nothing of the bad batch was stored
+    again = client.post("/events", json=stream[:8])
+    assert again.json() == {"status": "queued", "accepted": 3, "duplicates": 5, "last_seq": 8}
+
+
+def test_cypher_errors_and_read_only(client: TestClient[Litestar]) -> None:
+    bad = client.post("/cypher", json={"query": "MATCH (n RETURN n", "workspace": WS})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "cypher_error"
+    write = client.post("/cypher", json={"query": "CREATE (n:X) RETURN n", "workspace": WS})
+    assert write.status_code == 400
+    assert write.json()["error"]["code"] == "read_only"
+    shape = client.post("/cypher", json={"nope": 1})
+    assert shape.status_code == 400
+
+
+def test_workspace_restricted_keys_over_http(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    client.post("/events", json=ev("session:start", 1))
+    client.post("/events", json={**ev("session:start", 2, session="s2"), "workspace": "W2"})
+    assert service.wait_applied(timeout=30)
+    only_w2 = {"x-test-workspaces": "W2"}
+    denied = client.post(
+        "/cypher", json={"query": "MATCH (n) RETURN count(n) AS n", "workspace": WS}, headers=only_w2
+    )
+    assert denied.status_code == 403
+    assert denied.json()["error"]["code"] == "forbidden_workspace"
+    every = client.post(
+        "/cypher",
+        json={"query": "MATCH (s:Session) RETURN s.workspace AS ws", "workspace": "*"},
+        headers=only_w2,
+    )
+    assert every.json()["results"] == [{"ws": "W2"}]
+    write = client.post("/events", json=ev("session:start", 3), headers=only_w2)
+    assert write.status_code == 403
+
+
+def test_blob_routes(falkor, names) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_intelligence_support import make_service
+
+    svc = make_service(falkor, names, offload_threshold=10)
+    try:
+        app = Litestar(route_handlers=[create_intelligence_router(svc, principal=principal_from_header)])
+        with TestClient(app) as http:
+            result = {"success": True, "output": "x" * 100, "error": None}
+            http.post("/events", json=ev("tool:post", 5, tool_call_id="c1", tool_name="bash", result=result))
+            assert svc.wait_applied(timeout=30)
+            listing = http.get(f"/blobs/{SID}").json()
+            assert listing["session_id"] == SID
+            (uri,) = listing["blobs"]
+            key = uri.split("/", 3)[3]
+            got = http.get(f"/blobs/{SID}/{key}")
+            assert got.status_code == 200
+            assert got.json() == result
+            assert http.get(f"/blobs/{SID}/nope").status_code == 404
+            assert http.get(f"/blobs/{SID}/{key}", headers={"x-test-workspaces": "W2"}).status_code == 404
+            assert http.get(f"/blobs/{SID}", headers={"x-test-workspaces": "W2"}).json()["blobs"] == []
+            assert http.get(f"/blobs/{SID}/..").status_code in (400, 404)
+    finally:
+        svc.close()
+
+
+def test_dead_letter_endpoints(client: TestClient[Litestar], service: IntelligenceService) -> None:
+    client.post("/events", json=ev("session:start", 1))
+    assert service.wait_applied(timeout=30)
+    service.journal.dead_letter(1, "RuntimeError: injected")
+    listing = client.get("/queues/dead-letter").json()
+    assert listing["total"] == 1
+    assert listing["dead_letters"][0]["key"] == SID
+    assert listing["dead_letters"][0]["last_error"] == "RuntimeError: injected"
+    assert client.post(f"/queues/dead-letter/{SID}/replay").json() == {"key": SID, "replayed": 1}
+    assert service.wait_applied(timeout=30)
+    assert client.get("/queues/dead-letter").json()["total"] == 0
+    service.journal.dead_letter(2, "again")
+    assert client.post(f"/queues/dead-letter/{SID}/purge").json()["purged"] == 1
+    status = client.get("/intelligence/status").json()
+    assert status["backlog"] == 0
+    assert status["dead_letters"] == 0

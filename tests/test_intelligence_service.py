@@ -1,0 +1,117 @@
+"""Durability: restarts, graph loss and dead letters with the default on-disk stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convograph.intelligence.engine import EmbeddedFalkorDB, EngineError
+from convograph.intelligence.service import IntelligenceService
+from tests.test_intelligence_support import SID, WS, ev, session_stream
+
+
+def picture(svc: IntelligenceService) -> Any:
+    from tests.test_intelligence_support import snapshot
+
+    return snapshot(svc)
+
+
+def test_restart_keeps_graph_journal_and_idempotency(tmp_path: Path) -> None:
+    stream = session_stream()
+    svc = IntelligenceService.open(tmp_path)
+    for body in stream[:10]:
+        svc.ingest(body)
+    assert svc.wait_applied(timeout=30)
+    svc.close()
+    again = IntelligenceService.open(tmp_path)
+    try:
+        statuses = [again.ingest(body).status for body in stream]
+        assert statuses == ["duplicate"] * 10 + ["queued"] * (len(stream) - 10)
+        assert again.wait_applied(timeout=30)
+        restarted = picture(again)
+    finally:
+        again.close()
+    fresh_dir = tmp_path / "fresh"
+    fresh = IntelligenceService.open(fresh_dir)
+    try:
+        for body in stream:
+            fresh.ingest(body)
+        assert fresh.wait_applied(timeout=30)
+        assert picture(fresh) == restarted
+    finally:
+        fresh.close()
+
+
+def test_a_lost_graph_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
+    svc = IntelligenceService.open(tmp_path)
+    for body in session_stream():
+        svc.ingest(body)
+    assert svc.wait_applied(timeout=30)
+    before = picture(svc)
+    svc.close()
+    for stale in (tmp_path / "intelligence" / "falkordb").glob("*.rdb"):
+        stale.unlink()  # the graph store lost everything; the journal did not
+    again = IntelligenceService.open(tmp_path)
+    try:
+        assert again.wait_applied(timeout=30)
+        assert picture(again) == before
+    finally:
+        again.close()
+
+
+def test_stale_embedded_server_is_detected_and_replaced(tmp_path: Path) -> None:
+    first = EmbeddedFalkorDB(tmp_path)
+    first.start()
+    stale_pid = first.pid
+    assert stale_pid is not None
+    # simulate a crashed owner: forget the child without stopping it
+    first._process = None
+    first._closed = True
+    second = EmbeddedFalkorDB(tmp_path)
+    try:
+        second.start()
+        assert second.stale_pid_stopped == stale_pid
+        assert (
+            not Path(f"/proc/{stale_pid}").exists()
+            or "zombie" in Path(f"/proc/{stale_pid}/status").read_text()
+        )
+        assert second.pid != stale_pid
+    finally:
+        second.close()
+    assert second.pid is None
+
+
+def test_poison_events_are_dead_lettered_not_retried_forever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = IntelligenceService.open(tmp_path)
+    try:
+        import convograph.intelligence.ingest as ingest_module
+
+        real = ingest_module.plan_batch
+
+        def poisoned(facts, handlers):  # type: ignore[no-untyped-def]
+            facts = list(facts)
+            if any(f.data.get("poison") for f in facts):
+                raise EngineError("deterministic failure for this event")
+            return real(facts, handlers)
+
+        monkeypatch.setattr(ingest_module, "plan_batch", poisoned)
+        svc.ingest(ev("session:start", 1))
+        svc.ingest(ev("prompt:submit", 2, poison=True))
+        svc.ingest(ev("prompt:submit", 3, prompt="fine"))
+        assert svc.wait_applied(timeout=30)
+        (group,) = svc.dead_letters()
+        assert (group.key, group.workspace, group.item_count) == (SID, WS, 1)
+        assert "deterministic failure" in group.last_error
+        prompts = svc.cypher("MATCH (e:PromptSubmitEvent) RETURN e.prompt AS p", workspace=WS).results
+        assert prompts == [{"p": "fine"}]
+        monkeypatch.setattr(ingest_module, "plan_batch", real)  # the bug is fixed: replay it
+        assert svc.replay_dead_letters(SID) == 1
+        assert svc.wait_applied(timeout=30)
+        assert svc.dead_letters() == []
+        assert len(svc.cypher("MATCH (e:PromptSubmitEvent) RETURN e", workspace=WS).results) == 2
+    finally:
+        svc.close()
