@@ -1,0 +1,111 @@
+"""DAG projection: layout invariants as properties (no overlap, determinism, unique edges), SVG."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convograph import create_graph, reduce_events, to_jsonable
+from convograph.projections import project_dag
+from convograph.projections.dag import MAX_LABEL, check_no_overlap
+from tests.test_projections_messages import agent_streams
+
+
+def layout_of(events: list[dict[str, Any]]) -> Any:
+    return project_dag(reduce_events(create_graph(), events))
+
+
+def boxes_overlap(a: Any, b: Any) -> bool:
+    return a.x < b.x + b.width and b.x < a.x + a.width and a.y < b.y + b.height and b.y < a.y + a.height
+
+
+SUBAGENT = [
+    {"type": "user", "runId": "u", "content": "Hello " * 50},
+    {"type": "harness_start", "runId": "r1", "parentId": "u:user"},
+    {"type": "text", "runId": "r1", "id": "b", "content": "Before"},
+    {"type": "tool_call", "runId": "r1", "id": "tc1", "name": "agent", "input": {}},
+    {"type": "harness_start", "runId": "r2", "parentId": "tc1"},
+    {"type": "text", "runId": "r2", "id": "s", "content": "Sub"},
+    {"type": "harness_end", "runId": "r2"},
+    {"type": "tool_result", "runId": "r1", "id": "tc1", "name": "agent", "output": "ok"},
+    {"type": "text", "runId": "r1", "id": "a", "content": "After"},
+    {"type": "harness_end", "runId": "r1"},
+]
+
+
+def test_subagent_sits_right_of_its_parent_and_the_parent_resumes_below_it() -> None:
+    layout = layout_of(SUBAGENT)
+    by_id = {node.id: node for node in layout.nodes}
+    assert by_id["r2:harness_start"].x > by_id["tc1"].x
+    assert by_id["r2:harness_start"].y > by_id["tc1"].y
+    assert by_id["tc1:result"].y > by_id["r2:harness_end"].y
+    assert by_id["u:user"].x == by_id["r1:harness_start"].x  # a reply continues in its lane
+    assert len(by_id["u:user"].label) <= MAX_LABEL
+    assert {e.type for e in layout.edges} == {"sequence", "spawn"}
+    assert not check_no_overlap(layout.nodes)
+    assert layout.width >= max(n.x + n.width for n in layout.nodes)
+    assert layout.height >= max(g.y + g.height for g in layout.groups)
+
+
+def test_empty_graph() -> None:
+    layout = layout_of([])
+    assert (layout.nodes, layout.edges, layout.width, layout.height) == ([], [], 0, 0)
+
+
+def test_jsonable_and_svg() -> None:
+    layout = layout_of(SUBAGENT)
+    data = to_jsonable(layout)
+    assert {"id", "kind", "label", "x", "y", "width", "height", "runId"} <= set(data["nodes"][0])
+    assert set(data["edges"][0]) == {"source", "target", "type"}
+    svg = layout.to_svg()
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert svg.count('class="node"') == len(layout.nodes)
+
+
+def test_labels_are_escaped_in_svg() -> None:
+    svg = layout_of([{"type": "user", "runId": "u", "content": "<script>&"}]).to_svg()
+    assert "<script>" not in svg
+    ET.fromstring(svg)
+
+
+@settings(max_examples=120, deadline=None)
+@given(agent_streams())
+def test_layout_properties(events: list[dict[str, Any]]) -> None:
+    graph = reduce_events(create_graph(), events)
+    layout = project_dag(graph)
+    nodes = layout.nodes
+    assert len(nodes) == len(graph)
+    assert not check_no_overlap(nodes)
+    for i, a in enumerate(nodes):  # brute force as an independent check
+        for b in nodes[i + 1 :]:
+            assert not boxes_overlap(a, b), (a.id, b.id)
+    pairs = [(e.source, e.target) for e in layout.edges]
+    assert len(pairs) == len(set(pairs))
+    assert all(s != t for s, t in pairs)
+    by_id = {n.id: n for n in nodes}
+    for source, target in pairs:
+        assert by_id[target].layer > by_id[source].layer or by_id[target].id == source
+    assert to_jsonable(project_dag(graph)) == to_jsonable(layout)  # deterministic
+    assert to_jsonable(layout_of(events)) == to_jsonable(layout)
+    groups = layout.groups
+    for i, a in enumerate(groups):
+        for b in groups[i + 1 :]:
+            if {n.lane for n in nodes if n.run_id == a.id} == {n.lane for n in nodes if n.run_id == b.id}:
+                assert not boxes_overlap(a, b), (a.id, b.id)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=30))
+def test_arbitrary_parent_links_still_lay_out(links: list[tuple[int, int]]) -> None:
+    """Runs naming arbitrary (even cyclic or missing) parents: no overlap, no crash."""
+    events = []
+    for i, (run, parent) in enumerate(links):
+        events.append(
+            {"type": "text", "runId": f"r{run}", "parentId": f"t{parent * 7}", "id": f"t{i}", "content": "x"}
+        )
+    layout = layout_of(events)
+    assert not check_no_overlap(layout.nodes)

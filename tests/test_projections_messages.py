@@ -1,0 +1,440 @@
+"""Messages projection: seed shapes, repairs, and validity against the official SDK request types."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pydantic
+import pytest
+from anthropic.types import ContentBlockParam, MessageParam
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessageParam
+
+from convograph import create_graph, reduce_events
+from convograph.projections import project_messages
+from convograph.projections.history import PLACEHOLDER_OUTPUT, safe_tool_id
+
+STRICT = pydantic.ConfigDict(extra="forbid")
+OPENAI_MESSAGE = pydantic.TypeAdapter(ChatCompletionMessageParam, config=STRICT)
+ANTHROPIC_MESSAGE = pydantic.TypeAdapter(MessageParam, config=STRICT)
+ANTHROPIC_BLOCK = pydantic.TypeAdapter(ContentBlockParam, config=STRICT)
+
+
+def _materialise(value: Any) -> Any:
+    """Pydantic validates ``Iterable`` fields lazily: drain them so every item is checked."""
+    if isinstance(value, dict):
+        return {key: _materialise(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_materialise(item) for item in value]
+    if hasattr(value, "__next__"):
+        return [_materialise(item) for item in value]
+    return value
+
+
+def assert_valid_openai(messages: list[dict[str, Any]]) -> None:
+    """SDK types, plus the API's pairing rules: every call answered right after its message."""
+    for message in messages:
+        _materialise(OPENAI_MESSAGE.validate_python(message))
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        assert message["role"] != "tool", f"tool message without a call at {i}"
+        if message["role"] == "assistant":
+            assert message["content"] is not None or message.get("tool_calls"), message
+            calls = [call["id"] for call in message.get("tool_calls", [])]
+            assert len(set(calls)) == len(calls)
+            for call in message.get("tool_calls", []):
+                assert len(call["id"]) <= 40
+                json.loads(call["function"]["arguments"])
+            answered = []
+            j = i + 1
+            while j < len(messages) and messages[j]["role"] == "tool":
+                answered.append(messages[j]["tool_call_id"])
+                j += 1
+            assert sorted(answered) == sorted(calls), (calls, answered)
+            i = j
+        else:
+            i += 1
+
+
+def assert_valid_anthropic(messages: list[dict[str, Any]]) -> None:
+    """SDK types, alternation, tool_use/tool_result pairing, id pattern, no empty text."""
+    for message in messages:
+        _materialise(ANTHROPIC_MESSAGE.validate_python(message))
+        assert message["content"], "empty message"
+        for block in message["content"]:
+            _materialise(ANTHROPIC_BLOCK.validate_python(block))
+            if block["type"] == "text":
+                assert block["text"], "empty text block"
+    for a, b in itertools.pairwise(messages):
+        assert a["role"] != b["role"], "roles must alternate"
+    for i, message in enumerate(messages):
+        uses = [b["id"] for b in message["content"] if b["type"] == "tool_use"]
+        results = [b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"]
+        if message["role"] == "assistant":
+            types = [b["type"] for b in message["content"]]
+            if uses:  # tool_use blocks close the message
+                assert all(t == "tool_use" for t in types[types.index("tool_use") :])
+                nxt = messages[i + 1]
+                answered = [b["tool_use_id"] for b in nxt["content"] if b["type"] == "tool_result"]
+                assert sorted(answered) == sorted(uses)
+                lead = [b["type"] for b in nxt["content"]][: len(answered)]
+                assert lead == ["tool_result"] * len(answered), "tool results lead the next message"
+            for use in message["content"]:
+                if use["type"] == "tool_use":
+                    assert pydantic.TypeAdapter(str).validate_python(use["id"])
+                    assert all(c.isalnum() or c in "_-" for c in use["id"])
+                    assert isinstance(use["input"], dict)
+        elif results:
+            prev = messages[i - 1]
+            assert prev["role"] == "assistant"
+            previous_uses = [b["id"] for b in prev["content"] if b["type"] == "tool_use"]
+            assert sorted(results) == sorted(previous_uses), "result without its call"
+
+
+def graph_of(events: list[dict[str, Any]]) -> Any:
+    return reduce_events(create_graph(), events)
+
+
+# --- seed shapes -------------------------------------------------------------------------------------
+
+BASIC = [
+    {"type": "user", "runId": "u1", "content": "List files"},
+    {"type": "harness_start", "runId": "a1", "parentId": "u1:user"},
+    {"type": "text", "runId": "a1", "id": "t1", "content": "I'll list "},
+    {"type": "text", "runId": "a1", "id": "t1", "content": "the files"},
+    {"type": "tool_call", "runId": "a1", "id": "tc1", "name": "bash", "input": {"command": "ls"}},
+    {"type": "tool_result", "runId": "a1", "id": "tc1", "name": "bash", "output": {"context": "a\nb"}},
+    {"type": "text", "runId": "a1", "id": "t2", "content": "Two files."},
+    {"type": "harness_end", "runId": "a1"},
+]
+
+
+def test_openai_shape_matches_the_seed() -> None:
+    messages = project_messages(graph_of(BASIC))
+    assert messages == [
+        {"role": "user", "content": "List files"},
+        {
+            "role": "assistant",
+            "content": "I'll list the files",
+            "tool_calls": [
+                {
+                    "id": "tc1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command":"ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "tc1", "content": '{"context":"a\\nb"}'},
+        {"role": "assistant", "content": "Two files."},
+    ]
+    assert_valid_openai(messages)
+
+
+def test_gateway_format_keeps_parsed_arguments() -> None:
+    messages = project_messages(graph_of(BASIC), format="gateway")
+    assert messages[1]["tool_calls"] == [{"id": "tc1", "name": "bash", "arguments": {"command": "ls"}}]
+    assert messages[2] == {"role": "tool", "tool_call_id": "tc1", "content": '{"context":"a\\nb"}'}
+    assert "tool_calls" not in messages[3]
+
+
+def test_anthropic_shape() -> None:
+    messages = project_messages(graph_of(BASIC), format="anthropic")
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "List files"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "I'll list the files"},
+                {"type": "tool_use", "id": "tc1", "name": "bash", "input": {"command": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tc1", "content": '{"context":"a\\nb"}'}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]},
+    ]
+    assert_valid_anthropic(messages)
+
+
+def test_unknown_format_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown message format 'gemini'"):
+        project_messages(graph_of(BASIC), format="gemini")
+
+
+def test_dangling_call_gets_a_neutral_placeholder_and_the_log_is_untouched() -> None:
+    events = BASIC[:5]
+    graph = graph_of(events)
+    before = list(graph.nodes)
+    messages = project_messages(graph)
+    assert messages[-1] == {"role": "tool", "tool_call_id": "tc1", "content": PLACEHOLDER_OUTPUT}
+    assert list(graph.nodes) == before
+    anthropic = project_messages(graph, format="anthropic")
+    assert anthropic[-1]["content"][0]["is_error"] is True
+    assert_valid_openai(messages)
+    assert_valid_anthropic(anthropic)
+
+
+def test_orphan_result_is_dropped_and_denied_call_is_rebuilt_from_its_relay() -> None:
+    events = [
+        {"type": "user", "runId": "u1", "content": "go"},
+        {"type": "harness_start", "runId": "a1", "parentId": "u1:user"},
+        {"type": "tool_result", "runId": "a1", "id": "ghost", "name": "bash", "output": "?"},
+        {
+            "type": "relay",
+            "kind": "permission",
+            "runId": "a1",
+            "id": "r1",
+            "toolCallId": "a1/x",
+            "tool": "rm",
+            "params": {"path": "/"},
+        },
+        {
+            "type": "tool_result",
+            "runId": "a1",
+            "id": "a1/x",
+            "name": "rm",
+            "output": {"status": "denied", "reason": "no"},
+        },
+        {"type": "text", "runId": "a1", "id": "t1", "content": "Denied."},
+    ]
+    messages = project_messages(graph_of(events))
+    calls = [c for m in messages for c in m.get("tool_calls", [])]
+    assert [c["function"]["name"] for c in calls] == ["rm"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"path": "/"}
+    assert all(m.get("tool_call_id") != "ghost" for m in messages)
+    assert_valid_openai(messages)
+    anthropic = project_messages(graph_of(events), format="anthropic")
+    assert_valid_anthropic(anthropic)
+    result = anthropic[2]["content"][0]
+    assert result["is_error"] is True
+    assert result["tool_use_id"] == safe_tool_id("a1/x", api="anthropic")
+
+
+def test_subagent_internals_stay_out_of_the_parent_history() -> None:
+    events = [
+        {"type": "user", "runId": "u1", "content": "search"},
+        {"type": "harness_start", "runId": "a1", "parentId": "u1:user"},
+        {"type": "tool_call", "runId": "a1", "id": "tc1", "name": "agent", "input": {"task": "x"}},
+        {"type": "harness_start", "runId": "s1", "parentId": "tc1"},
+        {"type": "text", "runId": "s1", "id": "st", "content": "secret internals"},
+        {"type": "tool_call", "runId": "s1", "id": "tc2", "name": "grep", "input": {}},
+        {"type": "tool_result", "runId": "s1", "id": "tc2", "name": "grep", "output": "hit"},
+        {"type": "harness_end", "runId": "s1"},
+        {"type": "tool_result", "runId": "a1", "id": "tc1", "name": "agent", "output": "found it"},
+    ]
+    for fmt in ("openai", "anthropic", "gateway"):
+        dumped = json.dumps(project_messages(graph_of(events), format=fmt))
+        assert "secret internals" not in dumped
+        assert "tc2" not in dumped
+        assert "found it" in dumped
+
+
+def test_provider_runs_keep_their_turn_order() -> None:
+    """Spec §9 #1: each provider call's text stays in its own assistant turn, around the tool call."""
+    events = [
+        {"type": "harness_start", "runId": "A"},
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "x1", "content": "Let me check"},
+        {"type": "tool_call", "runId": "A", "id": "A/x", "name": "ls", "input": {}},
+        {"type": "tool_result", "runId": "A", "id": "A/x", "name": "ls", "output": "ok"},
+        {"type": "text", "runId": "P2", "parentId": "A", "id": "x2", "content": "Done"},
+        {"type": "harness_end", "runId": "A"},
+    ]
+    messages = project_messages(graph_of(events))
+    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant"]
+    assert messages[0]["content"] == "Let me check"
+    assert messages[2]["content"] == "Done"
+
+
+def test_thinking_survives_for_anthropic_with_its_signature() -> None:
+    events = [
+        {"type": "user", "runId": "u1", "content": "hi"},
+        {
+            "type": "reasoning",
+            "runId": "a1",
+            "parentId": "u1:user",
+            "id": "r1",
+            "content": "hmm",
+            "signature": "sig",
+        },
+        {"type": "reasoning", "runId": "a1", "id": "r2", "content": "unsigned"},
+        {"type": "text", "runId": "a1", "id": "t1", "content": "hello"},
+        {"type": "tool_call", "runId": "a1", "id": "c1", "name": "f", "input": 3},
+    ]
+    messages = project_messages(graph_of(events), format="anthropic")
+    blocks = messages[1]["content"]
+    assert blocks[0] == {"type": "thinking", "thinking": "hmmunsigned", "signature": "sig"}
+    assert blocks[-1] == {"type": "tool_use", "id": "c1", "name": "f", "input": {"input": 3}}
+    assert_valid_anthropic(messages)
+    assert "reasoning" not in json.dumps(project_messages(graph_of(events)))
+
+
+def test_user_media_parts_map_to_each_api() -> None:
+    events = [
+        {
+            "type": "user",
+            "runId": "u1",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image", "mediaType": "image/png", "data": "AAAA"},
+                {"type": "document", "mediaType": "application/pdf", "data": "BBBB"},
+            ],
+        },
+    ]
+    openai = project_messages(graph_of(events))
+    assert openai[0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AAAA"},
+    }
+    assert_valid_openai(openai)
+    anthropic = project_messages(graph_of(events), format="anthropic")
+    assert anthropic[0]["content"][1]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": "AAAA",
+    }
+    assert_valid_anthropic(anthropic)
+
+
+def test_long_and_namespaced_ids_are_mapped_stably() -> None:
+    long_id = "run-" + "x" * 60 + "/call"
+    assert len(safe_tool_id(long_id, api="openai")) <= 40
+    assert safe_tool_id(long_id, api="openai") == safe_tool_id(long_id, api="openai")
+    assert safe_tool_id("a/b", api="anthropic") != safe_tool_id("a_b", api="anthropic")
+    assert safe_tool_id("ok_id-1", api="anthropic") == "ok_id-1"
+
+
+# --- property: any stream gives valid histories ----------------------------------------------------
+
+
+@st.composite
+def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Streams with interrupted, denied, parallel, nested and orphan tool calls, provider runs,
+    reasoning (signed or not), user follow-ups and errors, in protocol-allowed orders."""
+    events: list[dict[str, Any]] = []
+    counter = [0]
+
+    def fresh(prefix: str) -> str:
+        counter[0] += 1
+        return f"{prefix}{counter[0]}"
+
+    def agent(run: str, parent: str | None, depth: int) -> None:
+        start: dict[str, Any] = {"type": "harness_start", "runId": run}
+        if parent is not None:
+            start["parentId"] = parent
+        events.append(start)
+        for _ in range(draw(st.integers(0, 4))):
+            action = draw(
+                st.sampled_from(
+                    [
+                        "text",
+                        "provider",
+                        "reasoning",
+                        "calls",
+                        "denied",
+                        "orphan",
+                        "subagent",
+                        "error",
+                        "user",
+                    ]
+                )
+            )
+            if action == "text":
+                events.append(
+                    {"type": "text", "runId": run, "id": fresh("t"), "content": draw(st.text(max_size=5))}
+                )
+            elif action == "provider":
+                p = fresh("p")
+                events.append(
+                    {"type": "text", "runId": p, "parentId": run, "id": fresh("t"), "content": "hi"}
+                )
+            elif action == "reasoning":
+                event: dict[str, Any] = {"type": "reasoning", "runId": run, "id": fresh("r"), "content": "th"}
+                if draw(st.booleans()):
+                    event["signature"] = "sig"
+                events.append(event)
+            elif action == "calls":
+                ids = [f"{run}/{fresh('c')}" for _ in range(draw(st.integers(1, 3)))]
+                for call in ids:
+                    events.append(
+                        {
+                            "type": "tool_call",
+                            "runId": run,
+                            "id": call,
+                            "name": "exec",
+                            "input": draw(st.sampled_from([{"a": 1}, None, "raw", [1]])),
+                        }
+                    )
+                answered = [c for c in ids if draw(st.booleans())]  # the rest are interrupted
+                for call in draw(st.permutations(answered)):
+                    events.append(
+                        {
+                            "type": "tool_result",
+                            "runId": run,
+                            "id": call,
+                            "name": "exec",
+                            "output": draw(st.sampled_from(["ok", {"x": 1}, "", None])),
+                        }
+                    )
+            elif action == "denied":
+                call = f"{run}/{fresh('d')}"
+                events.append(
+                    {
+                        "type": "relay",
+                        "kind": "permission",
+                        "runId": run,
+                        "id": fresh("relay"),
+                        "toolCallId": call,
+                        "tool": "rm",
+                        "params": {"p": 1},
+                    }
+                )
+                events.append(
+                    {
+                        "type": "tool_result",
+                        "runId": run,
+                        "id": call,
+                        "name": "rm",
+                        "output": {"status": "denied", "reason": "no"},
+                    }
+                )
+            elif action == "orphan":
+                events.append(
+                    {"type": "tool_result", "runId": run, "id": fresh("ghost"), "name": "x", "output": 1}
+                )
+            elif action == "subagent" and depth < 2:
+                call = f"{run}/{fresh('s')}"
+                events.append({"type": "tool_call", "runId": run, "id": call, "name": "agent", "input": {}})
+                agent(fresh("sub"), call, depth + 1)
+                if draw(st.booleans()):
+                    events.append(
+                        {"type": "tool_result", "runId": run, "id": call, "name": "agent", "output": "r"}
+                    )
+            elif action == "error":
+                events.append({"type": "error", "runId": run, "message": "boom"})
+            elif action == "user":
+                events.append({"type": "user", "runId": fresh("u"), "parentId": run, "content": "more"})
+        if draw(st.booleans()):
+            events.append({"type": "harness_end", "runId": run})
+
+    for turn in range(draw(st.integers(1, 3))):
+        user = f"user{turn}"
+        events.append({"type": "user", "runId": user, "content": draw(st.sampled_from(["q", ""]))})
+        agent(f"agent{turn}", f"{user}:user", 0)
+    return events
+
+
+@settings(max_examples=150, deadline=None)
+@given(agent_streams())
+def test_every_projected_history_is_a_valid_request(events: list[dict[str, Any]]) -> None:
+    graph = graph_of(events)
+    assert_valid_openai(project_messages(graph, format="openai"))
+    assert_valid_anthropic(project_messages(graph, format="anthropic"))
+    gateway = project_messages(graph, format="gateway")
+    calls = [c["id"] for m in gateway for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in gateway if m["role"] == "tool"]
+    assert calls == results

@@ -1,0 +1,444 @@
+"""Thread projection over the flat graph: every rule of seed 001 and the upstream fixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from convograph import create_graph, reduce_events, to_jsonable
+from convograph.projections import (
+    CollectAll,
+    ProgressRegistry,
+    ViewNode,
+    ViewOptions,
+    default_registry,
+    project_thread,
+)
+
+
+def thread(events: list[dict[str, Any]], **kwargs: Any) -> list[ViewNode]:
+    return project_thread(reduce_events(create_graph(), events), **kwargs)
+
+
+def kinds(views: list[ViewNode]) -> list[str]:
+    return [view.content.kind for view in views]
+
+
+SEED_EXAMPLE = [
+    {"type": "user", "runId": "user-1", "content": "List files"},
+    {"type": "harness_start", "runId": "agent-1", "parentId": "user-1:user", "agentId": "x"},
+    {"type": "text", "runId": "agent-1", "id": "text-1", "content": "I'll list the files..."},
+    {"type": "tool_call", "runId": "agent-1", "id": "tc-1", "name": "bash", "input": {"command": "ls"}},
+    {"type": "usage", "runId": "agent-1", "inputTokens": 50, "outputTokens": 20},
+    {
+        "type": "relay",
+        "kind": "permission",
+        "runId": "agent-1",
+        "id": "relay-1",
+        "toolCallId": "tc-1",
+        "tool": "bash",
+        "params": {"command": "ls"},
+    },
+    {
+        "type": "tool_result",
+        "runId": "agent-1",
+        "id": "tc-1",
+        "name": "bash",
+        "output": {"context": "file1.txt\nfile2.txt"},
+    },
+    {"type": "text", "runId": "agent-1", "id": "text-2", "content": "The directory contains..."},
+    {"type": "usage", "runId": "agent-1", "inputTokens": 70, "outputTokens": 15},
+    {"type": "harness_end", "runId": "agent-1", "agentId": "x"},
+]
+
+
+def test_seed_example_thread() -> None:
+    views = thread(SEED_EXAMPLE)
+    assert [(v.id, v.role, v.content.kind, v.status) for v in views] == [
+        ("user-1:user", "user", "user", "complete"),
+        ("text-1", "assistant", "text", "complete"),
+        ("tc-1", "assistant", "tool_call", "complete"),
+        ("relay-1", "assistant", "relay", "complete"),
+        ("text-2", "assistant", "text", "complete"),
+    ]
+    call = views[2].content
+    assert call.kind == "tool_call"
+    assert to_jsonable(call) == {
+        "kind": "tool_call",
+        "name": "bash",
+        "input": {"command": "ls"},
+        "output": {"context": "file1.txt\nfile2.txt"},
+        "progress": None,
+    }
+    relay = to_jsonable(views[3])
+    assert relay["runId"] == "agent-1"
+    assert relay["content"] == {
+        "kind": "relay",
+        "relayKind": "permission",
+        "toolCallId": "tc-1",
+        "tool": "bash",
+        "params": {"command": "ls"},
+    }
+
+
+def test_structural_nodes_are_filtered() -> None:
+    views = thread(SEED_EXAMPLE)
+    assert not {"harness_start", "harness_end", "usage", "tool_result", "tool_progress"} & set(kinds(views))
+
+
+def test_result_before_call_still_merges() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_result", "runId": "a", "id": "c1", "name": "f", "output": 42},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "f", "input": {"x": 1}},
+    ]
+    views = thread(events)
+    assert len(views) == 1
+    assert views[0].id == "c1"
+    assert views[0].content.input == {"x": 1}  # type: ignore[union-attr]
+    assert views[0].content.output == 42  # type: ignore[union-attr]
+
+
+def test_output_is_absent_until_the_result_arrives() -> None:
+    views = thread(SEED_EXAMPLE[:4])
+    assert "output" not in to_jsonable(views[-1].content)
+
+
+def test_result_merges_across_levels() -> None:
+    """Upstream loses a result that lands in another list; the index by call id does not."""
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "agent", "input": {}},
+        {"type": "harness_start", "runId": "s", "parentId": "c1"},
+        {"type": "tool_result", "runId": "s", "id": "c1", "name": "agent", "output": "from child"},
+    ]
+    views = thread(events)
+    assert views[0].content.output == "from child"  # type: ignore[union-attr]
+
+
+def test_denied_and_orphan_results_are_visible() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {
+            "type": "relay",
+            "kind": "permission",
+            "runId": "a",
+            "id": "r1",
+            "toolCallId": "a/x",
+            "tool": "rm",
+            "params": {"path": "/"},
+        },
+        {
+            "type": "tool_result",
+            "runId": "a",
+            "id": "a/x",
+            "name": "rm",
+            "output": {"status": "denied", "reason": "no"},
+        },
+        {"type": "tool_result", "runId": "a", "id": "ghost", "name": "cat", "output": "?"},
+    ]
+    views = thread(events)
+    assert kinds(views) == ["relay", "tool_call", "tool_call"]
+    denied, orphan = views[1], views[2]
+    assert denied.id == "a/x"
+    assert to_jsonable(denied.content) == {
+        "kind": "tool_call",
+        "name": "rm",
+        "input": {"path": "/"},
+        "output": {"status": "denied", "reason": "no"},
+        "progress": None,
+    }
+    assert orphan.id == "ghost"
+    assert orphan.content.input is None  # type: ignore[union-attr]
+    assert orphan.content.output == "?"  # type: ignore[union-attr]
+
+
+def test_progress_uses_the_exec_accumulator_by_default() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "exec", "input": {}},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p1",
+            "toolCallId": "c1",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "he"},
+        },
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p2",
+            "toolCallId": "c1",
+            "name": "exec",
+            "content": {"pid": 1, "cpuPercent": 5, "rssKb": 10, "wallMs": 3},
+        },
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p3",
+            "toolCallId": "c1",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "llo"},
+        },
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p4",
+            "toolCallId": "c1",
+            "name": "exec",
+            "content": {"channel": "stderr", "data": "warn"},
+        },
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p5",
+            "toolCallId": "c1",
+            "name": "exec",
+            "content": {"pid": 1, "cpuPercent": 9, "rssKb": 12, "wallMs": 8},
+        },
+    ]
+    views = thread(events)
+    assert views[0].content.progress == {  # type: ignore[union-attr]
+        "stdout": "hello",
+        "stderr": "warn",
+        "metrics": {"pid": 1, "cpuPercent": 9, "rssKb": 12, "wallMs": 8},
+    }
+
+
+def test_progress_before_call_and_custom_accumulators() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p1",
+            "toolCallId": "c1",
+            "name": "search",
+            "content": 1,
+        },
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "search", "input": {}},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p2",
+            "toolCallId": "c1",
+            "name": "search",
+            "content": 2,
+        },
+    ]
+    assert thread(events)[0].content.progress is None  # type: ignore[union-attr]  # unregistered
+    registry = ProgressRegistry({"search": CollectAll()})
+    assert thread(events, registry=registry)[0].content.progress == (1, 2)  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="init"):
+        registry.register("bad", object())  # type: ignore[arg-type]
+    assert "search" not in default_registry
+
+
+def test_status_derivation() -> None:
+    streaming = thread(SEED_EXAMPLE[:4])
+    assert [v.status for v in streaming] == ["complete", "streaming", "streaming"]
+    errored = thread([*SEED_EXAMPLE[:4], {"type": "error", "runId": "agent-1", "message": "boom"}])
+    assert [v.status for v in errored] == ["complete", "error", "error", "error"]
+    assert errored[-1].content.kind == "error"
+    assert errored[-1].id == "agent-1:error"
+    no_lifecycle = thread([{"type": "text", "runId": "r", "id": "t", "content": "x"}])
+    assert no_lifecycle[0].status == "complete"
+
+
+def test_provider_runs_inherit_their_agent_status() -> None:
+    events = [
+        {"type": "harness_start", "runId": "A"},
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "t", "content": "hi"},
+    ]
+    assert thread(events)[0].status == "streaming"
+    assert thread([*events, {"type": "harness_end", "runId": "A"}])[0].status == "complete"
+
+
+def test_content_keeps_arrival_order_for_the_real_agent_shape() -> None:
+    """Spec §9 #1: upstream puts every provider text before the agent's first tool call."""
+    events = [
+        {"type": "harness_start", "runId": "A"},
+        {"type": "text", "runId": "P1", "parentId": "A", "id": "x1", "content": "Let me check"},
+        {"type": "tool_call", "runId": "A", "id": "A/x", "name": "ls", "input": {}},
+        {"type": "tool_result", "runId": "A", "id": "A/x", "name": "ls", "output": "ok"},
+        {"type": "text", "runId": "P2", "parentId": "A", "id": "x2", "content": "Done"},
+        {"type": "harness_end", "runId": "A"},
+    ]
+    views = thread(events)
+    assert [(v.content.kind, getattr(v.content, "text", None)) for v in views] == [
+        ("text", "Let me check"),
+        ("tool_call", None),
+        ("text", "Done"),
+    ]
+
+
+def test_subagent_is_a_nested_branch_of_its_tool_call() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a1"},
+        {"type": "text", "runId": "a1", "id": "t0", "content": "I'll search..."},
+        {"type": "tool_call", "runId": "a1", "id": "tc-1", "name": "agent", "input": {"task": "X"}},
+        {"type": "harness_start", "runId": "a2", "parentId": "tc-1"},
+        {"type": "text", "runId": "a2", "id": "t1", "content": "Searching..."},
+        {"type": "tool_call", "runId": "a2", "id": "tc-2", "name": "bash", "input": {}},
+        {"type": "tool_result", "runId": "a2", "id": "tc-2", "name": "bash", "output": {}},
+        {"type": "text", "runId": "a2", "id": "t2", "content": "Found results"},
+        {"type": "harness_end", "runId": "a2"},
+        {"type": "tool_result", "runId": "a1", "id": "tc-1", "name": "agent", "output": "X found"},
+        {"type": "text", "runId": "a1", "id": "t3", "content": "Based on the search..."},
+    ]
+    views = thread(events)
+    assert kinds(views) == ["text", "tool_call", "text"]
+    (branch,) = views[1].branches
+    assert kinds(branch) == ["text", "tool_call", "text"]
+    assert branch[1].content.output == {}  # type: ignore[union-attr]
+    assert {v.status for v in branch} == {"complete"}
+    assert views[0].status == "streaming"
+
+
+def test_subagent_branch_shows_pending_before_it_produces_anything() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a1"},
+        {"type": "tool_call", "runId": "a1", "id": "tc", "name": "agent", "input": {}},
+        {"type": "harness_start", "runId": "s", "parentId": "tc"},
+    ]
+    views = thread(events)
+    (branch,) = views[0].branches
+    assert [(v.id, v.content.kind, v.status) for v in branch] == [("s:harness_start", "pending", "streaming")]
+    done = thread([*events, {"type": "harness_end", "runId": "s"}])
+    assert done[0].branches == []
+
+
+def test_pending_run_after_a_user_message() -> None:
+    views = thread(SEED_EXAMPLE[:2])
+    assert kinds(views) == ["user", "pending"]
+    assert thread(SEED_EXAMPLE[:3])[-1].content.kind == "text"
+
+
+def test_parallel_subagents_make_parallel_branches() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "agent", "input": {}},
+        {"type": "tool_call", "runId": "a", "id": "c2", "name": "agent", "input": {}},
+        {"type": "text", "runId": "s1", "parentId": "c1", "id": "x1", "content": "one"},
+        {"type": "text", "runId": "s2", "parentId": "c2", "id": "x2", "content": "two"},
+        {"type": "text", "runId": "s1", "id": "x3", "content": " more"},
+    ]
+    views = thread(events)
+    assert [[v.content.text for v in b] for b in views[0].branches] == [["one more"]]  # type: ignore[union-attr]
+    assert [[v.content.text for v in b] for b in views[1].branches] == [["two"]]  # type: ignore[union-attr]
+
+
+def test_nesting_to_any_depth_is_iterative() -> None:
+    depth = 3000  # far beyond Python's recursion limit
+    events: list[dict[str, Any]] = []
+    parent = None
+    for level in range(depth):
+        run = f"r{level}"
+        start: dict[str, Any] = {"type": "harness_start", "runId": run}
+        if parent is not None:
+            start["parentId"] = parent
+        events.append(start)
+        events.append({"type": "tool_call", "runId": run, "id": f"c{level}", "name": "agent", "input": {}})
+        parent = f"c{level}"
+    views = thread(events)
+    level_count = 0
+    current = views
+    while current:
+        level_count += 1
+        assert current[0].content.kind == "tool_call"
+        current = current[0].branches[0] if current[0].branches else []
+    assert level_count == depth
+
+
+def test_merged_text_keeps_branches_of_every_merged_node() -> None:
+    """Spec §9 #18: a child spawned from the second of two merged text nodes is not lost."""
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "text", "runId": "a", "id": "t1", "content": "one "},
+        {"type": "text", "runId": "a", "id": "t2", "content": "two"},
+        {"type": "text", "runId": "a", "id": "t3", "content": "!"},
+        {"type": "text", "runId": "side", "parentId": "t2", "id": "s", "content": "aside"},
+    ]
+    views = thread(events)
+    assert len(views) == 1
+    assert views[0].content.text == "one two!"  # type: ignore[union-attr]
+    assert [[v.content.text for v in b] for b in views[0].branches] == [["aside"]]  # type: ignore[union-attr]
+
+
+def test_a_child_of_the_newest_node_continues_in_arrival_order() -> None:
+    """A run spawned from a run's newest content node (not a tool call) flows on in the same list,
+    as a reply flows on from its user message; what its parent run adds later follows it."""
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "text", "runId": "a", "id": "t1", "content": "final answer"},
+        {"type": "text", "runId": "p", "parentId": "a", "id": "x", "content": "next call"},
+        {"type": "tool_call", "runId": "a", "id": "c", "name": "f", "input": {}},
+    ]
+    views = thread(events)
+    assert [(v.content.kind, v.run_id) for v in views] == [("text", "a"), ("text", "p"), ("tool_call", "a")]
+
+
+def test_cycles_terminate() -> None:
+    events = [
+        {"type": "text", "runId": "a", "parentId": "b1", "id": "a1", "content": "x"},
+        {"type": "text", "runId": "b", "parentId": "a1", "id": "b1", "content": "y"},
+    ]
+    views = thread(events)
+    texts = [v.content.text for v in views] + [  # type: ignore[union-attr]
+        c.content.text
+        for v in views
+        for b in v.branches
+        for c in b  # type: ignore[union-attr]
+    ]
+    assert sorted(texts) == ["x", "y"]
+
+
+def test_late_parent_adopts_its_child_run() -> None:
+    events = [
+        {"type": "harness_start", "runId": "s", "parentId": "tc"},
+        {"type": "text", "runId": "s", "id": "st", "content": "early"},
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_call", "runId": "a", "id": "tc", "name": "agent", "input": {}},
+    ]
+    views = thread(events)
+    assert kinds(views) == ["tool_call"]
+    assert [v.content.text for v in views[0].branches[0]] == ["early"]  # type: ignore[union-attr]
+
+
+def test_view_options() -> None:
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "reasoning", "runId": "a", "id": "r", "content": "think"},
+        {"type": "tool_call", "runId": "a", "id": "c", "name": "agent", "input": {"big": "x" * 100}},
+        {"type": "harness_start", "runId": "s", "parentId": "c"},
+        {"type": "text", "runId": "s", "id": "st", "content": "inner"},
+        {"type": "tool_result", "runId": "a", "id": "c", "name": "agent", "output": "long output"},
+    ]
+    assert kinds(thread(events)) == ["reasoning", "tool_call"]
+    assert kinds(thread(events, options=ViewOptions(hide_reasoning=True))) == ["tool_call"]
+    collapsed = thread(events, options=ViewOptions(collapse_tools=True))[1].content
+    assert to_jsonable(collapsed) == {
+        "kind": "tool_call",
+        "name": "agent",
+        "input": None,
+        "output": True,
+        "progress": None,
+    }
+    assert thread(events, options=ViewOptions(hide_subagents=True))[1].branches == []
+    assert len(thread(events)[1].branches) == 1
+
+
+def test_to_jsonable_uses_camel_case_everywhere() -> None:
+    data = to_jsonable(thread(SEED_EXAMPLE))
+    assert set(data[0]) == {"id", "runId", "role", "content", "status", "branches"}
+    assert data[3]["content"]["toolCallId"] == "tc-1"
+
+
+def test_project_thread_rejects_what_it_cannot_project() -> None:
+    graph = reduce_events(create_graph(), SEED_EXAMPLE)
+    with pytest.raises(TypeError, match="no active set"):
+        project_thread(graph, object())
+    with pytest.raises(TypeError, match="cannot project a dict"):
+        project_thread({})
