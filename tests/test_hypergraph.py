@@ -472,3 +472,32 @@ def test_view_options_filter_blocks_and_spawns() -> None:
     assert q.visible_spawns(hidden, "block:A/s") == ()
     assert [s.run_id for s in q.visible_spawns(conv, "block:A/s")] == ["S"]
     assert conv.view == ViewOptions()
+
+
+def test_repl_run_data_without_scans() -> None:
+    conv = reduce_conversation_events(create_conversation(), rlm_stream(2, 2, 1))
+    chunks = q.run_chunks(conv, "run-0")
+    assert [c.kind for c in chunks[:6]] == [
+        "harness_start",
+        "text",
+        "repl_input",
+        "repl_progress",
+        "repl_progress",
+        "repl_output",
+    ]
+    assert q.block_text(conv, "block:run-0:turn0:progress") == "output chunk 0\noutput chunk 1\n"
+    assert q.block_text(conv, "block:run-0:run-0:turn1:text") == "Reasoning for turn 1..."
+    assert q.block_text(conv, "block:run-0:turn0") == ""
+    child = reduce_conversation_events(
+        conv, [{"type": "harness_start", "runId": "kid", "parentId": "run-0:turn1"}]
+    )
+    (spawn,) = q.child_runs(child, "run-0")
+    assert (spawn.run_id, spawn.kind, spawn.trigger_block_id) == ("kid", "repl", "block:run-0:turn1")
+    assert q.child_runs(conv, "run-0") == ()
+
+
+def test_server_level_error_without_run_lands_in_the_stream_run() -> None:
+    conv = build({"type": "error", "message": "server exploded"})
+    (block,) = q.iter_blocks(conv)
+    assert (block.run_id, block.id, block.kind) == ("_stream", "block:_stream:error", "error")
+    assert q.run_status(conv, "_stream") == "error"

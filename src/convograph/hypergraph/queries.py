@@ -44,7 +44,9 @@ __all__ = [
     "SpawnInfo",
     "ToolCallInfo",
     "block_of",
+    "block_text",
     "blocks_of",
+    "child_runs",
     "children_of",
     "chunks_of",
     "diagnostics",
@@ -296,6 +298,18 @@ def blocks_of(conv: Conversation, message_id: str) -> tuple[Block, ...]:
     return tuple(_block_record(conv, blocks[i]) for i in prefix(message.blocks, conv._n_blocks))
 
 
+def block_text(conv: Conversation, block_id: str) -> str:
+    """The joined ``content`` of a text, reasoning or summary block (``""`` for other kinds), or the
+    joined ``chunk`` of a repl_progress block. O(chunks of the block)."""
+    block = _block(conv, block_id)
+    events: list[Any] = [conv._store.events[i] for i in prefix(block.chunks, conv._n_chunks)]
+    if block.kind in ("text", "reasoning", "summary"):
+        return "".join(e.content for e in events)
+    if block.kind == "repl_progress":
+        return "".join(e.chunk for e in events)
+    return ""
+
+
 def block_of(conv: Conversation, cid: str) -> Block:
     s = conv._store
     return _block_record(conv, s.blocks[s.chunk_block[_chunk_index(conv, cid)]])
@@ -461,6 +475,18 @@ def spawns_from(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
     block = _block(conv, block_id)
     spawns = spawns_at(conv._store, block.index, conv._version)
     return tuple(_spawn_record(conv, sp) for sp in spawns)
+
+
+def child_runs(conv: Conversation, run_id: str) -> tuple[SpawnInfo, ...]:
+    """Runs started by any block of ``run_id`` (its subagents, REPL children and provider calls),
+    in block order. O(blocks of the run + answer) -- what a REPL view needs per agent."""
+    run = _run(conv, run_id)
+    s = conv._store
+    out: list[SpawnInfo] = []
+    for b in prefix(run.blocks, conv._n_blocks):
+        if b in s.spawn_lists:
+            out.extend(_spawn_record(conv, sp) for sp in spawns_at(s, b, conv._version))
+    return tuple(out)
 
 
 def run_info(conv: Conversation, run_id: str) -> RunInfo:
