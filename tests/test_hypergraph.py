@@ -501,3 +501,14 @@ def test_server_level_error_without_run_lands_in_the_stream_run() -> None:
     (block,) = q.iter_blocks(conv)
     assert (block.run_id, block.id, block.kind) == ("_stream", "block:_stream:error", "error")
     assert q.run_status(conv, "_stream") == "error"
+
+
+def test_recovered_rlm_error_does_not_stick_but_a_fatal_one_does() -> None:
+    recovered = build(
+        {"type": "harness_start", "runId": "R", "maxIterations": 3},
+        {"type": "error", "runId": "R", "message": "Response contained no code block."},
+        {"type": "harness_end", "runId": "R", "reason": "final", "iterations": 2},
+    )
+    assert q.run_status(recovered, "R") == "complete"
+    fatal = build(HS, {"type": "error", "runId": "A", "message": "API down"}, HE)
+    assert q.run_status(fatal, "A") == "error"

@@ -19,8 +19,8 @@ Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has t
    of its own at the thread's tip. A text/reasoning block after a tool result / repl_output opens the
    next message; ``harness_end`` closes the open message; a block of an ended run rejoins that run's
    last message.
-7. Run status: ``harness_start`` -> streaming, ``harness_end`` -> complete (unless error), a
-   run-level ``error`` -> error. Lifecycle-less runs inherit from their nearest ancestor.
+7. Run status: ``harness_start`` -> streaming, ``harness_end`` -> complete (unless an error came
+   first and the end's ``reason`` is not ``"final"``), a run-level ``error`` -> error. Lifecycle-less runs inherit from their nearest ancestor.
 """
 
 from __future__ import annotations
@@ -495,7 +495,9 @@ def _on_harness_end(
 ) -> None:
     run.ended = True
     current = s.status.get_at(run.id, s.version)
-    if current != "error" and current != "complete":
+    # An error before the end fails the run, unless the run itself reports it finished normally
+    # (``reason: "final"``: an RLM recovered from e.g. a code-extraction error).
+    if current != "complete" and (current != "error" or event.reason == "final"):
         s.status.set(run.id, "complete", s.version + 1)
     thread = s.threads[run.thread]
     if thread.open is not None and thread.open.index == block.message:
