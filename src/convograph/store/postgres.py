@@ -226,17 +226,22 @@ class PostgresEventLog:
     ) -> AppendResult:
         now = time.time()
         count, last_seq, tally, leaf = await self._lock_conversation(conn, conversation_id, now)
-        ids = event_ids_of(events)
-        known: set[str] = set()
-        if ids:
-            cur = await conn.execute(
-                "SELECT event_id FROM events WHERE conversation_id = %s AND event_id = ANY(%s)",
-                (conversation_id, ids),
-            )
-            known = {row[0] for row in await cur.fetchall()}
-        stored, dups = assign_seqs(conversation_id, events, known, last_seq, now)
+        # Optimistic path: let the unique index prove no eventId repeats; look ids up only on a
+        # conflict (the savepoint rollback keeps seqs gap-free).
+        stored, dups = assign_seqs(conversation_id, events, (), last_seq, now)
         if stored:
-            await self._write(conn, conversation_id, stored, count, tally, leaf, now)
+            try:
+                async with conn.transaction():
+                    await self._write(conn, conversation_id, stored, count, tally, leaf, now)
+            except psycopg.errors.UniqueViolation:
+                cur = await conn.execute(
+                    "SELECT event_id FROM events WHERE conversation_id = %s AND event_id = ANY(%s)",
+                    (conversation_id, event_ids_of(events)),
+                )
+                known = {row[0] for row in await cur.fetchall()}
+                stored, dups = assign_seqs(conversation_id, events, known, last_seq, now)
+                if stored:
+                    await self._write(conn, conversation_id, stored, count, tally, leaf, now)
         return AppendResult(
             accepted=len(stored),
             duplicates=len(dups),
@@ -299,56 +304,82 @@ class PostgresEventLog:
         stored: list[StoredEvent],
         leaf: str | None,
     ) -> str | None:
-        """Insert user messages and finished top-level runs of ``stored``; return the new active leaf."""
-        interesting = [s for s in stored if isinstance(s.event, (User, HarnessEnd))]
-        for item in interesting:
+        """Insert user messages and finished top-level runs of ``stored``; return the new active leaf.
+
+        A run that started in this batch is built from the batch alone; only a run that started in an
+        earlier append reads its events back (index ``events_by_run``). One INSERT round trip per batch.
+        """
+        by_run: dict[str, list[StoredEvent]] = {}
+        messages: list[Message] = []
+        created: set[str] = set()
+        for item in stored:
             event = item.event
+            run_id: str | None = getattr(event, "run_id", None)
+            if run_id is not None:
+                by_run.setdefault(run_id, []).append(item)
+            parent: str | None
             if isinstance(event, User):
-                parent = await self._message_parent(conn, conversation_id, event.parent_id, leaf)
+                parent = await self._message_parent(conn, conversation_id, event.parent_id, leaf, created)
                 message = user_message(item, parent)
-            else:
-                cur = await conn.cursor(binary=True).execute(
-                    "SELECT seq, received_at, data FROM events WHERE conversation_id = %s AND run_id = %s "
-                    "ORDER BY seq",
-                    (conversation_id, getattr(event, "run_id", None)),
-                )
-                run_events = [
-                    StoredEvent(
-                        seq=r[0], conversation_id=conversation_id, event=unpack_event(r[2]), received_at=r[1]
-                    )
-                    for r in await cur.fetchall()
-                ]
+            elif isinstance(event, HarnessEnd):
+                run_events = by_run.get(event.run_id, [])
+                if not run_events or not isinstance(run_events[0].event, HarnessStart):
+                    run_events = await self._run_events(conn, conversation_id, event.run_id)
                 start = run_events[0].event if run_events else None
-                if not isinstance(start, HarnessStart):
+                if not isinstance(start, HarnessStart) or start.depth:
                     continue
-                if start.parent_id is not None and not await self._message_exists(
-                    conn, conversation_id, start.parent_id
-                ):
-                    continue
+                if start.parent_id is not None:
+                    if start.parent_id not in created and not await self._message_exists(
+                        conn, conversation_id, start.parent_id
+                    ):
+                        continue  # a sub-agent run: its parent is a node, not a message
+                    parent = start.parent_id
+                else:
+                    parent = leaf
                 if not is_top_level_start(start, {start.parent_id} if start.parent_id else set()):
                     continue
-                parent = await self._message_parent(conn, conversation_id, start.parent_id, leaf)
                 message = run_message(run_events, parent)
-            await conn.execute(
-                f"INSERT INTO messages (conversation_id, {_MESSAGE_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation_id, id) DO UPDATE "
-                "SET parts = excluded.parts, text = excluded.text, last_seq = excluded.last_seq",
-                (
-                    conversation_id,
-                    message.id,
-                    message.role,
-                    message.parent_message_id,
-                    message.run_id,
-                    message.agent_id,
-                    Jsonb(message.parts),
-                    message.text,
-                    message.first_seq,
-                    message.last_seq,
-                    message.created_at,
-                ),
-            )
+            else:
+                continue
+            messages.append(message)
+            created.add(message.id)
             leaf = message.id
+        if messages:
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    f"INSERT INTO messages (conversation_id, {_MESSAGE_COLUMNS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation_id, id) "
+                    "DO UPDATE SET parts = excluded.parts, text = excluded.text, last_seq = excluded.last_seq",
+                    [
+                        (
+                            conversation_id,
+                            m.id,
+                            m.role,
+                            m.parent_message_id,
+                            m.run_id,
+                            m.agent_id,
+                            Jsonb(m.parts),
+                            m.text,
+                            m.first_seq,
+                            m.last_seq,
+                            m.created_at,
+                        )
+                        for m in messages
+                    ],
+                )
         return leaf
+
+    async def _run_events(
+        self, conn: psycopg.AsyncConnection[Any], conversation_id: str, run_id: str
+    ) -> list[StoredEvent]:
+        cur = await conn.cursor(binary=True).execute(
+            "SELECT seq, received_at, data FROM events WHERE conversation_id = %s AND run_id = %s ORDER BY seq",
+            (conversation_id, run_id),
+        )
+        return [
+            StoredEvent(seq=r[0], conversation_id=conversation_id, event=unpack_event(r[2]), received_at=r[1])
+            for r in await cur.fetchall()
+        ]
 
     async def _message_exists(self, conn: psycopg.AsyncConnection[Any], cid: str, message_id: str) -> bool:
         cur = await conn.execute(
@@ -357,9 +388,16 @@ class PostgresEventLog:
         return await cur.fetchone() is not None
 
     async def _message_parent(
-        self, conn: psycopg.AsyncConnection[Any], cid: str, parent_id: str | None, leaf: str | None
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        cid: str,
+        parent_id: str | None,
+        leaf: str | None,
+        created: set[str],
     ) -> str | None:
-        if parent_id is not None and await self._message_exists(conn, cid, parent_id):
+        if parent_id is not None and (
+            parent_id in created or await self._message_exists(conn, cid, parent_id)
+        ):
             return parent_id
         return leaf
 

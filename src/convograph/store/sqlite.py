@@ -428,6 +428,13 @@ def _known_ids(conn: sqlite3.Connection, conversation_id: str, ids: list[str]) -
     return known
 
 
+def _insert(conn: sqlite3.Connection, conversation_id: str, stored: list[StoredEvent], now: float) -> None:
+    conn.executemany(
+        "INSERT INTO events (conversation_id, seq, event_id, type, received_at, data) VALUES (?, ?, ?, ?, ?, ?)",
+        [(conversation_id, s.seq, s.event.event_id, s.event.type, now, pack_event(s.event)) for s in stored],
+    )
+
+
 def _append(conn: sqlite3.Connection, conversation_id: str, events: list[Event]) -> AppendResult:
     """Runs on the writer thread inside the group's transaction."""
     row = conn.execute(
@@ -437,18 +444,24 @@ def _append(conn: sqlite3.Connection, conversation_id: str, events: list[Event])
         count, last_seq, tally = 0, 0, RunTally()
     else:
         count, last_seq, tally = row[0], row[1], _tally_decoder.decode(row[2])
-    ids = event_ids_of(events)
-    known = _known_ids(conn, conversation_id, ids) if ids else set()
     now = time.time()
-    stored, dups = assign_seqs(conversation_id, events, known, last_seq, now)
+    # Optimistic path: assume no eventId is stored yet (repeats inside the batch are caught in Python)
+    # and let the unique index prove it; only on a conflict pay for the lookup. Seqs stay gap-free
+    # because the failed attempt is rolled back before seqs are assigned again.
+    stored, dups = assign_seqs(conversation_id, events, (), last_seq, now)
     if stored:
-        conn.executemany(
-            "INSERT INTO events (conversation_id, seq, event_id, type, received_at, data) VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (conversation_id, s.seq, s.event.event_id, s.event.type, now, pack_event(s.event))
-                for s in stored
-            ],
-        )
+        conn.execute("SAVEPOINT optimistic")
+        try:
+            _insert(conn, conversation_id, stored, now)
+            conn.execute("RELEASE optimistic")
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK TO optimistic")
+            conn.execute("RELEASE optimistic")
+            known = _known_ids(conn, conversation_id, event_ids_of(events))
+            stored, dups = assign_seqs(conversation_id, events, known, last_seq, now)
+            if stored:
+                _insert(conn, conversation_id, stored, now)
+    if stored:
         tally = fold_status(tally, (s.event for s in stored))
         last_seq = stored[-1].seq
         conn.execute(

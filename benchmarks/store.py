@@ -1,0 +1,315 @@
+"""Event log backends: batched append throughput, append flatness, Redis live-tail latency, rebuild.
+
+    python -m benchmarks.store            # full run (about 1-2 minutes)
+    python -m benchmarks.store --quick    # smoke run (seconds)
+    python -m benchmarks.store --only sqlite,redis
+
+Targets (issue 5): batched append with 1k-event batches — SQLite >= 200k events/s, Postgres >= 50k/s,
+Redis >= 100k/s; append cost independent of conversation length; live-tail delivery p99 < 10 ms
+through Redis at 10k events/s; a 1M-event conversation loads (rebuild with snapshots) in < 3 s.
+
+Services: Postgres and Redis on 127.0.0.1 (scripts/ensure-services). Postgres runs in a throwaway
+database, Redis under a throwaway key prefix; both are removed afterwards. Every event carries an
+``eventId`` (so the dedup index is part of the cost) and SQLite runs with ``synchronous=FULL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from convograph.events import Event, HarnessEnd, HarnessStart, Text, ToolCall, ToolResult, pack_event
+from convograph.store import EventLog, open_event_log
+from convograph.store.snapshots import FLAT_GRAPH, rebuild, save_snapshot
+
+PG_ADMIN = os.environ.get("CONVOGRAPH_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("CONVOGRAPH_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+BATCH = 1000
+
+
+def make_events(n: int, tag: str = "e") -> list[Event]:
+    """A realistic flat stream: runs of (5 text deltas, tool call, tool result) x 5, all with eventIds."""
+    out: list[Event] = []
+    run = 0
+    while len(out) < n:
+        rid = f"run-{run}"
+        out.append(HarnessStart(run_id=rid, agent_id="agent", event_id=f"{tag}{len(out)}"))
+        for step in range(5):
+            for delta in range(5):
+                out.append(
+                    Text(
+                        run_id=rid,
+                        id=f"{rid}:t{step}",
+                        content=f"chunk {delta} of step {step}. ",
+                        event_id=f"{tag}{len(out)}",
+                    )
+                )
+            out.append(
+                ToolCall(
+                    run_id=rid,
+                    id=f"{rid}:c{step}",
+                    name="exec",
+                    input={"cmd": f"echo {step}"},
+                    event_id=f"{tag}{len(out)}",
+                )
+            )
+            out.append(
+                ToolResult(
+                    run_id=rid,
+                    id=f"{rid}:c{step}",
+                    name="exec",
+                    output=f"out {step}\n",
+                    event_id=f"{tag}{len(out)}",
+                )
+            )
+        out.append(HarnessEnd(run_id=rid, agent_id="agent", reason="stop", event_id=f"{tag}{len(out)}"))
+        run += 1
+    return out[:n]
+
+
+def batches(events: list[Event], size: int = BATCH) -> list[list[Event]]:
+    return [events[i : i + size] for i in range(0, len(events), size)]
+
+
+class Backend:
+    def __init__(self, name: str, open_log: Callable[[], Any], cleanup: Callable[[], Any]) -> None:
+        self.name = name
+        self.open = open_log
+        self.cleanup = cleanup
+
+
+def make_backends(tmp: Path) -> dict[str, Backend]:
+    pg_db = f"convograph_bench_{uuid.uuid4().hex[:8]}"
+    prefix = f"cgbench-{uuid.uuid4().hex[:8]}"
+
+    async def open_pg() -> EventLog:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(PG_ADMIN, autocommit=True) as conn:
+            await conn.execute(f'CREATE DATABASE "{pg_db}"')
+        return await open_event_log(PG_ADMIN.rsplit("/", 1)[0] + f"/{pg_db}")
+
+    async def drop_pg() -> None:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(PG_ADMIN, autocommit=True) as conn:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{pg_db}" WITH (FORCE)')
+
+    async def drop_redis() -> None:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(REDIS)
+        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=5000)]
+        for i in range(0, len(keys), 1000):
+            await client.delete(*keys[i : i + 1000])
+        await client.aclose()
+
+    async def nothing() -> None:
+        return None
+
+    return {
+        "sqlite": Backend("SQLite", lambda: open_event_log(f"sqlite:///{tmp / 'events.db'}"), nothing),
+        "postgres": Backend("Postgres", open_pg, drop_pg),
+        "redis": Backend("Redis", lambda: open_event_log(f"{REDIS}?prefix={prefix}&ttl=3600"), drop_redis),
+    }
+
+
+async def throughput(log: EventLog, events: list[Event], producers: int) -> float:
+    """Events/s appending 1k-event batches; ``producers`` concurrent writers, one conversation each."""
+    chunks = batches(events)
+    per = [chunks[i::producers] for i in range(producers)]
+    conv = uuid.uuid4().hex[:8]
+
+    async def produce(i: int, mine: list[list[Event]]) -> None:
+        for chunk in mine:
+            await log.append(f"tp-{conv}-{i}", chunk)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(produce(i, mine) for i, mine in enumerate(per)))
+    return len(events) / (time.perf_counter() - started)
+
+
+async def flatness(log: EventLog, lengths: list[int], probe_batches: int) -> list[tuple[int, float, float]]:
+    """(length, history MB, median ms per 1k-event append) at each conversation length."""
+    cid = f"flat-{uuid.uuid4().hex[:8]}"
+    filled = 0
+    out = []
+    history_bytes = 0
+    for length in lengths:
+        if length > filled:
+            fill = make_events(length - filled, tag=f"f{filled}-")
+            for chunk in batches(fill, 5000):
+                await log.append(cid, chunk)
+            history_bytes += sum(len(pack_event(e)) for e in fill)
+            filled = length
+        times = []
+        for b in range(probe_batches):
+            probe = make_events(BATCH, tag=f"p{length}-{b}-")
+            started = time.perf_counter()
+            await log.append(cid, probe)
+            times.append((time.perf_counter() - started) * 1000)
+            filled += BATCH
+            history_bytes += sum(len(pack_event(e)) for e in probe)
+        out.append((length, history_bytes / 1e6, statistics.median(times)))
+    return out
+
+
+async def live_tail(
+    seconds: float, rate: int = 10_000, per_batch: int = 100
+) -> tuple[int, float, float, float]:
+    """Redis: producer at ``rate`` events/s; subscriber latency from send to delivery (ms)."""
+    prefix = f"cgbench-tail-{uuid.uuid4().hex[:8]}"
+    producer = await open_event_log(f"{REDIS}?prefix={prefix}&ttl=600")
+    consumer = await open_event_log(f"{REDIS}?prefix={prefix}&ttl=600")
+    total = int(seconds * rate)
+    latencies: list[float] = []
+    stream = consumer.subscribe("tail")
+
+    async def consume() -> None:
+        async for stored in stream:
+            sent = stored.event.timestamp
+            assert isinstance(sent, float)
+            latencies.append((time.time() - sent) * 1000)
+            if len(latencies) >= total:
+                return
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.2)
+    interval = per_batch / rate
+    start = time.perf_counter()
+    for b in range(total // per_batch):
+        target = start + b * interval
+        delay = target - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = time.time()
+        await producer.append(
+            "tail",
+            [
+                Text(run_id="r", id="t", content="x" * 40, timestamp=now, event_id=f"{b}-{i}")
+                for i in range(per_batch)
+            ],
+        )
+    await asyncio.wait_for(task, 30)
+    await stream.aclose()  # type: ignore[attr-defined]
+    achieved = total / (time.perf_counter() - start)
+    await producer.delete("tail")
+    await producer.close()
+    await consumer.close()
+    latencies.sort()
+    q = statistics.quantiles(latencies, n=100)
+    return int(achieved), q[49], q[98], latencies[-1]
+
+
+async def rebuild_bench(tmp: Path, n: int) -> dict[str, float]:
+    log = await open_event_log(f"sqlite:///{tmp / 'rebuild.db'}")
+    events = make_events(n, tag="r")
+    for chunk in batches(events, 10_000):
+        await log.append("big", chunk)
+    del events
+    started = time.perf_counter()
+    full = await rebuild(log, "big", FLAT_GRAPH, snapshot_every=None)
+    full_s = time.perf_counter() - started
+    started = time.perf_counter()
+    await save_snapshot(log, "big", FLAT_GRAPH, full.state, full.seq)
+    snap_s = time.perf_counter() - started
+    snapshot = await log.load_snapshot("big", FLAT_GRAPH.name)
+    assert snapshot is not None
+    tail = make_events(10_000, tag="tail")
+    for chunk in batches(tail, 1000):
+        await log.append("big", chunk)
+    started = time.perf_counter()
+    fast = await rebuild(log, "big", FLAT_GRAPH, snapshot_every=None)
+    fast_s = time.perf_counter() - started
+    assert fast.seq == n + 10_000
+    assert fast.replayed == 10_000
+    nodes = len(fast.state)
+    await log.close()
+    return {
+        "events": n,
+        "nodes": nodes,
+        "full_s": full_s,
+        "snapshot_write_s": snap_s,
+        "snapshot_mb": len(snapshot.data) / 1e6,
+        "with_snapshot_s": fast_s,
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
+    parser.add_argument("--only", default="sqlite,postgres,redis", help="comma-separated backends")
+    args = parser.parse_args()
+    quick = args.quick
+    wanted = [b.strip() for b in args.only.split(",") if b.strip()]
+    targets = {"sqlite": 200_000, "postgres": 50_000, "redis": 100_000}
+    n = 20_000 if quick else 200_000
+    lengths = [0, 20_000] if quick else [0, 100_000, 1_000_000]
+    print(f"# benchmarks.store  python {platform.python_version()}  {platform.machine()}  quick={quick}")
+    with tempfile.TemporaryDirectory(prefix="cgbench-") as tmpdir:
+        tmp = Path(tmpdir)
+        backends = make_backends(tmp)
+        events = make_events(n)
+        print("\n## Batched append, 1k-event batches (events/s; ratio to target)")
+        print("| backend | 1 producer | 4 producers | target | ratio (best) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        flat_rows: dict[str, list[tuple[int, float, float]]] = {}
+        for key in wanted:
+            backend = backends[key]
+            log = await backend.open()
+            try:
+                one = await throughput(log, events, 1)
+                four = await throughput(log, events, 4)
+                best = max(one, four)
+                print(
+                    f"| {backend.name} | {one:,.0f} | {four:,.0f} | {targets[key]:,} | {best / targets[key]:.2f}x |"
+                )
+                if key in ("sqlite", "postgres", "redis"):
+                    flat_rows[key] = await flatness(
+                        log, lengths if key != "redis" else lengths[:2], 5 if quick else 10
+                    )
+            finally:
+                await log.close()
+                await backend.cleanup()
+        print("\n## Append cost vs conversation length (median ms per 1k-event append)")
+        print("| backend | events already in the conversation | history (MB) | ms / 1k-event append |")
+        print("| --- | ---: | ---: | ---: |")
+        for key, rows in flat_rows.items():
+            for length, mb, ms in rows:
+                print(f"| {backends[key].name} | {length:,} | {mb:.1f} | {ms:.2f} |")
+        if "redis" in wanted:
+            achieved, p50, p99, worst = await live_tail(1.0 if quick else 5.0)
+            print("\n## Redis live tail (XREAD BLOCK), producer at 10k events/s in 100-event batches")
+            print("| achieved rate | p50 ms | p99 ms | max ms | target p99 | ratio |")
+            print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+            print(
+                f"| {achieved:,} ev/s | {p50:.2f} | {p99:.2f} | {worst:.2f} | 10 ms | {10 / p99:.1f}x under |"
+            )
+        size = 100_000 if quick else 1_000_000
+        r = await rebuild_bench(tmp, size)
+        print(
+            f"\n## Rebuild a {r['events']:,.0f}-event conversation (SQLite, flat graph of {r['nodes']:,.0f} nodes)"
+        )
+        print(
+            "| full replay s | snapshot write s | snapshot MB | snapshot + 10k-event tail s | target | ratio |"
+        )
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        print(
+            f"| {r['full_s']:.2f} | {r['snapshot_write_s']:.2f} | {r['snapshot_mb']:.1f} | "
+            f"{r['with_snapshot_s']:.2f} | 3 s | {3 / r['with_snapshot_s']:.1f}x under |"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
