@@ -3,8 +3,9 @@
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
 writes them with `write_batch`. The cursor lives in the graph engine beside the graphs it
-describes (``{prefix}__applied__:{journal_id}``), so a graph that loses data (an older snapshot,
-a new server) replays from where *its* data ends. Delivery into the graph is at-least-once;
+describes (``{prefix}__applied__:{journal_id}``) and is re-read before every batch, so a graph
+that loses data (an older snapshot, a restarted server, a new server) replays from where *its*
+data ends, at start-up and while running. Delivery into the graph is at-least-once;
 every write is a commutative MERGE, so redelivery, restarts and replays converge.
 
 Failure policy (upstream §10 B9):
@@ -141,6 +142,13 @@ class GraphApplier:
     def _run(self) -> None:
         backoff = 0.05
         while not self._stop.is_set():
+            try:
+                self._sync_cursor()
+            except EngineUnavailable as exc:
+                self.last_error = f"graph engine unavailable: {exc}"
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
             records = self.journal.read_after(self._applied, self.batch_size)
             if not records:
                 self._wake.wait(0.25)
@@ -165,6 +173,18 @@ class GraphApplier:
                     continue
             backoff = 0.05
             self._advance(records[-1].seq)
+
+    def _sync_cursor(self) -> None:
+        """Rewind if the graph store is behind us (it restarted empty or from an older snapshot)."""
+        stored = self.engine.get_meta(self.cursor_key)
+        position = int(stored) if stored else 0
+        if position < self._applied:
+            log.warning(
+                "graph store is at seq %s but we applied %s: it lost data; replaying", position, self._applied
+            )
+            with self._cond:
+                self._applied = position
+            self._schema_ready.clear()
 
     def _advance(self, seq: int) -> None:
         self.engine.set_meta(self.cursor_key, str(seq))
