@@ -1,0 +1,188 @@
+"""Loopback load tests of ``convograph serve`` (bounded in count and time; 127.0.0.1 only).
+
+    python -m benchmarks.server            # full sizes
+    python -m benchmarks.server --quick    # smaller, for smoke runs
+
+1. **Ingest**: NDJSON batches of 500 events posted by 4 concurrent clients; events/s end to end
+   (durable before the reply: SQLite, synchronous=FULL, the embedded default).
+2. **Fan-out**: N SSE subscribers on one conversation while a writer posts events at a fixed rate;
+   delivery latency = receive time - send time carried in each event; p50/p99/max, and every
+   subscriber must receive every event.
+3. **Reconnects**: 200 clients read a conversation while it is written, each dropping its connection
+   at random points and resuming with ``Last-Event-ID``; counts gaps and duplicates (must be 0).
+The server runs as a separate process (uvicorn), so client and server compete for the 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from convograph.client.sse import SSEDecoder  # noqa: E402
+from tests.support.server import start_server  # noqa: E402
+
+
+def ndjson_batch(start: int, size: int, *, run: str = "r") -> bytes:
+    return b"".join(
+        b'{"type":"text","runId":"%s","id":"t%d","content":"token %d ","eventId":"e%d"}\n'
+        % (run.encode(), i // 20, i, i)
+        for i in range(start, start + size)
+    )
+
+
+async def bench_ingest(url: str, total: int, batch: int = 500, writers: int = 4) -> float:
+    bodies = [ndjson_batch(i, batch, run=f"r{i // batch % writers}") for i in range(0, total, batch)]
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    headers = {"Content-Type": "application/x-ndjson"}
+
+    async def writer(client: httpx.AsyncClient, cid: str) -> None:
+        while not queue.empty():
+            body = queue.get_nowait()
+            response = await client.post(f"/v1/conversations/{cid}/events", content=body, headers=headers)
+            response.raise_for_status()
+
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(client, f"ingest-{w}") for w in range(writers)))
+        elapsed = time.perf_counter() - started
+    return total / elapsed
+
+
+async def subscriber(url: str, cid: str, expect: int, latencies: list[float], ready: asyncio.Event, counter: list[int]) -> int:
+    decoder = SSEDecoder()
+    received = 0
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client, client.stream(
+        "GET", f"{url}/v1/conversations/{cid}/stream", headers={"Last-Event-ID": "0"}
+    ) as response:
+        counter[0] += 1
+        if counter[0] == counter[1]:
+            ready.set()
+        async for chunk in response.aiter_raw():
+            now = time.time()
+            for message in decoder.feed(chunk):
+                data = json.loads(message.data)
+                latencies.append(now - data["sentAt"])
+                received += 1
+                if received >= expect:
+                    return received
+    return received
+
+
+async def bench_fanout(url: str, subscribers: int, events: int, rate: float) -> dict[str, float]:
+    cid = f"fanout-{subscribers}"
+    latencies: list[float] = []
+    ready = asyncio.Event()
+    counter = [0, subscribers]
+    tasks = [
+        asyncio.create_task(subscriber(url, cid, events, latencies, ready, counter)) for _ in range(subscribers)
+    ]
+    await asyncio.wait_for(ready.wait(), 60)
+    await asyncio.sleep(0.5)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        interval = 1 / rate
+        started = time.perf_counter()
+        for i in range(events):
+            body = json.dumps({"type": "text", "runId": "r", "id": f"t{i}", "content": "x", "sentAt": time.time()})
+            (await client.post(f"/v1/conversations/{cid}/events", content=body, headers={"Content-Type": "application/json"})).raise_for_status()
+            delay = started + (i + 1) * interval - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+    counts = await asyncio.wait_for(asyncio.gather(*tasks), 120)
+    ordered = sorted(latencies)
+    return {
+        "subscribers": subscribers,
+        "events": events,
+        "complete": sum(1 for count in counts if count == events),
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000,
+        "max_ms": ordered[-1] * 1000,
+    }
+
+
+async def reconnecting_reader(url: str, cid: str, total: int, rng: random.Random) -> tuple[int, int]:
+    """Read until seq ``total``, dropping the connection at random; returns (gaps, duplicates)."""
+    seen: list[int] = []
+    last = 0
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client:
+        while last < total:
+            budget = rng.randint(1, 60)
+            decoder = SSEDecoder()
+            async with client.stream(
+                "GET", f"{url}/v1/conversations/{cid}/stream", headers={"Last-Event-ID": str(last)}
+            ) as response:
+                async for chunk in response.aiter_raw():
+                    done = False
+                    for message in decoder.feed(chunk):
+                        seq = int(message.id or 0)
+                        seen.append(seq)
+                        last = max(last, seq)
+                        budget -= 1
+                        if budget <= 0 or last >= total:
+                            done = True
+                            break
+                    if done:
+                        break  # drop the connection mid-stream
+    duplicates = len(seen) - len(set(seen))
+    gaps = len(set(range(1, total + 1)) - set(seen))
+    return gaps, duplicates
+
+
+async def bench_reconnects(url: str, clients: int, total: int) -> dict[str, int]:
+    cid = "reconnect-1"
+    rng = random.Random(7)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as writer:
+        (await writer.post(f"/v1/conversations/{cid}/events", content=ndjson_batch(0, total // 2), headers={"Content-Type": "application/x-ndjson"})).raise_for_status()
+        readers = [asyncio.create_task(reconnecting_reader(url, cid, total, random.Random(rng.random()))) for _ in range(clients)]
+        for start in range(total // 2, total, 50):
+            (await writer.post(f"/v1/conversations/{cid}/events", content=ndjson_batch(start, 50), headers={"Content-Type": "application/x-ndjson"})).raise_for_status()
+            await asyncio.sleep(0.05)
+        results = await asyncio.wait_for(asyncio.gather(*readers), 300)
+    return {
+        "clients": clients,
+        "events": total,
+        "gaps": sum(gaps for gaps, _ in results),
+        "duplicates": sum(dups for _, dups in results),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    ingest_total = 20_000 if args.quick else 200_000
+    fan_subscribers, fan_events = (50, 100) if args.quick else (500, 300)
+    reconnect_clients, reconnect_events = (20, 400) if args.quick else (200, 1000)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp) / "data", "--log-level", "warning")
+        try:
+            print(f"{time.strftime('%Y-%m-%d %H:%M')}  server {server.url} (SQLite, synchronous=FULL)")
+            rate = asyncio.run(bench_ingest(server.url, ingest_total))
+            print(f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
+                  f"(target 20,000: {rate / 20_000:.2f}x)")
+            fan = asyncio.run(bench_fanout(server.url, fan_subscribers, fan_events, rate=50))
+            print(f"fan-out: {fan['subscribers']} SSE subscribers x {fan['events']} events at 50/s: "
+                  f"complete {fan['complete']}/{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, "
+                  f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms")
+            rec = asyncio.run(bench_reconnects(server.url, reconnect_clients, reconnect_events))
+            print(f"reconnects: {rec['clients']} clients dropping at random over {rec['events']} events: "
+                  f"gaps {rec['gaps']}, duplicates {rec['duplicates']} (target 0 and 0)")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
