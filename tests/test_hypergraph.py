@@ -512,3 +512,19 @@ def test_recovered_rlm_error_does_not_stick_but_a_fatal_one_does() -> None:
     assert q.run_status(recovered, "R") == "complete"
     fatal = build(HS, {"type": "error", "runId": "A", "message": "API down"}, HE)
     assert q.run_status(fatal, "A") == "error"
+
+
+def test_conversation_converts_to_plain_json() -> None:
+    from convograph import to_jsonable
+
+    conv = build(*agent_with_provider_runs())
+    data = to_jsonable(conv)
+    assert data["threads"]["main"]["activeMessageIds"] == ["msg:1", "msg:2"]
+    assert data["blocks"][1]["chunkIds"] == ["chunk:2", "chunk:3"]
+    assert data["chunks"][1]["event"] == {
+        "type": "text",
+        "id": "t1",
+        "content": "Let me ",
+        "runId": "P1",
+        "parentId": "A",
+    }

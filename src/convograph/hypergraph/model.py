@@ -347,6 +347,26 @@ class Conversation:
             self._store, self._version, self._n_chunks, self._n_blocks, self._n_messages, view
         )
 
+    def to_jsonable(self) -> dict[str, Any]:
+        """Plain JSON data (camelCase keys): threads with their active paths, then every message,
+        block and chunk of this version. O(n); used by `convograph.to_jsonable`."""
+        from convograph.hypergraph.active import default_active
+        from convograph.hypergraph.queries import iter_blocks, iter_chunks, iter_messages, thread_ids
+
+        threads = {}
+        for thread_id in thread_ids(self):
+            active = default_active(self, thread_id)
+            threads[thread_id] = {"tipId": active.tip_id, "activeMessageIds": list(active.message_ids)}
+        everything = {
+            "version": self._version,
+            "threads": threads,
+            "messages": list(iter_messages(self)),
+            "blocks": list(iter_blocks(self)),
+            "chunks": list(iter_chunks(self)),
+        }
+        data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(everything))
+        return data
+
     def __repr__(self) -> str:
         return (
             f"Conversation(version={self._version}, chunks={self._n_chunks}, "
