@@ -1,0 +1,172 @@
+"""``convograph demo``: start a server on embedded defaults, play the bundled conversations into it
+at a human pace, print the URL, and keep serving until Ctrl-C.
+
+The server runs as a child process (``python -m convograph serve``), so the demo exercises exactly
+what a user runs; the player talks to it over HTTP only. ``--url`` plays into a server that is
+already running instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+
+from convograph.cli.app import app, console, err_console
+
+__all__ = ["demo"]
+
+READY_TIMEOUT_S = 60.0
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _wait_ready(base_url: str, process: subprocess.Popen[bytes] | None) -> None:
+    """Poll ``/openapi.json`` until it answers 200. Raises `typer.Exit` if the server dies."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            err_console.print(
+                f"[red]error:[/] the server exited with status {process.returncode} before it was ready"
+            )
+            raise typer.Exit(1)
+        try:
+            if httpx.get(f"{base_url}/openapi.json", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    err_console.print(f"[red]error:[/] no answer from {base_url}/openapi.json after {READY_TIMEOUT_S:.0f} s")
+    raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@app.command()
+def demo(
+    port: Annotated[int, typer.Option(help="Port for the server (0 picks a free one).")] = 8321,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the server keeps its stores [default: a fresh temporary directory]."),
+    ] = None,
+    speed: Annotated[float, typer.Option(min=0.01, help="Playback speed (2.0 = twice as fast).")] = 1.0,
+    fast: Annotated[bool, typer.Option("--fast", help="No delays: post every conversation at once.")] = False,
+    browser: Annotated[
+        bool, typer.Option("--browser/--no-browser", help="Open the viewer in a browser.")
+    ] = True,
+    url: Annotated[
+        str | None, typer.Option(help="Play into an already running server at this URL instead.")
+    ] = None,
+) -> None:
+    """Play realistic multi-agent conversations into a live server and open the viewer."""
+    from convograph.demo import DEMO_CONVERSATIONS, play_all
+    from convograph.demo.player import DemoError
+
+    process: subprocess.Popen[bytes] | None = None
+    temp_dir: Path | None = None
+    if url is None:
+        if port == 0:
+            port = _free_port(host)
+        elif _port_taken(host, port):
+            err_console.print(
+                f"[red]error:[/] port {port} on {host} is already in use. Pass --port 0 for a free port, "
+                f"or --url http://{host}:{port} to play into the server that is running there."
+            )
+            raise typer.Exit(2)
+        if data_dir is None:
+            temp_dir = Path(tempfile.mkdtemp(prefix="convograph-demo-"))
+            data_dir = temp_dir
+        base_url = f"http://{host}:{port}"
+        command = [
+            sys.executable, "-m", "convograph", "serve",
+            "--host", host, "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning",
+        ]  # fmt: skip
+        process = subprocess.Popen(command)
+    else:
+        base_url = url.rstrip("/")
+
+    scripts = [factory() for factory in DEMO_CONVERSATIONS]
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the server and clean up on SIGTERM as on Ctrl-C
+    try:
+        _wait_ready(base_url, process)
+        first = f"{base_url}/c/{scripts[0].conversation_id}"
+        console.print(
+            f"[bold]convograph demo[/] · server at [link={base_url}/]{base_url}/[/link]",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if data_dir is not None:
+            console.print(f"  data directory: {data_dir}", highlight=False, soft_wrap=True)
+        for script in scripts:
+            console.print(f"  · {script.conversation_id}: {script.title}", highlight=False, soft_wrap=True)
+        console.print(
+            f"Open {first}  (the conversation list is at {base_url}/)", highlight=False, soft_wrap=True
+        )
+        console.print(
+            "  demo-research ends on a permission request: Allow or Deny it in the viewer and the agent goes on.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.stdout.flush()
+        if browser:
+            webbrowser.open(first)
+        results = asyncio.run(play_all(base_url, scripts, speed=None if fast else speed))
+        total = sum(r.posted for r in results)
+        console.print(
+            f"Played {len(results)} conversations ({total} new events). Still serving {base_url}/ — Ctrl-C to stop.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.stdout.flush()
+        if process is not None:
+            process.wait()
+    except KeyboardInterrupt:
+        console.print("Stopping.")
+    except (DemoError, httpx.HTTPError) as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        if process is not None:
+            _stop(process)
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,0 +1,348 @@
+// The viewer's entry point: routing, the conversation list, the conversation page (thread and
+// graph tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·  /explore.
+
+import { DagView } from "./dag.js";
+import { ExplorerView } from "./explorer.js";
+import { ConversationModel } from "./model.js";
+import { followStream } from "./stream.js";
+import { ThreadView } from "./thread.js";
+import { api, cidPath, formatTokens, frameScheduler, h, relativeTime } from "./util.js";
+
+const main = document.getElementById("main");
+let current = null; // the active page: {dispose()}
+
+// -- routing ---------------------------------------------------------------------------------------
+
+function route() {
+  const path = location.pathname;
+  const match = path.match(/^\/c\/(.+?)(\/graph)?\/?$/);
+  const tab = match && match[2] ? "graph" : "thread";
+  if (match && current && current.cid === decodeURIComponent(match[1])) {
+    current.showTab(tab); // same conversation, other tab: keep the model and the live stream
+    return;
+  }
+  if (current) current.dispose();
+  current = null;
+  document.querySelectorAll("[data-nav]").forEach((a) => a.removeAttribute("aria-current"));
+  if (match) {
+    current = conversationPage(decodeURIComponent(match[1]), tab);
+  } else if (path.startsWith("/explore")) {
+    document.querySelector('[data-nav="explore"]').setAttribute("aria-current", "page");
+    current = explorerPage();
+  } else {
+    document.querySelector('[data-nav="conversations"]').setAttribute("aria-current", "page");
+    current = listPage();
+  }
+}
+
+export function navigate(path) {
+  if (path === location.pathname) return;
+  history.pushState(null, "", path);
+  route();
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[data-link]");
+  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  navigate(link.getAttribute("href"));
+});
+window.addEventListener("popstate", route);
+
+const help = document.getElementById("help");
+document.getElementById("help-button").addEventListener("click", () => help.showModal());
+
+// -- conversation list -----------------------------------------------------------------------------
+
+function listPage() {
+  document.title = "Conversations · convograph";
+  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by id", "aria-label": "Filter conversations by id" });
+  const state = h("p", { class: "muted", role: "status", "aria-live": "polite" }, "Loading…");
+  const body = h("tbody");
+  const table = h(
+    "table",
+    { class: "table conversations", "aria-label": "Conversations" },
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
+    body,
+  );
+  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, table));
+  let rows = [];
+  const rowEls = new Map();
+
+  function render() {
+    const needle = filter.value.trim().toLowerCase();
+    const shown = rows.filter((r) => !needle || r.id.toLowerCase().includes(needle));
+    const els = shown.map((r) => {
+      let tr = rowEls.get(r.id);
+      if (!tr) {
+        tr = h("tr", { "data-id": r.id });
+        rowEls.set(r.id, tr);
+      }
+      tr.replaceChildren(
+        h("td", {}, h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true }, r.id)),
+        h("td", {}, h("span", { class: `status status--${r.status}` }, r.status)),
+        h("td", { class: "num" }, (r.eventCount ?? 0).toLocaleString()),
+        h("td", { title: new Date((r.lastActivity ?? 0) * 1000).toLocaleString() }, relativeTime(r.lastActivity)),
+      );
+      return tr;
+    });
+    body.replaceChildren(...els);
+    state.textContent = rows.length
+      ? `${rows.length} conversation${rows.length === 1 ? "" : "s"}${needle ? `, ${shown.length} shown` : ""} · updates live`
+      : "No conversations yet. Post events to /v1/conversations/<id>/events, or run `convograph demo`.";
+  }
+
+  let stopped = false;
+  let timer = null;
+  async function poll() {
+    try {
+      const data = await api("/v1/conversations");
+      rows = (Array.isArray(data) ? data : data.conversations ?? []).slice().sort((a, b) => (b.lastActivity ?? 0) - (a.lastActivity ?? 0));
+      render();
+    } catch (error) {
+      state.textContent = `Could not load conversations: ${error.message}`;
+    }
+    if (!stopped) timer = setTimeout(poll, document.hidden ? 10000 : 2000);
+  }
+  filter.addEventListener("input", render);
+  poll();
+  return {
+    dispose() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// -- conversation page -----------------------------------------------------------------------------
+
+const SELECTION_KEY = "convograph.selection";
+
+function loadSelection(cid) {
+  try {
+    const all = JSON.parse(localStorage.getItem(SELECTION_KEY) || "{}");
+    return new Map(Object.entries(all[cid] || {}));
+  } catch {
+    return new Map();
+  }
+}
+
+function saveSelection(cid, selection) {
+  try {
+    const all = JSON.parse(localStorage.getItem(SELECTION_KEY) || "{}");
+    all[cid] = Object.fromEntries(selection);
+    localStorage.setItem(SELECTION_KEY, JSON.stringify(all));
+  } catch {
+    /* storage unavailable: the selection lasts for this page only */
+  }
+}
+
+function conversationPage(cid, tab) {
+  document.title = `${cid} · convograph`;
+  const model = new ConversationModel();
+  const connection = h("span", { class: "conn conn--connecting", role: "status", "aria-live": "polite" }, "connecting");
+  const stats = h("div", { class: "stats", "aria-live": "off" });
+  const relayBanner = h("div", { class: "relay-banner", hidden: true, role: "region", "aria-label": "Pending permission requests" });
+  const threadRoot = h("div", { class: "thread", "aria-label": "Conversation thread" });
+  const empty = h("p", { class: "muted thread__empty" }, "Waiting for events…");
+  const tabThread = h("a", { href: `/c/${encodeURIComponent(cid)}`, "data-link": true, role: "tab", id: "tab-thread" }, "Thread");
+  const tabGraph = h("a", { href: `/c/${encodeURIComponent(cid)}/graph`, "data-link": true, role: "tab", id: "tab-graph" }, "Graph");
+  const threadPanel = h(
+    "section",
+    { role: "tabpanel", "aria-labelledby": "tab-thread", class: "panel" },
+    h(
+      "div",
+      { class: "toolbar", role: "toolbar", "aria-label": "Thread controls" },
+      h("button", { type: "button", class: "btn", onclick: () => thread.expandAll() }, "Expand all"),
+      h("button", { type: "button", class: "btn", onclick: () => thread.collapseAll() }, "Collapse all"),
+      h("button", { type: "button", class: "btn", onclick: () => stream.drop(), title: "Drop the live connection; it resumes from the last event received" }, "Reconnect"),
+    ),
+    relayBanner,
+    empty,
+    threadRoot,
+  );
+  const graphPanel = h("section", { role: "tabpanel", "aria-labelledby": "tab-graph", class: "panel panel--graph" });
+  main.replaceChildren(
+    h(
+      "section",
+      { class: "page page--conversation" },
+      h("div", { class: "page__head" }, h("h1", {}, h("a", { href: "/", "data-link": true, class: "crumb" }, "Conversations"), " / ", h("span", { class: "cid" }, cid)), connection),
+      stats,
+      h("div", { class: "tabs", role: "tablist", "aria-label": "Views" }, tabThread, tabGraph),
+      threadPanel,
+      graphPanel,
+    ),
+  );
+
+  const selection = loadSelection(cid);
+  const thread = new ThreadView(threadRoot, model, {
+    selection,
+    onSelect: () => saveSelection(cid, selection),
+    onRelay: (relayId, approved, reason) => api(`${cidPath(cid)}/relays/${encodeURIComponent(relayId)}`, { method: "POST", body: reason ? { approved, reason } : { approved } }).catch((error) => {
+      if (error.status === 409) return; // already decided: the stream carries the decision
+      throw error;
+    }),
+  });
+
+  let dag = null;
+  function showTab(name) {
+    const isGraph = name === "graph";
+    tabThread.setAttribute("aria-selected", String(!isGraph));
+    tabGraph.setAttribute("aria-selected", String(isGraph));
+    tabThread.tabIndex = isGraph ? -1 : 0;
+    tabGraph.tabIndex = isGraph ? 0 : -1;
+    threadPanel.hidden = isGraph;
+    graphPanel.hidden = !isGraph;
+    if (isGraph) {
+      if (!dag) dag = new DagView(graphPanel, cid, (id) => nodeContent(model, id));
+      dag.load();
+    }
+  }
+  showTab(tab);
+
+  const renderStats = () => {
+    const runs = model.runSummary();
+    const u = model.usage;
+    const pending = model.pendingRelays();
+    const items = [
+      ["Events", model.eventCount.toLocaleString()],
+      ["Runs", `${runs.streaming} running · ${runs.complete} done${runs.error ? ` · ${runs.error} failed` : ""}`],
+      ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}`],
+      ["LLM calls", u.calls.toLocaleString()],
+    ];
+    if (model.errors) items.push(["Errors", String(model.errors)]);
+    stats.replaceChildren(...items.map(([k, v]) => h("div", { class: "stat" }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
+    relayBanner.hidden = pending.length === 0;
+    if (pending.length) {
+      relayBanner.replaceChildren(
+        h("span", {}, `${pending.length} permission request${pending.length === 1 ? "" : "s"} waiting for you.`),
+        h("button", { type: "button", class: "btn", onclick: () => focusRelay(pending[0].view) }, "Review"),
+      );
+    }
+  };
+
+  function focusRelay(view) {
+    // Open the branches that hold it, then focus its Allow button.
+    let level = view.level;
+    while (level && level.owner) {
+      const owner = level.owner;
+      const entry = owner.parts && owner.parts.branchEls && owner.parts.branchEls.get(level);
+      if (entry) {
+        entry.details.open = true;
+        entry.details._build();
+      }
+      level = owner.level;
+    }
+    thread.flush();
+    if (view.el) {
+      view.el.scrollIntoView({ block: "center" });
+      (view.parts.allow || view.el).focus();
+    }
+  }
+
+  const flush = frameScheduler(() => {
+    thread.flush();
+    empty.hidden = model.top.items.length > 0;
+    threadRoot.classList.toggle("thread--large", model.viewCount > 400);
+    if (model.dirtyMeta) {
+      model.dirtyMeta = false;
+      renderStats();
+    }
+    if (dag && !graphPanel.hidden) scheduleDag();
+  });
+  let dagTimer = null;
+  function scheduleDag() {
+    if (dagTimer) return;
+    dagTimer = setTimeout(() => {
+      dagTimer = null;
+      if (dag && !graphPanel.hidden) dag.load();
+    }, 2000);
+  }
+
+  const stream = followStream(`${cidPath(cid)}/stream`, {
+    after: 0,
+    onEvents(events) {
+      for (const event of events) model.apply(event);
+      flush();
+    },
+    onState(state) {
+      connection.className = `conn conn--${state}`;
+      connection.textContent = state === "live" ? `live · seq ${model.lastSeq}` : state;
+      threadRoot.setAttribute("aria-busy", String(state !== "live"));
+    },
+  });
+  // Keep the seq in the connection badge current without re-rendering per event.
+  const seqTimer = setInterval(() => {
+    if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
+  }, 500);
+
+  function onKey(event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target.closest && target.closest("input, textarea, select, [contenteditable], dialog")) return;
+    const key = event.key;
+    if (key === "j" || key === "k") {
+      const turns = [...threadRoot.querySelectorAll("article.turn")].filter((el) => el.offsetParent !== null);
+      if (!turns.length) return;
+      const at = turns.indexOf(document.activeElement.closest ? document.activeElement.closest("article.turn") : null);
+      const next = key === "j" ? Math.min(turns.length - 1, at + 1) : Math.max(0, at < 0 ? 0 : at - 1);
+      turns[next].focus();
+      turns[next].scrollIntoView({ block: "nearest" });
+    } else if (key === "e") thread.expandAll();
+    else if (key === "c") thread.collapseAll();
+    else if (key === "r") {
+      const pending = model.pendingRelays();
+      if (pending.length) focusRelay(pending[0].view);
+    } else if (key === "g") navigate(`/c/${encodeURIComponent(cid)}/graph`);
+    else if (key === "t") navigate(`/c/${encodeURIComponent(cid)}`);
+    else if (key === "?") help.showModal();
+    else return;
+    event.preventDefault();
+  }
+  document.addEventListener("keydown", onKey);
+  // Arrow keys move between the two tabs (WAI-ARIA tabs pattern).
+  for (const t of [tabThread, tabGraph]) {
+    t.addEventListener("keydown", (e) => {
+      if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
+        e.preventDefault();
+        const other = t === tabThread ? tabGraph : tabThread;
+        other.focus();
+        other.click();
+      }
+    });
+  }
+
+  // Test and debugging hooks (read-only views of the model, plus the reconnect control).
+  window.convograph = { model, thread, stream, cid };
+
+  return {
+    cid,
+    showTab,
+    dispose() {
+      stream.close();
+      clearInterval(seqTimer);
+      clearTimeout(dagTimer);
+      document.removeEventListener("keydown", onKey);
+    },
+  };
+}
+
+/** What the graph view shows for a clicked node: its recorded event (and merged text). */
+function nodeContent(model, id) {
+  const node = model.nodes.get(id);
+  if (!node) return null;
+  const out = { ...node.event };
+  if (node.kind === "text" || node.kind === "reasoning") out.content = node.text;
+  delete out.seq;
+  return out;
+}
+
+// -- explorer --------------------------------------------------------------------------------------
+
+function explorerPage() {
+  document.title = "Graph explorer · convograph";
+  const view = new ExplorerView(main);
+  return { dispose: () => view.dispose() };
+}
+
+route();

@@ -1,0 +1,190 @@
+// Graph explorer: a read-only Cypher box over the context-intelligence graph (`POST /cypher`),
+// with a workspace selector, saved example questions, a results table and a short history.
+
+import { api, h, payloadText } from "./util.js";
+
+export const EXAMPLES = [
+  {
+    title: "Recent sessions",
+    query: "MATCH (s:Session {workspace: $workspace})\nRETURN s.node_id AS session, s.started_at AS started\nORDER BY started DESC\nLIMIT 25",
+  },
+  {
+    title: "Most used tools",
+    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_TOOL_CALL]->(tc:ToolCall)\nRETURN tc.tool_name AS tool, count(*) AS calls\nORDER BY calls DESC\nLIMIT 20",
+  },
+  {
+    title: "Failed tool calls",
+    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:ToolErrorEvent)\nRETURN s.node_id AS session, e.tool_name AS tool, e.timestamp AS at\nLIMIT 50",
+  },
+  {
+    title: "Subagent delegations",
+    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:DelegateEvent)\nRETURN s.node_id AS session, e.agent AS agent, e.sub_session_id AS child\nLIMIT 50",
+  },
+  {
+    title: "Events by label",
+    query: "MATCH (e:Event {workspace: $workspace})\nRETURN labels(e) AS labels, count(*) AS events\nORDER BY events DESC\nLIMIT 30",
+  },
+  {
+    title: "Smoke test",
+    query: "RETURN 1 AS one, 'convograph' AS name",
+  },
+];
+
+const HISTORY_KEY = "convograph.explorer.history";
+const WORKSPACE_KEY = "convograph.explorer.workspace";
+
+export class ExplorerView {
+  constructor(root) {
+    this.root = root;
+    this.controller = null;
+    this.workspace = h("input", { class: "input", id: "workspace", list: "workspaces", value: localStorage.getItem(WORKSPACE_KEY) || "*", autocomplete: "off" });
+    this.workspaces = h("datalist", { id: "workspaces" }, h("option", { value: "*" }, "every workspace"));
+    this.query = h("textarea", { class: "input query", id: "cypher", rows: "7", spellcheck: "false", "aria-describedby": "cypher-help" }, EXAMPLES[0].query);
+    this.run = h("button", { type: "button", class: "btn btn--primary", onclick: () => this.execute() }, "Run query");
+    this.status = h("p", { class: "muted", role: "status", "aria-live": "polite" });
+    this.results = h("div", { class: "results" });
+    this.history = h("ul", { class: "history" });
+    const examples = h(
+      "ul",
+      { class: "examples", "aria-label": "Example questions" },
+      ...EXAMPLES.map((ex) => h("li", {}, h("button", { type: "button", class: "btn btn--link", onclick: () => this.use(ex.query, true) }, ex.title))),
+    );
+    this.query.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        this.execute();
+      }
+    });
+    this.workspace.addEventListener("change", () => localStorage.setItem(WORKSPACE_KEY, this.workspace.value));
+    root.replaceChildren(
+      h(
+        "section",
+        { class: "page page--explorer" },
+        h("div", { class: "page__head" }, h("h1", {}, "Graph explorer")),
+        h(
+          "div",
+          { class: "explorer" },
+          h(
+            "div",
+            { class: "explorer__main" },
+            h("label", { for: "workspace" }, "Workspace"),
+            h("div", { class: "row" }, this.workspace, this.workspaces),
+            h("label", { for: "cypher" }, "Cypher (read-only)"),
+            this.query,
+            h("p", { id: "cypher-help", class: "muted small" }, "$workspace is set from the selector (\"*\" queries every workspace you may read). Ctrl+Enter runs the query. Results are bounded by the server."),
+            h("div", { class: "row" }, this.run),
+            this.status,
+            this.results,
+          ),
+          h("aside", { class: "explorer__side" }, h("h2", {}, "Example questions"), examples, h("h2", {}, "History"), this.history),
+        ),
+      ),
+    );
+    this.renderHistory();
+    this.loadWorkspaces();
+  }
+
+  use(query, run = false) {
+    this.query.value = query;
+    this.query.focus();
+    if (run) this.execute();
+  }
+
+  async loadWorkspaces() {
+    try {
+      const data = await api("/cypher", {
+        method: "POST",
+        body: { query: "MATCH (s:Session) RETURN DISTINCT s.workspace AS workspace LIMIT 200", workspace: "*" },
+      });
+      for (const row of data.results ?? []) {
+        if (row.workspace) this.workspaces.append(h("option", { value: row.workspace }));
+      }
+    } catch {
+      /* no graph yet, or not allowed: the input still takes any name */
+    }
+  }
+
+  async execute() {
+    const query = this.query.value.trim();
+    if (!query) return;
+    if (this.controller) this.controller.abort();
+    this.controller = new AbortController();
+    const workspace = this.workspace.value.trim() || "*";
+    this.run.disabled = true;
+    this.status.className = "muted";
+    this.status.textContent = "Running…";
+    const started = performance.now();
+    try {
+      const data = await api("/cypher", { method: "POST", body: { query, workspace }, signal: this.controller.signal });
+      const ms = Math.round(performance.now() - started);
+      const rows = data.results ?? [];
+      this.status.textContent = `${rows.length.toLocaleString()} row${rows.length === 1 ? "" : "s"} in ${ms} ms${data.truncated ? " — truncated: the server's row limit was reached, add LIMIT or narrow the query" : ""}`;
+      this.results.replaceChildren(resultsTable(data.columns ?? [], rows));
+      this.remember(query);
+    } catch (error) {
+      if (error.name === "AbortError") return;
+      this.status.className = "error-text";
+      this.status.setAttribute("role", "alert");
+      this.status.textContent = `Query failed: ${error.message}`;
+      this.results.replaceChildren();
+    } finally {
+      this.run.disabled = false;
+    }
+  }
+
+  remember(query) {
+    let items = [];
+    try {
+      items = JSON.parse(localStorage.getItem(HISTORY_KEY) || "[]");
+    } catch {
+      items = [];
+    }
+    items = [query, ...items.filter((q) => q !== query)].slice(0, 15);
+    try {
+      localStorage.setItem(HISTORY_KEY, JSON.stringify(items));
+    } catch {
+      /* ignore */
+    }
+    this.renderHistory(items);
+  }
+
+  renderHistory(items) {
+    if (!items) {
+      try {
+        items = JSON.parse(localStorage.getItem(HISTORY_KEY) || "[]");
+      } catch {
+        items = [];
+      }
+    }
+    this.history.replaceChildren(
+      ...(items.length
+        ? items.map((q) => h("li", {}, h("button", { type: "button", class: "btn btn--link mono", title: q, onclick: () => this.use(q) }, q.length > 70 ? `${q.slice(0, 69)}…` : q)))
+        : [h("li", { class: "muted" }, "Queries you run appear here.")]),
+    );
+  }
+
+  dispose() {
+    if (this.controller) this.controller.abort();
+  }
+}
+
+function resultsTable(columns, rows) {
+  if (!rows.length) return h("p", { class: "muted" }, "No rows.");
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "table", "aria-label": "Query results" },
+      h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
+      h(
+        "tbody",
+        {},
+        ...rows.map((row) => h("tr", {}, ...columns.map((c) => {
+          const value = row[c];
+          return h("td", { class: typeof value === "number" ? "num" : "" }, value === null || value === undefined ? "" : typeof value === "object" ? h("pre", { class: "payload" }, payloadText(value)) : String(value));
+        }))),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,453 @@
+// Keyed, incremental DOM rendering of a ConversationModel.
+//
+// Each view owns one element (`view.el`), created once and patched in place when the model marks
+// it dirty; each rendered list (`Level`) owns one container and only grows at the end (a dropped
+// "pending" placeholder is the one removal). `flush()` runs once per animation frame and costs
+// O(views changed + items appended) — never a rebuild of the thread. Branch contents are built
+// lazily the first time their <details> opens, so a 10k-node conversation with collapsed
+// subagents creates only the elements on screen.
+
+import { formatTokens, h, oneLine, payloadText, shortId } from "./util.js";
+
+const NESTING = new Set(["tool_call", "repl"]);
+const STATUS_LABEL = { streaming: "running", complete: "done", error: "error" };
+
+export class ThreadView {
+  /**
+   * @param {HTMLElement} root container for the top-level list
+   * @param {import("./model.js").ConversationModel} model
+   * @param {{onRelay: (relayId: string, approved: boolean, reason: string|null) => Promise<void>,
+   *          selection?: Map<string, number>, onSelect?: (viewId: string, index: number) => void}} options
+   */
+  constructor(root, model, options) {
+    this.root = root;
+    this.model = model;
+    this.options = options;
+    this.containers = new Map(); // Level -> container element
+    this.selection = options.selection ?? new Map(); // view id -> chosen alternative (0 = main)
+    root.classList.add("level");
+    root.setAttribute("role", "feed");
+    root.setAttribute("aria-busy", "false");
+    this.containers.set(model.top, root);
+  }
+
+  /** Apply every pending model change to the DOM. */
+  flush() {
+    const { model } = this;
+    const levels = model.dirtyLevels;
+    const views = model.dirtyViews;
+    model.dirtyLevels = new Set();
+    model.dirtyViews = new Set();
+    for (const level of levels) {
+      const container = this.containers.get(level);
+      if (container) this._reconcile(level, container);
+    }
+    for (const view of views) {
+      if (view.el && !view.removed) this._update(view);
+    }
+  }
+
+  _reconcile(level, container) {
+    if (level.shrunk) {
+      for (const child of [...container.children]) if (child._view && child._view.removed) child.remove();
+      level.shrunk = false;
+    }
+    const items = level.items;
+    const start = container.children.length;
+    if (start >= items.length) return;
+    const cut = level.cutView && (this.selection.get(level.cutView.id) ?? 0) > 0;
+    const fragment = document.createDocumentFragment();
+    for (let i = start; i < items.length; i++) {
+      const el = this._element(items[i]);
+      if (cut) el.hidden = true;
+      fragment.append(el);
+    }
+    container.append(fragment);
+  }
+
+  _element(view) {
+    if (view.el) return view.el;
+    const label = view.role === "user" ? "User" : `Assistant ${view.kind.replace("_", " ")}`;
+    const el = h("article", {
+      class: `turn turn--${view.role} kind--${view.kind}`,
+      tabindex: "-1",
+      "data-id": view.id,
+      "data-kind": view.kind,
+      "data-run": view.runId,
+      "aria-label": label,
+    });
+    el._view = view;
+    view.el = el;
+    view.parts = {};
+    this._build(view, el);
+    this._update(view);
+    return el;
+  }
+
+  // -- building (once per view) -----------------------------------------------------------------
+
+  _build(view, el) {
+    const parts = view.parts;
+    parts.status = h("span", { class: "status", role: "status" });
+    const meta = h(
+      "div",
+      { class: "turn__meta" },
+      h("span", { class: "role" }, view.role === "user" ? "You" : this._who(view)),
+      parts.status,
+    );
+    el.append(meta);
+    switch (view.kind) {
+      case "user":
+      case "text":
+        parts.body = h("div", { class: "turn__text" });
+        el.append(parts.body);
+        break;
+      case "reasoning": {
+        parts.body = h("div", { class: "turn__text reasoning__text" });
+        parts.summary = h("summary", {}, "Reasoning");
+        parts.details = h("details", { class: "reasoning" }, parts.summary, parts.body);
+        el.append(parts.details);
+        break;
+      }
+      case "pending":
+        el.append(h("div", { class: "pending", "aria-live": "polite" }, h("span", { class: "dots", "aria-hidden": "true" }), "working…"));
+        break;
+      case "error":
+        parts.body = h("div", { class: "error__message", role: "alert" });
+        el.append(parts.body);
+        break;
+      case "tool_call":
+        this._buildTool(view, el);
+        break;
+      case "relay":
+        this._buildRelay(view, el);
+        break;
+      case "repl":
+        this._buildRepl(view, el);
+        break;
+      default:
+        el.append(h("pre", { class: "payload" }, payloadText(view)));
+    }
+    parts.switcher = h("nav", { class: "switcher", "aria-label": "Alternative continuations", hidden: true });
+    parts.branches = h("div", { class: "branches" });
+    parts.alt = h("div", { class: "alternative level" });
+    el.append(parts.switcher, parts.branches, parts.alt);
+  }
+
+  _who(view) {
+    const run = this.model.runs.get(view.runId);
+    let agent = run && run.agentId;
+    let current = run;
+    const seen = new Set();
+    while (!agent && current && current.parent && !seen.has(current.parent)) {
+      seen.add(current.parent);
+      current = this.model.runs.get(current.parent);
+      agent = current && current.agentId;
+    }
+    return agent ? `Assistant · ${agent}` : "Assistant";
+  }
+
+  _buildTool(view, el) {
+    const parts = view.parts;
+    parts.title = h("span", { class: "tool__name" });
+    parts.summaryLine = h("span", { class: "tool__summary" });
+    parts.toolState = h("span", { class: "tool__state" });
+    parts.input = h("pre", { class: "payload" });
+    parts.progress = h("pre", { class: "payload payload--progress" });
+    parts.output = h("pre", { class: "payload" });
+    parts.progressBox = h("details", { class: "tool__section", open: true, hidden: true }, h("summary", {}, "Progress"), parts.progress);
+    parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"), parts.output);
+    parts.card = h(
+      "details",
+      { class: "tool" },
+      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.toolState),
+      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"), parts.input), parts.progressBox, parts.outputBox),
+    );
+    el.append(parts.card);
+  }
+
+  _buildRelay(view, el) {
+    const parts = view.parts;
+    parts.title = h("div", { class: "relay__title" });
+    parts.params = h("pre", { class: "payload" });
+    parts.reason = h("input", { type: "text", class: "relay__reason", placeholder: "Reason (optional)", "aria-label": "Reason for the decision (optional)" });
+    parts.allow = h("button", { type: "button", class: "btn btn--allow", onclick: () => this._decide(view, true) }, "Allow");
+    parts.deny = h("button", { type: "button", class: "btn btn--deny", onclick: () => this._decide(view, false) }, "Deny");
+    parts.actions = h("div", { class: "relay__actions", role: "group", "aria-label": "Permission decision" }, parts.reason, parts.allow, parts.deny);
+    parts.outcome = h("div", { class: "relay__outcome", role: "status" });
+    parts.problem = h("div", { class: "relay__problem", role: "alert" });
+    el.append(h("div", { class: "relay" }, parts.title, parts.params, parts.actions, parts.outcome, parts.problem));
+  }
+
+  _buildRepl(view, el) {
+    const parts = view.parts;
+    parts.code = h("pre", { class: "repl__code" });
+    parts.stdout = h("pre", { class: "payload repl__stdout" });
+    parts.stderr = h("pre", { class: "payload repl__stderr" });
+    parts.state = h("span", { class: "tool__state" });
+    parts.card = h(
+      "details",
+      { class: "tool repl", open: true },
+      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "›_"), h("span", { class: "tool__name" }, "REPL"), parts.iteration = h("span", { class: "tool__summary" }), parts.state),
+      h("div", { class: "tool__body" }, parts.code, parts.stdout, parts.stderr),
+    );
+    el.append(parts.card);
+  }
+
+  async _decide(view, approved) {
+    const parts = view.parts;
+    parts.allow.disabled = true;
+    parts.deny.disabled = true;
+    parts.problem.textContent = "";
+    parts.outcome.textContent = approved ? "Sending approval…" : "Sending denial…";
+    try {
+      await this.options.onRelay(view.id, approved, parts.reason.value.trim() || null);
+      if (!view.decision) parts.outcome.textContent = "Decision recorded; waiting for the event…";
+    } catch (error) {
+      parts.outcome.textContent = "";
+      parts.problem.textContent = `Could not record the decision: ${error.message}`;
+      if (!view.decision) {
+        parts.allow.disabled = false;
+        parts.deny.disabled = false;
+      }
+    }
+  }
+
+  // -- updating (on every change) ---------------------------------------------------------------
+
+  _update(view) {
+    const parts = view.parts;
+    const el = view.el;
+    const status = view.status;
+    el.dataset.status = status;
+    parts.status.className = `status status--${status}`;
+    parts.status.textContent = view.role === "user" ? "" : STATUS_LABEL[status];
+    switch (view.kind) {
+      case "user":
+        parts.body.textContent = userText(view.content);
+        break;
+      case "text":
+        parts.body.textContent = view.text;
+        break;
+      case "reasoning":
+        parts.body.textContent = view.text;
+        parts.summary.textContent = `Reasoning · ${view.text.length.toLocaleString()} chars`;
+        break;
+      case "error":
+        parts.body.textContent = view.message;
+        break;
+      case "tool_call":
+        this._updateTool(view);
+        break;
+      case "relay":
+        this._updateRelay(view);
+        break;
+      case "repl":
+        this._updateRepl(view);
+        break;
+      default:
+    }
+    this._updateBranches(view);
+  }
+
+  _updateTool(view) {
+    const parts = view.parts;
+    parts.title.textContent = view.name;
+    parts.summaryLine.textContent = oneLine(view.input);
+    parts.input.textContent = payloadText(view.input);
+    const state = toolState(view);
+    parts.toolState.className = `tool__state tool__state--${state}`;
+    parts.toolState.textContent = state;
+    view.el.dataset.toolState = state;
+    if (view.progress && view.progress.length) {
+      parts.progressBox.hidden = false;
+      parts.progress.textContent = progressText(view.progress);
+    }
+    if (view.hasOutput) {
+      parts.outputBox.hidden = false;
+      parts.output.textContent = payloadText(view.output);
+    }
+  }
+
+  _updateRelay(view) {
+    const parts = view.parts;
+    parts.title.textContent = `Permission requested: ${view.tool}`;
+    parts.params.textContent = payloadText(view.params);
+    const decision = view.decision;
+    view.el.dataset.decision = decision ? (decision.approved ? "allowed" : "denied") : "pending";
+    if (decision) {
+      parts.actions.hidden = true;
+      parts.problem.textContent = "";
+      parts.outcome.className = `relay__outcome relay__outcome--${decision.approved ? "allowed" : "denied"}`;
+      parts.outcome.textContent = `${decision.approved ? "Allowed" : "Denied"}${decision.reason ? ` — ${decision.reason}` : ""}`;
+    } else {
+      parts.actions.hidden = false;
+    }
+  }
+
+  _updateRepl(view) {
+    const parts = view.parts;
+    parts.code.textContent = view.code;
+    parts.iteration.textContent = view.iteration !== null ? `iteration ${view.iteration}` : "";
+    const result = view.result;
+    const stdout = result ? result.stdout || view.stdout : view.stdout;
+    parts.stdout.textContent = payloadText(stdout);
+    parts.stdout.hidden = !stdout;
+    const stderr = [view.stderr, result && result.error].filter(Boolean).join("\n");
+    parts.stderr.textContent = stderr;
+    parts.stderr.hidden = !stderr;
+    const state = !result ? (view.status === "streaming" ? "running" : "no result") : result.error ? "error" : result.done ? "final" : "done";
+    parts.state.className = `tool__state tool__state--${state.replace(" ", "-")}`;
+    parts.state.textContent = result && result.durationMs !== null ? `${state} · ${result.durationMs} ms` : state;
+  }
+
+  _updateBranches(view) {
+    const branches = view.branches;
+    const parts = view.parts;
+    if (!branches.length) return;
+    if (NESTING.has(view.kind)) {
+      // Subagents: one collapsible region per child run, nested to any depth.
+      parts.branchEls ??= new Map();
+      for (const level of branches) {
+        let entry = parts.branchEls.get(level);
+        if (!entry) {
+          entry = this._branchElement(level);
+          parts.branchEls.set(level, entry);
+          parts.branches.append(entry.details);
+        }
+        this._updateBranchSummary(level, entry);
+      }
+      return;
+    }
+    // Alternatives (a sibling continuation: an edit or a regeneration): a switcher.
+    const count = branches.length + 1;
+    const selected = Math.min(this.selection.get(view.id) ?? 0, count - 1);
+    const switcher = parts.switcher;
+    switcher.hidden = false;
+    switcher.replaceChildren(
+      h("button", { type: "button", class: "btn btn--icon", "aria-label": "Previous alternative", disabled: selected === 0, onclick: () => this.select(view, selected - 1) }, "‹"),
+      h("span", { class: "switcher__count", "aria-live": "polite" }, `${selected + 1} / ${count}`),
+      h("button", { type: "button", class: "btn btn--icon", "aria-label": "Next alternative", disabled: selected === count - 1, onclick: () => this.select(view, selected + 1) }, "›"),
+    );
+  }
+
+  /** Show alternative `index` (0 = the main continuation) after `view`. */
+  select(view, index) {
+    this.selection.set(view.id, index);
+    if (this.options.onSelect) this.options.onSelect(view.id, index);
+    const level = view.level;
+    level.cutView = index > 0 ? view : null;
+    // Hide the main continuation after the view when an alternative is chosen.
+    let sibling = view.el.nextElementSibling;
+    while (sibling) {
+      sibling.hidden = index > 0;
+      sibling = sibling.nextElementSibling;
+    }
+    const alt = view.parts.alt;
+    alt.replaceChildren();
+    if (index > 0) {
+      const branch = view.branches[index - 1];
+      const container = h("div", { class: "level", role: "feed", "aria-label": `Alternative ${index + 1}` });
+      alt.append(container);
+      this.containers.set(branch, container);
+      this._reconcile(branch, container);
+    }
+    this._updateBranches(view);
+  }
+
+  _branchElement(level) {
+    const summary = h("summary", { class: "branch__summary" });
+    const body = h("div", { class: "level branch__body", role: "feed" });
+    const details = h("details", { class: "branch", "data-level": level.key }, summary, body);
+    const entry = { details, summary, body, built: false };
+    // Built on first open, synchronously (expandAll descends right away).
+    details._build = () => {
+      if (entry.built) return;
+      entry.built = true;
+      this.containers.set(level, body);
+      this._reconcile(level, body);
+    };
+    details.addEventListener("toggle", () => {
+      if (details.open) details._build();
+    });
+    return entry;
+  }
+
+  _updateBranchSummary(level, entry) {
+    const first = level.items[0];
+    if (!first) return;
+    const model = this.model;
+    const runId = level.runId ?? first.runId;
+    const run = model.runs.get(runId);
+    const status = model.statusOf(runId);
+    const usage = model.usageBelow(runId);
+    const agent = run && run.agentId ? run.agentId : shortId(runId);
+    const steps = level.items.length;
+    entry.details.dataset.status = status;
+    entry.summary.replaceChildren(
+      h("span", { class: "branch__label" }, "Subagent"),
+      h("span", { class: "branch__agent" }, agent),
+      h("span", { class: `status status--${status}` }, STATUS_LABEL[status]),
+      h("span", { class: "branch__stats" }, `${steps} step${steps === 1 ? "" : "s"}${usage.calls ? ` · ${formatTokens(usage.input)} in / ${formatTokens(usage.output)} out` : ""}`),
+    );
+  }
+
+  /** Open every branch down to `depth` levels (keyboard shortcut "e"). */
+  expandAll(depth = Infinity) {
+    const open = (container, d) => {
+      if (d <= 0) return;
+      for (const details of container.querySelectorAll(":scope > .turn > .branches > details.branch")) {
+        details.open = true;
+        details._build();
+        open(details.querySelector(":scope > .branch__body"), d - 1);
+      }
+    };
+    open(this.root, depth);
+  }
+
+  /** Close every branch. */
+  collapseAll() {
+    for (const details of this.root.querySelectorAll("details.branch")) details.open = false;
+  }
+}
+
+function toolState(view) {
+  if (view.hasOutput) {
+    const out = view.output;
+    if (out && typeof out === "object" && out.status === "denied") return "denied";
+    if (out && typeof out === "object" && "error" in out && out.error) return "failed";
+    return "done";
+  }
+  if (view.status === "error") return "failed";
+  return view.status === "streaming" ? "running" : "no result";
+}
+
+function progressText(entries) {
+  // The `exec` accumulator of convograph.projections.progress, plus a generic fallback.
+  let stdout = "";
+  let stderr = "";
+  let metrics = null;
+  const other = [];
+  for (const { content } of entries) {
+    if (content && typeof content === "object" && (content.channel === "stdout" || content.channel === "stderr") && typeof content.data === "string") {
+      if (content.channel === "stdout") stdout += content.data;
+      else stderr += content.data;
+    } else if (content && typeof content === "object" && typeof content.pid === "number") {
+      metrics = content;
+    } else other.push(typeof content === "string" ? content : JSON.stringify(content));
+  }
+  const lines = [];
+  if (stdout) lines.push(stdout);
+  if (stderr) lines.push(`[stderr] ${stderr}`);
+  if (metrics) lines.push(`[pid ${metrics.pid}] cpu ${metrics.cpuPercent ?? "?"}% · rss ${metrics.rssKb ?? "?"} KB · ${metrics.wallMs ?? "?"} ms`);
+  if (other.length) lines.push(other.slice(-20).join("\n"));
+  return payloadText(lines.join("\n"));
+}
+
+function userText(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return payloadText(content);
+  return content
+    .map((part) => (part.type === "text" ? part.text : `[${part.type}${part.mediaType ? `: ${part.mediaType}` : ""}]`))
+    .join("\n");
+}

@@ -1,0 +1,123 @@
+// Small DOM and formatting helpers shared by the views.
+
+/** Create an element: h("div", {class: "x", onclick: fn}, child, "text", ...). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "text") el.textContent = value;
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+export const MAX_PAYLOAD_CHARS = 20000;
+
+/** A payload as display text: strings as-is, anything else as indented JSON; long text is cut
+ * and says so (users must be told when a view is truncated). */
+export function payloadText(value) {
+  let text;
+  if (value === undefined) return "";
+  if (typeof value === "string") text = value;
+  else {
+    try {
+      text = JSON.stringify(value, null, 2);
+    } catch {
+      text = String(value);
+    }
+  }
+  if (text.length > MAX_PAYLOAD_CHARS) {
+    return `${text.slice(0, MAX_PAYLOAD_CHARS)}\n… (truncated for display: ${text.length.toLocaleString()} characters in full)`;
+  }
+  return text;
+}
+
+/** One-line summary of a payload (tool input in a card header). */
+export function oneLine(value, max = 90) {
+  let text;
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") text = value;
+  else if (typeof value === "object" && !Array.isArray(value)) {
+    text = Object.entries(value)
+      .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
+      .join(", ");
+  } else text = JSON.stringify(value);
+  text = text.replace(/\s+/g, " ");
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+export function shortId(id) {
+  if (!id) return "";
+  return id.length > 14 ? `${id.slice(0, 6)}…${id.slice(-5)}` : id;
+}
+
+export function formatTokens(n) {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e4) return `${(n / 1e3).toFixed(1)}k`;
+  return n.toLocaleString();
+}
+
+export function formatTime(value) {
+  if (value === null || value === undefined || value === "") return "";
+  const date = typeof value === "number" ? new Date(value > 1e12 ? value : value * 1000) : new Date(value);
+  if (Number.isNaN(date.getTime())) return String(value);
+  return date.toLocaleString();
+}
+
+export function relativeTime(value) {
+  if (value === null || value === undefined || value === "") return "";
+  const date = typeof value === "number" ? new Date(value > 1e12 ? value : value * 1000) : new Date(value);
+  const seconds = (Date.now() - date.getTime()) / 1000;
+  if (Number.isNaN(seconds)) return String(value);
+  if (seconds < 5) return "just now";
+  if (seconds < 60) return `${Math.round(seconds)} s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
+  return date.toLocaleDateString();
+}
+
+/** JSON request helper: throws Error(message from the server's {"error": {...}} body). */
+export async function api(path, { method = "GET", body, signal } = {}) {
+  const response = await fetch(path, {
+    method,
+    signal,
+    headers: body === undefined ? { Accept: "application/json" } : { "Content-Type": "application/json", Accept: "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = text;
+  }
+  if (!response.ok) {
+    const message = data && data.error ? data.error.message : `${response.status} ${response.statusText}`;
+    const error = new Error(message);
+    error.status = response.status;
+    error.data = data;
+    throw error;
+  }
+  return data;
+}
+
+/** Coalesce calls into one per animation frame. */
+export function frameScheduler(fn) {
+  let scheduled = false;
+  return () => {
+    if (scheduled) return;
+    scheduled = true;
+    requestAnimationFrame(() => {
+      scheduled = false;
+      fn();
+    });
+  };
+}
+
+export const cidPath = (cid) => `/v1/conversations/${encodeURIComponent(cid)}`;

@@ -1,0 +1,274 @@
+"""The web viewer in a real Chromium against a real ``convograph serve``.
+
+Each test saves a screenshot of the view it checks under ``test-artifacts/e2e/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from convograph.demo.conversations import research_script, rlm_script
+from tests.e2e.conftest import PageProbe
+from tests.support.server import ServerProcess, start_server
+
+pytestmark = pytest.mark.e2e
+
+
+def post(url: str, cid: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    response = httpx.post(f"{url}/v1/conversations/{cid}/events", json=events, timeout=30)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def model_json(probe: PageProbe) -> Any:
+    return probe.page.evaluate("() => window.convograph.model.toJSON()")
+
+
+def wait_seq(probe: PageProbe, seq: int, timeout: float = 20_000) -> None:
+    probe.page.wait_for_function(
+        f"() => window.convograph && window.convograph.model.lastSeq >= {seq}", timeout=timeout
+    )
+
+
+def test_list_shows_live_conversations(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/")
+    for cid in ("demo-research", "demo-rlm", "demo-retry-policies"):
+        page.wait_for_selector(f'tr[data-id="{cid}"] a')
+    # A conversation created after the page loaded appears without a reload.
+    post(demo_server.url, "e2e-late-arrival", [{"type": "user", "runId": "u", "content": "hello"}])
+    page.wait_for_selector('tr[data-id="e2e-late-arrival"]', timeout=10_000)
+    probe.shot("list")
+    page.click('tr[data-id="demo-research"] a')
+    page.wait_for_url("**/c/demo-research")
+    page.wait_for_selector("article.kind--user")
+
+
+def test_thread_renders_demo_conversation(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/c/demo-research")
+    page.wait_for_selector('article[data-kind="relay"]')
+    user = page.locator("article.kind--user").first
+    assert "50M embeddings" in user.inner_text()
+    # Reasoning is collapsed by default and opens on demand.
+    reasoning = page.locator("article.kind--reasoning details.reasoning").first
+    assert reasoning.get_attribute("open") is None
+    reasoning.locator("summary").click()
+    assert "Three independent questions" in reasoning.inner_text()
+    # Tool cards with state; the parallel fan-out shows three calls.
+    tools = page.locator(':scope .thread > article[data-kind="tool_call"]')
+    assert tools.count() == 3
+    assert [tools.nth(i).get_attribute("data-tool-state") for i in range(3)] == ["done", "done", "done"]
+    # Usage totals and run status in the header.
+    stats = page.locator(".stats").inner_text()
+    assert "Tokens" in stats
+    assert "in" in stats
+    assert "1 failed" in stats
+    assert page.locator(".relay-banner").is_visible()
+    probe.shot("thread")
+
+
+def test_nested_branch_expands_to_second_level(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/c/demo-research")
+    page.wait_for_selector('article[data-kind="relay"]')
+    qdrant = page.locator('article[data-id="run-lead/call-qdrant"]')
+    branch = qdrant.locator(":scope > .branches > details.branch").first
+    assert "researcher-qdrant" in branch.locator("summary").inner_text()
+    assert branch.locator(".branch__body article").count() == 0  # built lazily, on first open
+    # Keyboard: focus the summary and press Enter.
+    branch.locator(":scope > summary").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector('article[data-id="run-researcher-qdrant/call-code-reader"]')
+    inner = page.locator(
+        'article[data-id="run-researcher-qdrant/call-code-reader"] > .branches > details.branch'
+    )
+    assert "code-reader" in inner.locator("summary").inner_text()
+    inner.locator(":scope > summary").click()
+    exec_card = page.locator('article[data-id="run-code-reader/call-exec"]')
+    exec_card.wait_for()
+    assert "Confirmed: vacuum_optimizer.rs" in inner.inner_text()
+    exec_card.locator("summary.tool__header").click()
+    progress = exec_card.locator(".payload--progress").inner_text()
+    assert "vacuum_optimizer.rs:88" in progress
+    assert "pid 48213" in progress
+    # The failed provider call of the other researcher shows as an error inside its branch.
+    milvus = page.locator('article[data-id="run-lead/call-milvus"] > .branches > details.branch')
+    milvus.locator(":scope > summary").click()
+    assert "529 overloaded" in milvus.locator("article.kind--error").inner_text()
+    probe.shot("nested-branches")
+
+
+def test_relay_allow_reaches_server_and_survives_reload(demo_server: ServerProcess, probe: PageProbe) -> None:
+    cid = "e2e-relay"
+    post(demo_server.url, cid, research_script().events())
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    relay = page.locator('article[data-kind="relay"]')
+    relay.wait_for()
+    assert relay.get_attribute("data-decision") == "pending"
+    page.keyboard.press("r")  # jump to the pending request
+    focused = page.evaluate("() => document.activeElement.textContent")
+    assert focused == "Allow"
+    relay.locator("input.relay__reason").fill("report folder is fine")
+    relay.locator("button.btn--allow").click()
+    page.wait_for_selector('article[data-kind="relay"][data-decision="allowed"]')
+    decided = httpx.get(f"{demo_server.url}/v1/conversations/{cid}/relays").json()["relays"]
+    assert decided[0]["decision"]["approved"] is True
+    assert decided[0]["decision"]["reason"] == "report folder is fine"
+    page.reload()
+    page.wait_for_selector('article[data-kind="relay"][data-decision="allowed"]')
+    assert page.locator("button.btn--allow").is_hidden()
+    assert "Allowed — report folder is fine" in relay.inner_text()
+    assert page.locator(".relay-banner").is_hidden()
+    probe.shot("relay-allowed")
+
+
+def test_dropped_stream_resumes_without_duplicates_or_gaps(tmp_path: Path, probe: PageProbe) -> None:
+    """Kill the server mid-conversation, restart it on the same port and data, keep posting: the
+    page reconnects with Last-Event-ID and ends with exactly the thread of a fresh load."""
+    events = research_script().events(decisions={"relay-write-report": True})
+    half = len(events) // 2
+    server = start_server(tmp_path / "data")
+    try:
+        cid = "e2e-resume"
+        post(server.url, cid, events[:half])
+        page = probe.page
+        page.goto(f"{server.url}/c/{cid}")
+        wait_seq(probe, half)
+        probe.expect_errors("ERR_INCOMPLETE_CHUNKED_ENCODING", "ERR_CONNECTION_REFUSED", "ERR_EMPTY_RESPONSE")
+        server.stop()
+        page.wait_for_selector(".conn--reconnecting")
+        server = start_server(tmp_path / "data", port=server.port)
+        for start in range(half, len(events), 7):  # arrive in small batches, like a live agent
+            post(server.url, cid, events[start : start + 7])
+        wait_seq(probe, len(events))
+        page.wait_for_selector(".conn--live")
+        page.keyboard.press("e")
+        resumed = model_json(probe)
+        assert page.evaluate("() => window.convograph.model.eventCount") == len(events)
+        probe.shot("resumed")
+        # The streamed text of the final answer appears once, complete.
+        final = page.locator('article[data-id="lead-text-2"] .turn__text').inner_text()
+        assert final.count("Recommendation: Qdrant.") == 1
+        assert final.endswith("I'd like to save this as a report.")
+        page.reload()
+        wait_seq(probe, len(events))
+        assert model_json(probe) == resumed
+    finally:
+        server.stop()
+
+
+def test_live_events_stream_into_open_page(demo_server: ServerProcess, probe: PageProbe) -> None:
+    cid = "e2e-live"
+    events = rlm_script().events()
+    post(demo_server.url, cid, events[:3])
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    page.wait_for_selector("article.kind--user")
+    for event in events[3:]:
+        post(demo_server.url, cid, [event])
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article.kind--text .turn__text')].some(e => e.textContent.includes('72.2%) were resolved'))"
+    )
+    repl = page.locator('article[data-id="repl-3"]')
+    assert "llm_query" in repl.inner_text()
+    child = repl.locator(":scope > .branches > details.branch")
+    assert "rlm-child" in child.locator("summary").inner_text()
+    assert page.locator('article[data-id="repl-4"] .tool__state').inner_text().startswith("error")
+    probe.shot("repl")
+
+
+def test_thread_matches_server_projection(demo_server: ServerProcess, probe: PageProbe) -> None:
+    """The viewer's incremental model places views exactly as the server's /thread does."""
+    page = probe.page
+    for cid in ("demo-research", "demo-retry-policies"):
+        page.goto(f"{demo_server.url}/c/{cid}")
+        last = httpx.get(f"{demo_server.url}/v1/conversations/{cid}").json()["lastSeq"]
+        wait_seq(probe, last)
+        client = model_json(probe)
+        server = httpx.get(f"{demo_server.url}/v1/conversations/{cid}/thread").json()
+        assert _shape(client) == _shape(server), cid
+
+
+def _shape(views: list[dict[str, Any]]) -> list[Any]:
+    out = []
+    for v in views:
+        content = v["content"]
+        text = content.get("text") or content.get("message") or content.get("name") or ""
+        out.append(
+            (
+                v["id"],
+                v["runId"],
+                v["role"],
+                content["kind"],
+                v["status"],
+                text,
+                [_shape(b) for b in v["branches"]],
+            )
+        )
+    return out
+
+
+def test_graph_view_pans_zooms_and_shows_node(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/c/demo-research/graph")
+    page.wait_for_selector(".dag__node")
+    assert page.locator(".dag__node").count() > 10
+    scene = page.locator(".dag__svg > g").first
+    before = scene.get_attribute("transform")
+    page.locator(".dag__svg").focus()
+    page.keyboard.press("+")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(
+        f"() => document.querySelector('.dag__svg > g').getAttribute('transform') !== {json.dumps(before)}"
+    )
+    page.keyboard.press("0")  # fit again: the first node is back in view
+    node = page.locator('.dag__node[data-id="run-user-1:user"]')
+    node.click()
+    detail = page.locator(".dag__detail").inner_text()
+    assert "run-user-1:user" in detail
+    assert "50M embeddings" in detail
+    probe.shot("graph")
+    # Tabs switch without reloading the stream.
+    page.click("#tab-thread")
+    page.wait_for_selector("article.kind--user")
+
+
+def test_explorer_runs_a_query(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/explore")
+    page.fill("#cypher", "RETURN 1 AS one, 'convograph' AS name")
+    page.locator("#cypher").press("Control+Enter")
+    page.wait_for_selector(".results table")
+    assert page.locator(".results th").all_inner_texts() == ["one", "name"]
+    assert page.locator(".results td").all_inner_texts() == ["1", "convograph"]
+    assert "1 row" in page.locator(".page--explorer [role=status]").inner_text()
+    # An example question runs too, and lands in the history.
+    page.click("text=Recent sessions")
+    page.wait_for_function(
+        "() => document.querySelector('.page--explorer [role=status]').textContent.includes('row')"
+    )
+    assert page.locator(".history li").count() >= 2
+    probe.shot("explorer")
+
+
+def test_keyboard_navigation_moves_between_turns(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/c/demo-retry-policies")
+    page.wait_for_selector("article.kind--user")
+    time.sleep(0.2)
+    page.keyboard.press("j")
+    first = page.evaluate("() => document.activeElement.dataset.id")
+    page.keyboard.press("j")
+    second = page.evaluate("() => document.activeElement.dataset.id")
+    page.keyboard.press("k")
+    assert page.evaluate("() => document.activeElement.dataset.id") == first
+    assert first != second
