@@ -424,3 +424,42 @@ def test_client_raises_api_errors(server: ServerProcess) -> None:
             assert info.value.code == "unknown_conversation"
 
     asyncio.run(scenario())
+
+
+def test_intelligence_routes_enforce_scopes_and_workspaces(tmp_path: Path) -> None:
+    keyfile = tmp_path / "keys.json"
+    reader = add_key_to_file(keyfile, key_id="reader", scopes=["read"])
+    acme = add_key_to_file(keyfile, key_id="acme", scopes=["read", "write"], workspaces=["acme"])
+    envelope = {
+        "event": "session:start",
+        "workspace": "acme",
+        "data": {"session_id": "s-1", "timestamp": "2026-11-22T00:00:00.000+00:00"},
+        "idempotency_key": "k-1",
+    }
+
+    def auth(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    with (
+        running_server(tmp_path / "data", "--api-key-file", str(keyfile)) as server,
+        httpx.Client(base_url=server.url, timeout=20) as http,
+    ):
+        assert http.post("/events", json=envelope).status_code == 401
+        assert http.post("/events", json=envelope, headers=auth(reader)).status_code == 403
+        assert http.post("/events", json=envelope, headers=auth(acme)).json()["status"] == "queued"
+        assert http.post("/events", json=envelope, headers=auth(acme)).json()["status"] == "duplicate"
+        other = http.post(
+            "/events", json={**envelope, "workspace": "globex", "idempotency_key": "k-2"}, headers=auth(acme)
+        )
+        assert other.status_code == 403
+        query = {"query": "MATCH (s:Session) RETURN s.node_id AS id", "workspace": "globex"}
+        assert http.post("/cypher", json=query, headers=auth(acme)).status_code == 403
+        deadline = time.monotonic() + 20
+        rows: list[Any] = []
+        while time.monotonic() < deadline and not rows:
+            answer = http.post("/cypher", json={**query, "workspace": "acme"}, headers=auth(acme))
+            assert answer.status_code == 200
+            rows = answer.json()["results"]
+            time.sleep(0.2)
+        assert rows == [{"id": "s-1"}]
+        assert http.post("/queues/dead-letter/x/purge", headers=auth(acme)).status_code == 403

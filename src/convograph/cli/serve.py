@@ -31,6 +31,9 @@ def serve(
     allow_public_without_keys: Annotated[
         bool, typer.Option(help="Allow binding a non-loopback address with no API keys.")
     ] = False,
+    intelligence: Annotated[
+        bool | None, typer.Option("--intelligence/--no-intelligence", help="Serve /events, /cypher, /blobs.")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
@@ -47,6 +50,7 @@ def serve(
             graph_url=graph_url,
             api_key_file=api_key_file,
             allow_public_without_keys=allow_public_without_keys or None,
+            intelligence=intelligence,
         )
         keys = KeyRing.load(config.api_key_file)
     except (ConfigError, ValueError) as exc:

@@ -6,21 +6,24 @@ every live stream, then closes the log, which finishes pending writes first (gra
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from litestar import Litestar, MediaType, Request, Response, get
+from litestar import Litestar, MediaType, Request, Response, Router, get
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from convograph import __version__
-from convograph.server.auth import KeyRing
+from convograph.server.auth import KeyRing, Scope
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController
-from convograph.server.errors import exception_handlers
-from convograph.server.state import ServerState, server_state
+from convograph.server.errors import ApiError, exception_handlers
+from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
 __all__ = ["create_app"]
@@ -50,6 +53,8 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
     keys = KeyRing.load(config.api_key_file)
     holder: dict[str, ServerState] = {}
 
+    intelligence = _LateService()
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -58,6 +63,8 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         app.state["convograph"] = state
         holder["state"] = state
         try:
+            if config.intelligence:
+                state.intelligence = intelligence.bind(await _open_intelligence(config))
             yield
         finally:
             await state.close()
@@ -67,6 +74,8 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
             holder["state"].metrics.observe_request(scope.get("method", "?"), message["status"])
 
     route_handlers: list[Any] = [ConversationController, healthz, metrics, openapi_json]
+    if config.intelligence:
+        route_handlers.append(_intelligence_router(intelligence))
     route_handlers.extend(_optional_routes(config))
 
     return Litestar(
@@ -83,6 +92,73 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
             components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
         ),
         debug=False,
+    )
+
+
+class _LateService:
+    """Stands in for the `IntelligenceService` until the lifespan has started it."""
+
+    def __init__(self) -> None:
+        self._service: Any = None
+
+    def bind(self, service: Any) -> Any:
+        self._service = service
+        return self
+
+    def close_sync(self) -> None:
+        if self._service is not None:
+            self._service.close()
+            self._service = None
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.close_sync)
+
+    def __getattr__(self, name: str) -> Any:
+        if self._service is None:
+            raise ApiError(503, "the context-intelligence service is not running", code="unavailable")
+        return getattr(self._service, name)
+
+
+async def _open_intelligence(config: ServerConfig) -> Any:
+    from convograph.intelligence.service import IntelligenceService
+
+    def start() -> Any:
+        service = IntelligenceService.open(config.data_dir, graph_url=config.graph_url)
+        service.start()
+        return service
+
+    return await asyncio.to_thread(start)
+
+
+_INTELLIGENCE_ADMIN_SUFFIXES = ("/replay", "/purge")
+
+
+def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """``POST /events`` needs write, dead-letter replay/purge admin, everything else read."""
+    path = connection.scope["path"]
+    method = connection.scope.get("method", "GET")
+    if method == "POST" and path.endswith(_INTELLIGENCE_ADMIN_SUFFIXES):
+        scope: Scope = "admin"
+    elif method == "POST" and path == "/events":
+        scope = "write"
+    else:
+        scope = "read"
+    if not principal_of(connection).allows(scope):
+        raise ApiError(403, f"this API key lacks the {scope!r} scope")
+
+
+def _intelligence_router(service: Any) -> Any:
+    from convograph.intelligence.http import Principal as CallerPrincipal
+    from convograph.intelligence.http import create_intelligence_router
+
+    def caller(request: Request[Any, Any, Any]) -> CallerPrincipal:
+        principal = principal_of(request)
+        return CallerPrincipal(created_by=principal.key_id, allowed_workspaces=principal.workspaces)
+
+    return Router(
+        path="/",
+        route_handlers=[create_intelligence_router(service, principal=caller)],
+        guards=[_intelligence_guard],
     )
 
 

@@ -72,6 +72,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
                     ) from None
         if env.get(ENV_PREFIX + "ALLOW_PUBLIC_WITHOUT_KEYS", "").lower() in ("1", "true", "yes"):
             values["allow_public_without_keys"] = True
+        if env.get(ENV_PREFIX + "INTELLIGENCE", "").lower() in ("0", "false", "no"):
+            values["intelligence"] = False
         values.update({key: value for key, value in overrides.items() if value is not None})
         try:
             config = msgspec.convert(values, cls, strict=False)

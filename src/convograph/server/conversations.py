@@ -16,11 +16,11 @@ from convograph.events import Event, RelayResolved, encode_event
 from convograph.jsonable import to_jsonable
 from convograph.server.bodies import parse_event_batch
 from convograph.server.errors import ApiError
-from convograph.server.live import HEARTBEAT, LiveState, stream_events
+from convograph.server.live import LiveState, stream_frames
+from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import ServerState, principal_of, require, server_state
-from convograph.store import StoredEvent
 
-__all__ = ["ConversationController", "RelayDecision", "sse_frame"]
+__all__ = ["ConversationController", "RelayDecision"]
 
 NDJSON: Final = "application/x-ndjson"
 SSE: Final = "text/event-stream"
@@ -44,11 +44,6 @@ class RelayDecision(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 def _json(data: Any, status: int = 200) -> Response[bytes]:
     return Response(_encode(data), status_code=status, media_type=MediaType.JSON)
-
-
-def sse_frame(seq: int, event_type: str, data: bytes) -> bytes:
-    """One SSE message. ``data`` is single-line JSON, so it needs one ``data:`` line."""
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, event_type.encode(), data)
 
 
 def _parse_seq(raw: str | None, name: str) -> int | None:
@@ -183,14 +178,12 @@ class ConversationController(Controller):
         metrics = state.metrics
 
         async def frames() -> AsyncIterator[bytes]:
-            yield b"retry: 1000\n\n"
-            async for item in stream_events(state.log, state.hubs, cid, after_seq, heartbeat=heartbeat):
-                if item is HEARTBEAT:
-                    yield b": heartbeat\n\n"
-                    continue
-                assert isinstance(item, StoredEvent)
-                metrics.sse_events_sent += 1
-                yield sse_frame(item.seq, item.event.type, encode_event(item.event))
+            yield RETRY_FRAME
+            async for count, chunk in stream_frames(
+                state.log, state.hubs, cid, after_seq, heartbeat=heartbeat
+            ):
+                metrics.sse_events_sent += count
+                yield chunk
 
         return Stream(
             frames(),

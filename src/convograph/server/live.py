@@ -1,12 +1,13 @@
 """Live state the server keeps per conversation: fan-out hubs for streams, and cached graphs.
 
 **Hubs.** One `ConversationHub` per conversation with listeners follows the event log's live tail
-once and offers each event to every `Listener` (a bounded buffer, never blocking). So an append
-costs one log read per conversation, whatever the number of subscribers, and a slow subscriber
-never slows ingest or the others. `stream_events` turns a listener into the exact sequence a client
-must see: the log is the source of truth, hub events are hints: anything missing between the
-client's cursor and the next hub event is read from the log, a buffer overflow switches the client
-to catching up from the log. Hence no gap and no duplicate, by construction.
+once, encodes each event's SSE frame once, and offers it to every `Listener` (a bounded buffer,
+never blocking). So an append costs one log read and one encode per conversation, whatever the
+number of subscribers, and a slow subscriber never slows ingest or the others. `stream_frames` turns
+a listener into the exact byte stream a client must see: the log is the source of truth, hub
+events are hints: anything missing between the client's cursor and the next hub event is read from
+the log, a buffer overflow switches the client to catching up from the log. Hence no gap and no
+duplicate, by construction. Frames waiting in a buffer go out as one write.
 
 **Cache.** `LiveConversations` keeps the flat graph (and relay state) of recently used
 conversations up to date: events ingested here are applied as they are stored (O(Δ)); anything
@@ -23,47 +24,32 @@ from typing import Any, Final
 
 from convograph.events import Event, Relay, RelayResolved
 from convograph.graph import Graph, create_graph, reduce_event
+from convograph.server.sse import HEARTBEAT_FRAME, event_frame
 from convograph.store import EventLog, StoredEvent
 
-__all__ = [
-    "HEARTBEAT",
-    "ConversationHub",
-    "HubRegistry",
-    "Listener",
-    "LiveConversations",
-    "LiveState",
-    "stream_events",
-]
+__all__ = ["ConversationHub", "HubRegistry", "Listener", "LiveConversations", "LiveState", "stream_frames"]
 
 READ_PAGE: Final = 1000
 
 
-class _Heartbeat:
-    __slots__ = ()
-
-
-HEARTBEAT: Final = _Heartbeat()
-"""Yielded by `stream_events` when nothing happened for a heartbeat interval."""
-
-
 class Listener:
-    """A bounded buffer of live events for one subscriber. `offer` never blocks."""
+    """A bounded buffer of live ``(seq, frame)`` pairs for one subscriber. `offer` never blocks."""
 
     __slots__ = ("_capacity", "_wakeup", "buffer", "overflowed")
 
     def __init__(self, capacity: int) -> None:
-        self.buffer: deque[StoredEvent] = deque()
+        self.buffer: deque[tuple[int, bytes]] = deque()
         self._capacity = capacity
         self._wakeup = asyncio.Event()
         self.overflowed = False
 
-    def offer(self, stored: StoredEvent) -> None:
+    def offer(self, seq: int, frame: bytes) -> None:
         if len(self.buffer) >= self._capacity:
             # Too far behind: drop the buffer; the reader catches up from the log instead.
             self.buffer.clear()
             self.overflowed = True
         else:
-            self.buffer.append(stored)
+            self.buffer.append((seq, frame))
         self._wakeup.set()
 
     def wake(self) -> None:
@@ -91,8 +77,9 @@ class ConversationHub:
 
     async def _run(self, log: EventLog) -> None:
         async for stored in log.subscribe(self.conversation_id, self.start_seq):
+            frame = event_frame(stored)
             for listener in tuple(self.listeners):
-                listener.offer(stored)
+                listener.offer(stored.seq, frame)
 
     async def close(self) -> None:
         self._task.cancel()
@@ -160,55 +147,61 @@ class HubRegistry:
             await hub.close()
 
 
-async def stream_events(
+async def stream_frames(
     log: EventLog,
     hubs: HubRegistry,
     conversation_id: str,
     after_seq: int,
     *,
     heartbeat: float,
-) -> AsyncIterator[StoredEvent | _Heartbeat]:
-    """Every event with ``seq > after_seq`` exactly once, in order: stored ones, then live ones.
-
-    Yields `HEARTBEAT` after ``heartbeat`` idle seconds. Ends when the registry closes.
-    """
+) -> AsyncIterator[tuple[int, bytes]]:
+    """SSE bytes carrying every event with ``seq > after_seq`` exactly once, in order: stored ones,
+    then live ones. Yields ``(events_in_chunk, chunk)``; a heartbeat comment (0 events) after
+    ``heartbeat`` idle seconds. Ends when the registry closes."""
     listener = await hubs.join(conversation_id)
     cursor = after_seq
-    try:
-        # Catch up from the log (the listener is already collecting what comes after).
+
+    async def catch_up() -> AsyncIterator[tuple[int, bytes]]:
+        nonlocal cursor
         while True:
             page = await log.read(conversation_id, cursor, READ_PAGE)
-            for stored in page:
-                cursor = stored.seq
-                yield stored
+            if page:
+                cursor = page[-1].seq
+                yield len(page), b"".join(event_frame(stored) for stored in page)
             if len(page) < READ_PAGE:
-                break
+                return
+
+    try:
+        async for chunk in catch_up():  # the listener already collects what comes after
+            yield chunk
         while not hubs.closed.is_set():
             if listener.overflowed:
                 listener.overflowed = False
                 listener.buffer.clear()
-                while True:
-                    page = await log.read(conversation_id, cursor, READ_PAGE)
-                    for stored in page:
-                        cursor = stored.seq
-                        yield stored
-                    if len(page) < READ_PAGE:
-                        break
+                async for chunk in catch_up():
+                    yield chunk
+            frames: list[bytes] = []
             while listener.buffer and not listener.overflowed:
-                stored = listener.buffer.popleft()
-                if stored.seq <= cursor:
+                seq, frame = listener.buffer.popleft()
+                if seq <= cursor:
                     continue
-                while stored.seq > cursor + 1:  # a gap: the log has what the hub skipped
-                    missing = await log.read(conversation_id, cursor, min(READ_PAGE, stored.seq - cursor - 1))
-                    if not missing:
-                        break
-                    for earlier in missing:
-                        cursor = earlier.seq
-                        yield earlier
-                cursor = stored.seq
-                yield stored
+                if seq > cursor + 1:  # a gap: the log has what the hub skipped
+                    if frames:
+                        yield len(frames), b"".join(frames)
+                        frames = []
+                    missing = await log.read(conversation_id, cursor, min(READ_PAGE, seq - cursor - 1))
+                    if missing:
+                        yield len(missing), b"".join(event_frame(stored) for stored in missing)
+                        cursor = missing[-1].seq
+                    if seq > cursor + 1:
+                        listener.buffer.appendleft((seq, frame))
+                        continue
+                cursor = seq
+                frames.append(frame)
+            if frames:
+                yield len(frames), b"".join(frames)
             if not listener.buffer and not await listener.wait(heartbeat) and not hubs.closed.is_set():
-                yield HEARTBEAT
+                yield 0, HEARTBEAT_FRAME
     finally:
         await hubs.leave(conversation_id, listener)
 
