@@ -20,17 +20,14 @@ import asyncio
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+from tests.support.server import start_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from convograph.client.sse import SSEDecoder  # noqa: E402
-from tests.support.server import start_server  # noqa: E402
+from convograph.client.sse import SSEDecoder
 
 
 def ndjson_batch(start: int, size: int, *, run: str = "r") -> bytes:
@@ -61,12 +58,17 @@ async def bench_ingest(url: str, total: int, batch: int = 500, writers: int = 4)
     return total / elapsed
 
 
-async def subscriber(url: str, cid: str, expect: int, latencies: list[float], ready: asyncio.Event, counter: list[int]) -> int:
+async def subscriber(
+    url: str, cid: str, expect: int, latencies: list[float], ready: asyncio.Event, counter: list[int]
+) -> int:
     decoder = SSEDecoder()
     received = 0
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client, client.stream(
-        "GET", f"{url}/v1/conversations/{cid}/stream", headers={"Last-Event-ID": "0"}
-    ) as response:
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client,
+        client.stream(
+            "GET", f"{url}/v1/conversations/{cid}/stream", headers={"Last-Event-ID": "0"}
+        ) as response,
+    ):
         counter[0] += 1
         if counter[0] == counter[1]:
             ready.set()
@@ -87,7 +89,8 @@ async def bench_fanout(url: str, subscribers: int, events: int, rate: float) -> 
     ready = asyncio.Event()
     counter = [0, subscribers]
     tasks = [
-        asyncio.create_task(subscriber(url, cid, events, latencies, ready, counter)) for _ in range(subscribers)
+        asyncio.create_task(subscriber(url, cid, events, latencies, ready, counter))
+        for _ in range(subscribers)
     ]
     await asyncio.wait_for(ready.wait(), 60)
     await asyncio.sleep(0.5)
@@ -95,8 +98,16 @@ async def bench_fanout(url: str, subscribers: int, events: int, rate: float) -> 
         interval = 1 / rate
         started = time.perf_counter()
         for i in range(events):
-            body = json.dumps({"type": "text", "runId": "r", "id": f"t{i}", "content": "x", "sentAt": time.time()})
-            (await client.post(f"/v1/conversations/{cid}/events", content=body, headers={"Content-Type": "application/json"})).raise_for_status()
+            body = json.dumps(
+                {"type": "text", "runId": "r", "id": f"t{i}", "content": "x", "sentAt": time.time()}
+            )
+            (
+                await client.post(
+                    f"/v1/conversations/{cid}/events",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
+            ).raise_for_status()
             delay = started + (i + 1) * interval - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -144,10 +155,25 @@ async def bench_reconnects(url: str, clients: int, total: int) -> dict[str, int]
     cid = "reconnect-1"
     rng = random.Random(7)
     async with httpx.AsyncClient(base_url=url, timeout=30) as writer:
-        (await writer.post(f"/v1/conversations/{cid}/events", content=ndjson_batch(0, total // 2), headers={"Content-Type": "application/x-ndjson"})).raise_for_status()
-        readers = [asyncio.create_task(reconnecting_reader(url, cid, total, random.Random(rng.random()))) for _ in range(clients)]
+        (
+            await writer.post(
+                f"/v1/conversations/{cid}/events",
+                content=ndjson_batch(0, total // 2),
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+        ).raise_for_status()
+        readers = [
+            asyncio.create_task(reconnecting_reader(url, cid, total, random.Random(rng.random())))
+            for _ in range(clients)
+        ]
         for start in range(total // 2, total, 50):
-            (await writer.post(f"/v1/conversations/{cid}/events", content=ndjson_batch(start, 50), headers={"Content-Type": "application/x-ndjson"})).raise_for_status()
+            (
+                await writer.post(
+                    f"/v1/conversations/{cid}/events",
+                    content=ndjson_batch(start, 50),
+                    headers={"Content-Type": "application/x-ndjson"},
+                )
+            ).raise_for_status()
             await asyncio.sleep(0.05)
         results = await asyncio.wait_for(asyncio.gather(*readers), 300)
     return {
@@ -159,7 +185,9 @@ async def bench_reconnects(url: str, clients: int, total: int) -> dict[str, int]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     ingest_total = 20_000 if args.quick else 200_000
@@ -171,15 +199,21 @@ def main() -> None:
         try:
             print(f"{time.strftime('%Y-%m-%d %H:%M')}  server {server.url} (SQLite, synchronous=FULL)")
             rate = asyncio.run(bench_ingest(server.url, ingest_total))
-            print(f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
-                  f"(target 20,000: {rate / 20_000:.2f}x)")
+            print(
+                f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
+                f"(target 20,000: {rate / 20_000:.2f}x)"
+            )
             fan = asyncio.run(bench_fanout(server.url, fan_subscribers, fan_events, rate=50))
-            print(f"fan-out: {fan['subscribers']} SSE subscribers x {fan['events']} events at 50/s: "
-                  f"complete {fan['complete']}/{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, "
-                  f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms")
+            print(
+                f"fan-out: {fan['subscribers']} SSE subscribers x {fan['events']} events at 50/s: "
+                f"complete {fan['complete']}/{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, "
+                f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms"
+            )
             rec = asyncio.run(bench_reconnects(server.url, reconnect_clients, reconnect_events))
-            print(f"reconnects: {rec['clients']} clients dropping at random over {rec['events']} events: "
-                  f"gaps {rec['gaps']}, duplicates {rec['duplicates']} (target 0 and 0)")
+            print(
+                f"reconnects: {rec['clients']} clients dropping at random over {rec['events']} events: "
+                f"gaps {rec['gaps']}, duplicates {rec['duplicates']} (target 0 and 0)"
+            )
         finally:
             server.stop()
 
