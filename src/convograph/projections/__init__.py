@@ -10,7 +10,7 @@ Each takes a flat `convograph.Graph`, or a hypergraph ``(conversation, active)``
 """
 
 from convograph.projections.dag import DAGEdge, DAGGroup, DAGLayout, DAGNode, project_dag
-from convograph.projections.incremental import ThreadProjector
+from convograph.projections.incremental import ConversationProjector, ThreadProjector
 from convograph.projections.messages import FORMATS, project_messages
 from convograph.projections.progress import (
     Accumulator,
@@ -39,6 +39,7 @@ __all__ = [
     "FORMATS",
     "Accumulator",
     "CollectAll",
+    "ConversationProjector",
     "DAGEdge",
     "DAGGroup",
     "DAGLayout",

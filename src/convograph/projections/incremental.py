@@ -38,7 +38,7 @@ from convograph.projections.progress import ProgressRegistry
 from convograph.projections.thread import ThreadBuilder, build_thread, copy_views
 from convograph.projections.view import ViewNode, ViewOptions
 
-__all__ = ["ThreadProjector"]
+__all__ = ["ConversationProjector", "ThreadProjector"]
 
 _SUFFIX: Final[dict[type[Any], str]] = {
     HarnessStart: ":harness_start",
@@ -159,3 +159,101 @@ class ThreadProjector:
         if candidate is not None and node_id in new.children_ids(candidate):
             return candidate
         return None
+
+
+class ConversationProjector:
+    """Thread views of a hypergraph conversation kept current event by event.
+
+    Each `apply(event)` reduces the event into the conversation (`reduce_conversation`) and feeds
+    the chunks it created (usually one) to the same builder the one-shot projection uses: O(1)
+    amortised per event. It rebuilds from the conversation (O(N)) only when the shown path changes
+    shape rather than growing: a new main-thread message that does not continue the current tip (an
+    edited or regenerated turn), or a spawned run whose spawner arrived after it. `replace(conv)`
+    adopts a conversation changed by an operation (edit, switch, summarize, ...): a rebuild.
+
+    Invariant (tested): ``views == project_thread(conversation, default_active(conversation))``
+    after every event, for the conversation's own view options.
+    """
+
+    def __init__(
+        self,
+        conversation: Any = None,
+        *,
+        registry: ProgressRegistry | None = None,
+    ) -> None:
+        from convograph.hypergraph import create_conversation
+
+        self._registry = registry
+        self.rebuilds = 0
+        self._conversation: Any = conversation if conversation is not None else create_conversation()
+        self._build()
+
+    def _build(self) -> None:
+        from convograph.hypergraph import default_active
+        from convograph.projections.sources import build_from_conversation
+
+        conversation = self._conversation
+        active = default_active(conversation)
+        builder, feeder = build_from_conversation(
+            conversation, active, registry=self._registry, track_changes=True
+        )
+        builder.take_changed()
+        self._builder = builder
+        self._feeder = feeder
+        self._tip: str | None = active.tip_id
+        self._seen_chunks = conversation.chunk_count
+
+    @property
+    def conversation(self) -> Any:
+        return self._conversation
+
+    @property
+    def views(self) -> list[ViewNode]:
+        """The live top-level views (mutated by later events)."""
+        return self._builder.views
+
+    def snapshot(self) -> list[ViewNode]:
+        return copy_views(self._builder.views)
+
+    def messages(self, format: str = "openai") -> list[dict[str, Any]]:
+        return render_views(self._builder, format)
+
+    def to_jsonable(self) -> Any:
+        from convograph.jsonable import to_jsonable
+
+        return to_jsonable(self._builder.views)
+
+    def replace(self, conversation: Any) -> set[str]:
+        """Adopt a conversation changed outside `apply` (an operation): rebuild. O(N)."""
+        self._conversation = conversation
+        return self._rebuild()
+
+    def _rebuild(self) -> set[str]:
+        self.rebuilds += 1
+        self._build()
+        return {view.id for view in self._builder.views}
+
+    def apply(self, event: Event | Mapping[str, Any] | str | bytes) -> set[str]:
+        """Reduce one event and update the views; the ids of the views that changed."""
+        from convograph.hypergraph import queries as q
+        from convograph.hypergraph import reduce_conversation
+
+        new = reduce_conversation(self._conversation, event)
+        if new is self._conversation:
+            return set()
+        self._conversation = new
+        feeder = self._feeder
+        feeder.conversation = new
+        first, last = self._seen_chunks + 1, new.chunk_count
+        self._seen_chunks = last
+        for number in range(first, last + 1):
+            chunk = q.get_chunk(new, f"chunk:{number}")
+            block = q.get_block(new, chunk.block_id)
+            message = q.get_message(new, block.message_id)
+            if message.thread_id == "main" and message.id != self._tip:
+                if message.parent_id != self._tip:
+                    return self._rebuild()
+                self._tip = message.id
+            if not feeder.feed(chunk):
+                return self._rebuild()
+        return self._builder.take_changed()

@@ -1,18 +1,71 @@
-"""Adapters from the hypergraph model to the projections' inputs.
+"""The hypergraph (`convograph.hypergraph`) as input to the projections.
 
-The hypergraph (`convograph.hypergraph`) is built in parallel; until its API is committed these
-raise a `TypeError` naming what was passed.
+A `ConversationFeeder` turns hypergraph chunks into flat-graph `Node` values and places them with
+the shared `ThreadBuilder`, so both models give the same kind of views by the same rules. Placement
+follows the hypergraph's own structure instead of parent edges:
+
+- a chunk goes to the list of its run's **thread**: the requested thread (``active.thread_id``,
+  usually ``"main"``) is the top level; a spawned thread (subagent, REPL child) goes to a new branch
+  of the view of the block that spawned it, or is spliced into the spawner's list when that block
+  has no view (a ``repl_input``); provider calls share their agent's thread;
+- only messages on the active path are shown (``active``), nested threads on their own active path;
+  a summary message on the path shows as one text view holding the summary;
+- chunks are fed in arrival order (``seq``), so content is never reordered.
+
+Statuses are the hypergraph's (`queries.run_status`; ``aborted`` shows as ``error``). View options
+default to ``conversation.view`` (``subagents`` other than ``"show"`` hides branches).
+
+Complexity: one-shot O(N log N) for the N chunks on the shown paths (a sort by seq); the feeder's
+per-chunk work is O(1) amortised, which the incremental `ConversationProjector` relies on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
-from convograph.graph.nodes import Node
-from convograph.projections.dag import LayoutInput
+from convograph.graph.nodes import (
+    ErrorNode,
+    Fragments,
+    HarnessEndNode,
+    HarnessStartNode,
+    Node,
+    ReasoningNode,
+    RelayNode,
+    TextNode,
+    ToolCallNode,
+    ToolProgressNode,
+    ToolResultNode,
+    UsageNode,
+    UserNode,
+)
+from convograph.projections.dag import LayoutInput, compact, compact_json
+from convograph.projections.progress import ProgressRegistry
+from convograph.projections.thread import ThreadBuilder, _Level, paused_gc
+from convograph.projections.view import Status, ViewOptions
 
-__all__ = ["conversation_layout_input", "conversation_nodes"]
+__all__ = [
+    "ConversationFeeder",
+    "build_from_conversation",
+    "conversation_layout_input",
+    "fill_from_conversation",
+    "options_of",
+]
+
+_SPAWNED_THREAD_KINDS: Final = frozenset({"subagent", "repl"})
+
+
+def _queries() -> Any:
+    from convograph.hypergraph import queries
+
+    return queries
+
+
+def _is_conversation(source: Any) -> bool:
+    try:
+        from convograph.hypergraph import Conversation
+    except ImportError:  # pragma: no cover - the hypergraph ships with the package
+        return False
+    return isinstance(source, Conversation)
 
 
 def _unsupported(source: Any) -> TypeError:
@@ -22,9 +75,361 @@ def _unsupported(source: Any) -> TypeError:
     )
 
 
-def conversation_nodes(conversation: Any, active: Any) -> Iterator[tuple[Node, str | None]]:
-    raise _unsupported(conversation)
+def options_of(conversation: Any) -> ViewOptions:
+    """The conversation's selective-view options as thread `ViewOptions`."""
+    view = conversation.view
+    return ViewOptions(
+        hide_reasoning=view.hide_reasoning,
+        collapse_tools=view.collapse_tools,
+        hide_subagents=view.subagents != "show",
+    )
 
 
-def conversation_layout_input(conversation: Any, active: Any) -> LayoutInput:
-    raise _unsupported(conversation)
+def _resolve_active(conversation: Any, active: Any) -> Any:
+    from convograph.hypergraph import default_active
+
+    if active is None:
+        return default_active(conversation)
+    if not hasattr(active, "message_ids") or not hasattr(active, "thread_id"):
+        raise TypeError(f"active must be a hypergraph Active, not {type(active).__name__}")
+    return active
+
+
+class ConversationFeeder:
+    """Feeds hypergraph chunks into a `ThreadBuilder` (see the module docstring)."""
+
+    def __init__(self, conversation: Any, builder: ThreadBuilder, root_thread: str) -> None:
+        self.conversation = conversation
+        self.builder = builder
+        self.root_thread = root_thread
+        self._q = _queries()
+        self._thread_level: dict[str, _Level] = {}
+        self._run_thread: dict[str, str] = {}
+        self._blocks: dict[str, tuple[str | None, _Level]] = {}
+        """block id -> (the node it became, if any; the list it is in)."""
+        self._texts: dict[str, Fragments] = {}
+        self._used_ids: dict[str, int] = {}
+        self._usage: dict[str, int] = {}
+
+    def status_of(self, run_id: str) -> Status:
+        status = self._q.run_status(self.conversation, run_id)
+        if status == "aborted":
+            return "error"
+        return status  # type: ignore[no-any-return]
+
+    # -- levels --------------------------------------------------------------------------------------
+
+    def _level_of_thread(self, thread_id: str) -> _Level | None:
+        level = self._thread_level.get(thread_id)
+        if level is not None:
+            return level
+        if thread_id == self.root_thread:
+            level = self.builder.top_level
+        else:
+            q = self._q
+            spawn = q.spawn_of(self.conversation, thread_id)
+            if spawn is None:
+                level = self.builder.top_level
+            elif spawn.kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
+                level = self.builder.sink_level
+            else:
+                trigger = self._blocks.get(spawn.trigger_block_id)
+                if trigger is None:
+                    return None  # the spawner has not been placed yet
+                node_id, trigger_level = trigger
+                level = self.builder.spawn_level(node_id, trigger_level)
+        self._thread_level[thread_id] = level
+        return level
+
+    def _level_of_run(self, run_id: str) -> _Level | None:
+        thread = self._run_thread.get(run_id)
+        if thread is None:
+            info = self._q.run_info(self.conversation, run_id)
+            thread = info.thread_id
+            if info.parent_run_id is not None:
+                self.builder.link_run(run_id, info.parent_run_id)
+            self._run_thread[run_id] = thread
+        return self._level_of_thread(thread)
+
+    # -- chunks --------------------------------------------------------------------------------------
+
+    def _unique(self, node_id: str) -> str:
+        count = self._used_ids.get(node_id)
+        if count is None:
+            self._used_ids[node_id] = 1
+            return node_id
+        self._used_ids[node_id] = count + 1
+        return f"{node_id}#{count + 1}"
+
+    def feed(self, chunk: Any, *, whole_block_text: str | None = None) -> bool:
+        """Place one chunk; False when its thread's spawner has not been placed yet.
+
+        A text / reasoning chunk opens its block's node or appends to it; with
+        ``whole_block_text`` the node is created with the block's full text at once.
+        """
+        block_id = chunk.block_id
+        known = self._blocks.get(block_id)
+        event = chunk.event
+        kind = chunk.kind
+        if known is not None and kind in ("text", "reasoning"):
+            node_id = known[0]
+            if node_id is None or whole_block_text is not None:
+                return True
+            fragments = self._texts[block_id].append(event.content)
+            self._texts[block_id] = fragments
+            self.builder.update(self._text_node(kind, node_id, chunk.run_id, fragments, event))
+            return True
+        level = self._level_of_run(chunk.run_id)
+        if level is None:
+            return False
+        node = self._node(chunk, event, kind, block_id, whole_block_text)
+        if known is None:
+            self._blocks[block_id] = (node.id if node is not None else None, level)
+        if node is not None:
+            self.builder.add_in(node, level)
+        return True
+
+    @staticmethod
+    def _text_node(kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any) -> Node:
+        if kind == "reasoning":
+            return ReasoningNode(id=node_id, run_id=run_id, fragments=fragments, signature=event.signature)
+        return TextNode(id=node_id, run_id=run_id, fragments=fragments)
+
+    def _node(self, chunk: Any, event: Any, kind: str, block_id: str, whole: str | None) -> Node | None:
+        run = chunk.run_id
+        if kind in ("text", "reasoning"):
+            fragments = Fragments(whole if whole is not None else event.content)
+            self._texts[block_id] = fragments
+            return self._text_node(kind, self._unique(event.id), run, fragments, event)
+        if kind == "tool_call":
+            return ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
+        if kind == "tool_result":
+            return ToolResultNode(
+                id=self._unique(f"{event.id}:result"), run_id=run, name=event.name, output=event.output
+            )
+        if kind == "tool_progress":
+            return ToolProgressNode(
+                id=self._unique(event.id),
+                run_id=run,
+                tool_call_id=event.tool_call_id,
+                name=event.name,
+                content=event.content,
+            )
+        if kind == "user":
+            return UserNode(id=self._unique(f"{run}:user"), run_id=run, content=event.content)
+        if kind == "harness_start":
+            return HarnessStartNode(
+                id=self._unique(f"{run}:harness_start"), run_id=run, agent_id=event.agent_id
+            )
+        if kind == "harness_end":
+            return HarnessEndNode(id=self._unique(f"{run}:harness_end"), run_id=run, agent_id=event.agent_id)
+        if kind == "error":
+            return ErrorNode(id=self._unique(f"{run}:error"), run_id=run, message=event.message)
+        if kind == "usage":
+            count = self._usage.get(run, 0)
+            self._usage[run] = count + 1
+            return UsageNode(
+                id=f"{run}:usage:{count}",
+                run_id=run,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
+            )
+        if kind == "relay":
+            return RelayNode(
+                id=self._unique(event.id),
+                run_id=run,
+                relay_kind=event.kind,
+                tool_call_id=event.tool_call_id,
+                tool=event.tool,
+                params=event.params,
+            )
+        return None  # repl_* and anything else: structural, no node
+
+    def add_summary(self, message: Any, thread_id: str) -> None:
+        level = self._level_of_thread(thread_id)
+        if level is None or message.summary is None:
+            return
+        node = TextNode(
+            id=message.id, run_id=f"summary:{thread_id}", fragments=Fragments(message.summary.text)
+        )
+        self.builder.add_in(node, level)
+
+
+def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tuple[int, int, Any, Any]]:
+    """(seq, order, kind, payload) for every block (with its chunks) and summary on the shown
+    paths: the active path of ``active``'s thread and, recursively, of every spawned thread."""
+    from convograph.hypergraph import default_active
+
+    q = _queries()
+    items: list[tuple[int, int, Any, Any]] = []
+    pending: list[Any] = [active]
+    seen_threads: set[str] = set()
+    order = 0
+    while pending:
+        path = pending.pop()
+        if path.thread_id in seen_threads:
+            continue
+        seen_threads.add(path.thread_id)
+        for message_id in path.message_ids:
+            message = q.get_message(conversation, message_id)
+            if message.summary is not None:
+                seq = _summary_seq(conversation, message)
+                items.append((seq, order, "summary", (message, path.thread_id)))
+                order += 1
+                continue
+            for block in q.blocks_of(conversation, message_id):
+                items.append((block.first_seq, order, "block", block))
+                order += 1
+                for spawn in q.visible_spawns(conversation, block.id):
+                    if show_spawned and spawn.kind in _SPAWNED_THREAD_KINDS:
+                        pending.append(default_active(conversation, spawn.thread_id))
+    items.sort(key=lambda item: (item[0], item[1]))
+    return items
+
+
+def _summary_seq(conversation: Any, message: Any) -> int:
+    q = _queries()
+    for source in message.summary.source_ids:
+        for block in q.blocks_of(conversation, source):
+            return int(block.first_seq)
+    return 0
+
+
+def fill_from_conversation(
+    conversation: Any,
+    active: Any = None,
+    *,
+    options: ViewOptions | None = None,
+    registry: ProgressRegistry | None = None,
+    track_changes: bool = False,
+) -> ThreadBuilder:
+    """A `ThreadBuilder` filled with the shown paths of a hypergraph conversation."""
+    return build_from_conversation(
+        conversation, active, options=options, registry=registry, track_changes=track_changes
+    )[0]
+
+
+def build_from_conversation(
+    conversation: Any,
+    active: Any = None,
+    *,
+    options: ViewOptions | None = None,
+    registry: ProgressRegistry | None = None,
+    track_changes: bool = False,
+) -> tuple[ThreadBuilder, ConversationFeeder]:
+    """`fill_from_conversation`, also returning the feeder (for incremental updates)."""
+    if not _is_conversation(conversation):
+        raise _unsupported(conversation)
+    active = _resolve_active(conversation, active)
+    options = options if options is not None else options_of(conversation)
+    feeder_box: list[ConversationFeeder] = []
+    builder = ThreadBuilder(
+        options=options,
+        registry=registry,
+        track_changes=track_changes,
+        status_of=lambda run_id: feeder_box[0].status_of(run_id),
+    )
+    feeder = ConversationFeeder(conversation, builder, active.thread_id)
+    feeder_box.append(feeder)
+    q = _queries()
+    with paused_gc():
+        deferred: list[tuple[Any, str | None]] = []
+        for _, _, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
+            if kind == "summary":
+                feeder.add_summary(*payload)
+                continue
+            chunks = q.chunks_of(conversation, payload.id)
+            whole = None
+            if payload.kind in ("text", "reasoning"):
+                whole = "".join(chunk.event.content for chunk in chunks)
+                chunks = chunks[:1]
+            for chunk in chunks:
+                if not feeder.feed(chunk, whole_block_text=whole):
+                    deferred.append((chunk, whole))
+            if deferred:  # a late spawner: retry what waited on it, in arrival order
+                still: list[tuple[Any, str | None]] = []
+                for chunk, text in deferred:
+                    if not feeder.feed(chunk, whole_block_text=text):
+                        still.append((chunk, text))
+                deferred = still
+        for chunk, text in deferred:  # spawner never shown: the top level
+            feeder._thread_level.setdefault(feeder._run_thread.get(chunk.run_id, ""), builder.top_level)
+            feeder.feed(chunk, whole_block_text=text)
+    return builder, feeder
+
+
+def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:
+    """Blocks on the shown paths as layout input: sequence edges between consecutive blocks of a
+    run, spawn edges from a trigger block to the first block of the run it started."""
+    if not _is_conversation(conversation):
+        raise _unsupported(conversation)
+    active = _resolve_active(conversation, active)
+    q = _queries()
+    data = LayoutInput()
+    index: dict[str, int] = {}
+    last_of_run: dict[str, int] = {}
+    spawns: list[tuple[str, str]] = []
+    for _, _, kind, payload in _shown_items(conversation, active, conversation.view.subagents == "show"):
+        if kind == "summary":
+            message, thread_id = payload
+            i = len(data.ids)
+            data.ids.append(message.id)
+            data.kinds.append("summary")
+            data.labels.append(compact("summary: " + message.summary.text))
+            data.runs.append(f"summary:{thread_id}")
+            continue
+        block = payload
+        i = len(data.ids)
+        index[block.id] = i
+        data.ids.append(block.id)
+        data.kinds.append(block.kind)
+        data.labels.append(_block_label(conversation, block))
+        data.runs.append(block.run_id)
+        previous = last_of_run.get(block.run_id)
+        if previous is not None:
+            data.edges.append((previous, i))
+        last_of_run[block.run_id] = i
+        for spawn in q.spawns_from(conversation, block.id):
+            spawns.append((block.id, spawn.invocation_chunk_id))
+    for trigger, invocation in spawns:
+        target = index.get(q.get_chunk(conversation, invocation).block_id)
+        source = index.get(trigger)
+        if source is not None and target is not None:
+            data.edges.append((source, target))
+    return data
+
+
+def _block_label(conversation: Any, block: Any) -> str:
+    q = _queries()
+    chunks = q.chunks_of(conversation, block.id)
+    event = chunks[0].event
+    kind = block.kind
+    if kind in ("text", "reasoning"):
+        text = "".join(chunk.event.content for chunk in chunks[:8])
+        if kind == "reasoning":
+            return compact("thinking: " + text) if text else "thinking..."
+        return compact(text) or "text"
+    if kind == "tool_call":
+        return compact(event.name)
+    if kind == "tool_result":
+        return compact(f"{event.name} result")
+    if kind == "user":
+        return (compact(event.content) or "user") if isinstance(event.content, str) else "[media]"
+    if kind == "error":
+        return compact("error: " + event.message)
+    if kind == "relay":
+        return compact(f"permission: {event.tool}")
+    if kind == "repl_input":
+        return compact("repl: " + event.code)
+    if kind == "repl_output":
+        return (
+            compact("output: " + (event.error or event.stdout or ""))
+            if (event.error or event.stdout)
+            else "output"
+        )
+    if kind == "repl_progress":
+        return "repl progress"
+    if kind == "usage":
+        return f"usage {event.input_tokens}/{event.output_tokens}"
+    fixed = {"harness_start": "run start", "harness_end": "run end"}.get(kind)
+    return fixed if fixed is not None else compact_json(kind)

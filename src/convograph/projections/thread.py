@@ -42,7 +42,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -129,8 +129,10 @@ class ThreadBuilder:
         options: ViewOptions | None = None,
         registry: ProgressRegistry | None = None,
         track_changes: bool = False,
+        status_of: Callable[[str], Status] | None = None,
     ) -> None:
         self.track_changes = track_changes
+        self._external_status = status_of
         self.options = options or ViewOptions()
         self.registry = registry if registry is not None else default_registry
         self._top = _Level(None, attached=True)
@@ -186,6 +188,8 @@ class ThreadBuilder:
         return status
 
     def _compute_status(self, run_id: str) -> Status:
+        if self._external_status is not None:
+            return self._external_status(run_id)
         seen: set[str] = set()
         current: str | None = run_id
         while current is not None and current not in seen:
@@ -299,7 +303,6 @@ class ThreadBuilder:
 
     def add(self, node: Node, parent_id: str | None) -> None:
         """Place a new node; ``parent_id`` is the source of its incoming edge (``None``: a root)."""
-        node_id = node.id
         run_id = node.run_id
         kind: str = node.__struct_config__.tag  # type: ignore[assignment]
         if self._pending and run_id in self._pending:
@@ -313,6 +316,49 @@ class ThreadBuilder:
                 self._has_continuation.add(parent_id)  # type: ignore[arg-type]
             else:
                 level = self._place_cross(node, parent_id, level, parent_kind, parent_run)  # type: ignore[arg-type]
+        self._add_in(node, level, kind)
+
+    @property
+    def top_level(self) -> _Level:
+        return self._top
+
+    @property
+    def sink_level(self) -> _Level:
+        """A list that is never shown (hidden subagents)."""
+        return self._sink
+
+    def link_run(self, run_id: str, parent_run_id: str) -> None:
+        """Record that ``run_id`` was spawned by ``parent_run_id`` (status inheritance)."""
+        run = self._run(run_id)
+        if run.parent is None and parent_run_id != run_id:
+            run.parent = parent_run_id
+            self._run(parent_run_id).children.append(run_id)
+            self._status.pop(run_id, None)
+
+    def add_in(self, node: Node, level: _Level) -> None:
+        """Place a new node in a list chosen by the caller (the hypergraph's threads)."""
+        if self._pending and node.run_id in self._pending:
+            self._drop_pending(node.run_id)
+        self._add_in(node, level, node.__struct_config__.tag)  # type: ignore[arg-type]
+
+    def spawn_level(self, trigger_id: str | None, fallback: _Level) -> _Level:
+        """The list a run spawned from node ``trigger_id`` goes to: a new branch of the trigger's
+        view for a tool call (or any content view), the trigger's own list for a structural node,
+        nowhere (a sink) when subagents are hidden."""
+        placed = self._placed.get(trigger_id) if trigger_id is not None else None
+        if placed is None:
+            return fallback
+        level, kind, _ = placed
+        view = self._view_of.get(trigger_id)  # type: ignore[arg-type]
+        if kind == "tool_call" and self.options.hide_subagents:
+            return self._sink
+        if view is None:
+            return level
+        return _Level(view, attached=False)
+
+    def _add_in(self, node: Node, level: _Level, kind: str) -> None:
+        node_id = node.id
+        run_id = node.run_id
         self._placed[node_id] = (level, kind, run_id)
         if kind in _LIFECYCLE_KINDS:
             run = self._run(run_id)
@@ -696,8 +742,8 @@ def build_thread(
             for node, parent_id in graph_arrival_order(source):
                 add(node, parent_id)
             return builder
-        from convograph.projections.sources import conversation_nodes
+        from convograph.projections.sources import fill_from_conversation
 
-        for node, parent_id in conversation_nodes(source, active):
-            add(node, parent_id)
-    return builder
+        return fill_from_conversation(
+            source, active, options=options, registry=registry, track_changes=track_changes
+        )
