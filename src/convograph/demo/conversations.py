@@ -69,11 +69,13 @@ class Script:
     conversation_id: str
     title: str
     steps: list[Step | AwaitRelay] = field(default_factory=list)
+    id_prefix: str = ""
+    """Prefix of generated ``eventId``s (default: the conversation id)."""
     _count: int = 0
 
     def emit(self, event_type: str, *, delay: float = 0.15, **fields: Any) -> Wire:
         event: Wire = {"type": event_type, **{k: v for k, v in fields.items() if v is not None}}
-        event["eventId"] = f"{self.conversation_id}-{self._count:04d}"
+        event["eventId"] = f"{self.id_prefix or self.conversation_id}-{self._count:04d}"
         self._count += 1
         self.steps.append(Step(event, delay))
         return event
@@ -90,16 +92,17 @@ class Script:
                 content=piece,
             )
 
-    def branch(self) -> Script:
-        """A sub-script sharing this script's id counter (for relay continuations)."""
-        return Script(self.conversation_id, self.title, [], self._count + 1000 * (1 + len(self.steps)))
+    def branch(self, name: str) -> Script:
+        """A continuation script (after a relay) whose event ids are namespaced by ``name``."""
+        return Script(self.conversation_id, self.title, id_prefix=f"{self.conversation_id}-{name}")
 
     def await_relay(self, relay_id: str, approved: Script, denied: Script) -> None:
         self.steps.append(AwaitRelay(relay_id, approved.steps, denied.steps))
 
     def events(self, *, decisions: dict[str, bool] | None = None) -> list[Wire]:
-        """The events in order, taking each relay's branch from ``decisions`` (stopping at the
-        first undecided relay). For tests and for `convograph ingest`-style use."""
+        """The events in order, taking each relay's branch from ``decisions`` (with the
+        ``relay_resolved`` event the server would record), stopping at the first undecided relay.
+        For tests and for `convograph ingest`-style use."""
         return list(_flatten(self.steps, decisions or {}))
 
 
@@ -110,7 +113,15 @@ def _flatten(steps: list[Step | AwaitRelay], decisions: dict[str, bool]) -> Iter
             continue
         if step.relay_id not in decisions:
             return
-        yield from _flatten(step.approved if decisions[step.relay_id] else step.denied, decisions)
+        approved = decisions[step.relay_id]
+        # What the server records for a decision (same eventId, so a real decision deduplicates).
+        yield {
+            "type": "relay_resolved",
+            "relayId": step.relay_id,
+            "approved": approved,
+            "eventId": f"relay-decision:{step.relay_id}",
+        }
+        yield from _flatten(step.approved if approved else step.denied, decisions)
 
 
 def _fragments(text: str, size: int = 18) -> Iterator[str]:
@@ -497,7 +508,7 @@ def research_script() -> Script:
         params=params,
     )
 
-    approved = s.branch()
+    approved = s.branch("write-approved")
     approved.emit("tool_call", delay=0.2, runId=lead, id=write_call, name="write_file", input=params)
     approved.emit(
         "tool_result",
@@ -514,7 +525,7 @@ def research_script() -> Script:
     approved.emit("usage", delay=0.05, runId=p3, parentId=lead, inputTokens=5510, outputTokens=19)
     approved.emit("harness_end", delay=0.2, runId=lead, parentId=f"{user}:user", agentId="lead")
 
-    denied = s.branch()
+    denied = s.branch("write-denied")
     denied.emit(
         "tool_result",
         delay=0.2,

@@ -242,6 +242,7 @@ function conversationPage(cid, tab) {
 
   const flush = frameScheduler(() => {
     thread.flush();
+    if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
     empty.hidden = model.top.items.length > 0;
     threadRoot.classList.toggle("thread--large", model.viewCount > 400);
     if (model.dirtyMeta) {
@@ -271,10 +272,6 @@ function conversationPage(cid, tab) {
       threadRoot.setAttribute("aria-busy", String(state !== "live"));
     },
   });
-  // Keep the seq in the connection badge current without re-rendering per event.
-  const seqTimer = setInterval(() => {
-    if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
-  }, 500);
 
   function onKey(event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
@@ -320,7 +317,6 @@ function conversationPage(cid, tab) {
     showTab,
     dispose() {
       stream.close();
-      clearInterval(seqTimer);
       clearTimeout(dagTimer);
       document.removeEventListener("keydown", onKey);
     },

@@ -1,0 +1,223 @@
+"""`convograph.web`: the shipped assets, how the server serves them, and the client model.
+
+The client model (``static/js/model.js``) is run under Node when it is installed, fed the bundled
+conversations, and compared with the server's `project_thread`; the browser tests in
+``tests/e2e`` cover the same model in Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import TestClient
+
+from convograph.demo.conversations import DEMO_CONVERSATIONS
+from convograph.graph import create_graph, reduce_events
+from convograph.jsonable import to_jsonable
+from convograph.projections import project_thread
+from convograph.server import create_app
+from convograph.server.config import ServerConfig
+from convograph.web import STATIC_DIR, index_html
+
+JS = STATIC_DIR / "js"
+
+
+def test_static_dir_ships_the_assets() -> None:
+    assert (STATIC_DIR / "index.html").is_file()
+    assert (STATIC_DIR / "app.css").is_file()
+    assert {p.name for p in JS.glob("*.js")} >= {"app.js", "model.js", "stream.js", "thread.js", "dag.js"}
+    assert index_html() == (STATIC_DIR / "index.html").read_bytes()
+
+
+def test_index_references_only_shipped_assets() -> None:
+    html = index_html().decode()
+    refs = re.findall(r'(?:src|href)="([^"#]+)"', html)
+    assert refs, "index.html references no assets"
+    for ref in refs:
+        if ref.startswith("data:") or ref == "/" or ref == "/explore":
+            continue
+        assert ref.startswith("/static/"), ref
+        assert (STATIC_DIR / ref.removeprefix("/static/")).is_file(), ref
+
+
+def test_every_module_import_resolves_to_a_shipped_file() -> None:
+    for module in JS.glob("*.js"):
+        for target in re.findall(r'^import .* from "(\.[^"]+)";', module.read_text(), flags=re.M):
+            assert (module.parent / target).resolve().is_file(), f"{module.name} imports missing {target}"
+
+
+def test_assets_make_no_external_requests() -> None:
+    """No CDN, no web fonts, no absolute URLs fetched: the viewer works offline."""
+    for path in [*STATIC_DIR.rglob("*.js"), *STATIC_DIR.rglob("*.css"), STATIC_DIR / "index.html"]:
+        text = path.read_text()
+        urls = set(re.findall(r"https?://[^\s\"'`)]+", text)) - {"http://www.w3.org/2000/svg"}
+        assert not urls, f"{path.name} mentions {urls}"
+        assert "@import" not in text
+        assert "@font-face" not in text
+
+
+def test_csp_forbids_other_origins() -> None:
+    html = index_html().decode()
+    assert "default-src 'self'" in html
+    assert "connect-src 'self'" in html
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient[Litestar]]:
+    config = ServerConfig(data_dir=tmp_path, database_url="memory://", intelligence=False)
+    with TestClient(create_app(config)) as test_client:
+        yield test_client
+
+
+@pytest.mark.parametrize("path", ["/", "/c/demo-research", "/c/demo-research/graph", "/explore"])
+def test_server_answers_page_routes_with_the_shell(client: TestClient[Litestar], path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.content == index_html()
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/static/js/app.js", "javascript"),
+        ("/static/app.css", "text/css"),
+        ("/static/js/model.js", "javascript"),
+    ],
+)
+def test_server_serves_assets(client: TestClient[Litestar], path: str, kind: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    assert kind in response.headers["content-type"]
+    assert response.content == (STATIC_DIR / path.removeprefix("/static/")).read_bytes()
+
+
+# --- the client model under Node --------------------------------------------------------------------
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed (the e2e tests cover the model)")
+
+RUNNER = """
+import { ConversationModel } from %(model)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const out = {};
+for (const [name, batches] of Object.entries(input)) {
+  const model = new ConversationModel();
+  const applied = [];
+  for (const batch of batches) for (const event of batch) applied.push(model.apply(event));
+  out[name] = { thread: model.toJSON(), lastSeq: model.lastSeq, eventCount: model.eventCount, applied,
+                usage: model.usage, pending: model.pendingRelays().map((r) => r.id) };
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def run_model(inputs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:
+    assert NODE is not None
+    script = RUNNER % {"model": json.dumps((JS / "model.js").as_uri())}
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps(inputs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def with_seq(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**event, "seq": n} for n, event in enumerate(events, start=1)]
+
+
+def shape(views: list[dict[str, Any]]) -> list[Any]:
+    out = []
+    for v in views:
+        content = v["content"]
+        detail = (
+            content.get("text") or content.get("message") or content.get("name") or content.get("content")
+        )
+        out.append(
+            (
+                v["id"],
+                v["runId"],
+                v["role"],
+                content["kind"],
+                v["status"],
+                detail,
+                [shape(b) for b in v["branches"]],
+            )
+        )
+    return out
+
+
+def demo_events() -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for factory in DEMO_CONVERSATIONS:
+        script = factory()
+        out[script.conversation_id] = with_seq(script.events(decisions={"relay-write-report": True}))
+    return out
+
+
+@needs_node
+def test_client_model_matches_project_thread() -> None:
+    """Without REPL events (a documented viewer extension) the client places every view exactly
+    as the server's thread projection does."""
+    conversations = {
+        cid: [e for e in events if not e["type"].startswith("repl_")]
+        for cid, events in demo_events().items()
+        if cid != "demo-rlm"
+    }
+    result = run_model({cid: [events] for cid, events in conversations.items()})
+    for cid, events in conversations.items():
+        expected = to_jsonable(project_thread(reduce_events(create_graph(), events)))
+        assert shape(result[cid]["thread"]) == shape(expected), cid
+
+
+@needs_node
+def test_client_model_ignores_redelivered_and_overlapping_events() -> None:
+    """A resumed stream may overlap what the client already has: seq and eventId keep it exact."""
+    events = demo_events()["demo-research"]
+    inputs: dict[str, list[list[dict[str, Any]]]] = {"once": [events]}
+    for cut in (1, 17, len(events) // 2, len(events) - 3):
+        overlap = max(0, cut - 9)
+        inputs[f"resume-{cut}"] = [events[:cut], events[overlap:]]
+    no_seq = [{k: v for k, v in e.items() if k != "seq"} for e in events]
+    inputs["redelivered-by-event-id"] = [no_seq, no_seq[: len(no_seq) // 2]]
+    result = run_model(inputs)
+    baseline = result["once"]
+    assert baseline["eventCount"] == len(events)
+    for name, got in result.items():
+        assert got["thread"] == baseline["thread"], name
+        assert got["usage"] == baseline["usage"], name
+        assert got["eventCount"] == len(events), name
+
+
+@needs_node
+def test_client_model_tracks_relays_usage_and_repl() -> None:
+    research = [e for e in demo_events()["demo-research"] if e["type"] != "relay_resolved"]
+    pending_only = research[: next(i for i, e in enumerate(research) if e["type"] == "relay") + 1]
+    rlm = demo_events()["demo-rlm"]
+    result = run_model({"pending": [pending_only], "rlm": [rlm]})
+    assert result["pending"]["pending"] == ["relay-write-report"]
+    expected_input = sum(e["inputTokens"] for e in pending_only if e["type"] == "usage")
+    assert result["pending"]["usage"]["input"] == expected_input
+    rlm_thread = result["rlm"]["thread"]
+    repls = [v for v in rlm_thread if v["content"]["kind"] == "repl"]
+    assert [v["id"] for v in repls] == ["repl-1", "repl-2", "repl-3", "repl-4", "repl-5"]
+    # The child RLM run nests under the REPL turn that spawned it.
+    child = repls[2]["branches"]
+    assert child
+    assert child[0][0]["runId"] == "run-rlm-child-1"
