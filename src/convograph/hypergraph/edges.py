@@ -26,7 +26,16 @@ from typing import Literal
 
 import msgspec
 
-from convograph.hypergraph.model import Conversation, _Block, _Message, link_at, prefix, spawns_at
+from convograph.hypergraph.model import (
+    EMPTY,
+    Conversation,
+    Ints,
+    _Block,
+    _Message,
+    link_at,
+    prefix,
+    spawns_at,
+)
 from convograph.hypergraph.queries import _block, _chunk_index, _message, _spawn_record, chunk_id
 
 __all__ = ["EdgeType", "HyperEdge", "edges_of", "find_edges", "iter_edges"]
@@ -91,7 +100,7 @@ def _spawn_edges_of_block(conv: Conversation, block: _Block) -> list[HyperEdge]:
     return out
 
 
-def _neighbours(items: list[int], index: int, limit: int) -> tuple[int | None, int | None]:
+def _neighbours(items: Ints, index: int, limit: int) -> tuple[int | None, int | None]:
     pos = bisect_left(items, index)
     prev = items[pos - 1] if pos > 0 else None
     nxt = items[pos + 1] if pos + 1 < len(items) and items[pos + 1] < limit else None
@@ -136,7 +145,7 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
         out.append(_seq("msg", s.messages[message.parent].id, message.id))
     for child in prefix(message.children, conv._n_messages):
         out.append(_seq("msg", message.id, s.messages[child].id))
-    for summary in prefix(s.summaries_of.get(message.index, []), conv._n_messages):
+    for summary in prefix(s.summaries_of.get(message.index, EMPTY), conv._n_messages):
         out.append(_summary_edge(conv, s.messages[summary]))
     return tuple(out)
 

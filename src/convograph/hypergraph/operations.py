@@ -16,6 +16,7 @@ past errored, aborted and unresolved-tool-call turns.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import msgspec
@@ -148,9 +149,9 @@ class _Summarize(msgspec.Struct, frozen=True):
         s.messages.append(message)
         s.message_ids[message_id] = index
         thread.messages.append(index)
-        s.summaries_by_first.setdefault(self.first_raw, []).append(index)
+        s.summaries_by_first.setdefault(self.first_raw, array("q")).append(index)
         for source in self.sources:
-            s.summaries_of.setdefault(source, []).append(index)
+            s.summaries_of.setdefault(source, array("q")).append(index)
         run = _new_run(s, self.run_id, self.thread)
         event = Text(run_id=self.run_id, id=message_id, content=self.info.text)
         add_block(s, run, f"{self.run_id}:{message_id}", "summary", event, s.n_chunks, message)

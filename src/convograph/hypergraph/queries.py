@@ -12,13 +12,14 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from convograph.events.types import Error, Event, Relay, ToolCall, ToolResult
 from convograph.hypergraph.model import (
+    EMPTY,
     MAIN_THREAD,
     Conversation,
     Diagnostic,
@@ -340,6 +341,7 @@ def siblings_of(conv: Conversation, message_id: str) -> tuple[Message, ...]:
     s = conv._store
     if message.role == "summary":
         return (_message_record(conv, message),)
+    indexes: Sequence[int]
     if message.parent >= 0:
         indexes = prefix(s.messages[message.parent].children, conv._n_messages)
     else:
@@ -365,7 +367,7 @@ def summaries_of(conv: Conversation, message_id: str) -> tuple[Message, ...]:
     """Every summary that lists ``message_id`` among its sources, oldest first."""
     message = _message(conv, message_id)
     s = conv._store
-    found = prefix(s.summaries_of.get(message.index, []), conv._n_messages)
+    found = prefix(s.summaries_of.get(message.index, EMPTY), conv._n_messages)
     return tuple(_message_record(conv, s.messages[i]) for i in found)
 
 
@@ -567,7 +569,7 @@ def tool_call(conv: Conversation, call_id: str) -> ToolCallInfo | None:
                     status = "denied"
                 elif "error" in output:
                     status, error = "error", str(output["error"])
-    progress = prefix(s.progress.get(call_id, []), conv._n_chunks)
+    progress = prefix(s.progress.get(call_id, EMPTY), conv._n_chunks)
     return ToolCallInfo(
         call_id=call_id,
         name=name,
@@ -656,7 +658,7 @@ def usage_totals(conv: Conversation, run_id: str | None = None) -> UsageTotals:
             input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_creation_tokens=c, calls=count
         )
     totals = [0, 0, 0, 0]
-    chunks = prefix(s.run_usage.get(run_id, []), conv._n_chunks)
+    chunks = prefix(s.run_usage.get(run_id, EMPTY), conv._n_chunks)
     for index in chunks:
         event: Any = s.events[index]
         totals[0] += event.input_tokens

@@ -25,6 +25,7 @@ Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has t
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -528,7 +529,7 @@ def _on_usage(
         )
     )
     s.usage_chunks.append(index)
-    s.run_usage.setdefault(run.id, []).append(index)
+    s.run_usage.setdefault(run.id, array("q")).append(index)
 
 
 def _on_tool_call(
@@ -571,7 +572,7 @@ def _on_tool_result(
 def _on_tool_progress(
     s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
 ) -> None:
-    s.progress.setdefault(event.tool_call_id, []).append(index)
+    s.progress.setdefault(event.tool_call_id, array("q")).append(index)
 
 
 def _on_relay(
