@@ -4,7 +4,9 @@
 - `project_messages` -> request histories for OpenAI Chat Completions, Anthropic Messages or the
   gateway's own format (`messages`, one adapter module per format);
 - `project_dag` -> a layered `DAGLayout` with ``to_svg()`` (`dag`);
-- `ThreadProjector` -> the thread kept current in O(delta) per event (`incremental`).
+- `project_repl` -> RLM agents, turns and child agents of a hypergraph conversation (`repl`);
+- `ThreadProjector` / `ConversationProjector` -> the thread kept current in O(delta) per event
+  (`incremental`).
 
 Each takes a flat `convograph.Graph`, or a hypergraph ``(conversation, active)``.
 """
@@ -20,6 +22,15 @@ from convograph.projections.progress import (
     ProgressRegistry,
     default_registry,
     register_accumulator,
+)
+from convograph.projections.repl import (
+    ReplAgent,
+    ReplOutputInfo,
+    ReplTurn,
+    ReplUsage,
+    ReplView,
+    flatten_agents,
+    project_repl,
 )
 from convograph.projections.thread import ThreadBuilder, project_thread
 from convograph.projections.view import (
@@ -51,6 +62,11 @@ __all__ = [
     "ProgressRegistry",
     "ReasoningContent",
     "RelayContent",
+    "ReplAgent",
+    "ReplOutputInfo",
+    "ReplTurn",
+    "ReplUsage",
+    "ReplView",
     "TextContent",
     "ThreadBuilder",
     "ThreadProjector",
@@ -60,8 +76,10 @@ __all__ = [
     "ViewNode",
     "ViewOptions",
     "default_registry",
+    "flatten_agents",
     "project_dag",
     "project_messages",
+    "project_repl",
     "project_thread",
     "register_accumulator",
 ]

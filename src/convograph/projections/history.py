@@ -38,6 +38,7 @@ from convograph.projections.view import (
 
 __all__ = [
     "PLACEHOLDER_OUTPUT",
+    "SUMMARY_RUN_PREFIX",
     "AssistantTurn",
     "History",
     "TextBlock",
@@ -48,6 +49,9 @@ __all__ = [
     "safe_tool_id",
     "serialize_output",
 ]
+
+SUMMARY_RUN_PREFIX: Final = "summary:"
+"""Run id prefix of the text view that stands for a hypergraph summary message."""
 
 PLACEHOLDER_OUTPUT: Final = "Tool result unavailable."
 """Result given to a call that has none: neutral, so the model neither retries blindly nor assumes
@@ -122,6 +126,9 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
         if isinstance(content, UserContent):
             close()
             history.append(UserTurn(content=content.content))
+        elif isinstance(content, TextContent) and view.run_id.startswith(SUMMARY_RUN_PREFIX):
+            close()  # a summary stands alone: it replaces whole turns
+            history.append(AssistantTurn(blocks=[TextBlock(content.text)]))
         elif isinstance(content, TextContent | ReasoningContent):
             if turn is not None and turn.calls:
                 close()

@@ -39,6 +39,7 @@ from convograph.graph.nodes import (
     UserNode,
 )
 from convograph.projections.dag import LayoutInput, compact, compact_json
+from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import ProgressRegistry
 from convograph.projections.thread import ThreadBuilder, _Level, paused_gc
 from convograph.projections.view import Status, ViewOptions
@@ -250,7 +251,9 @@ class ConversationFeeder:
         if level is None or message.summary is None:
             return
         node = TextNode(
-            id=message.id, run_id=f"summary:{thread_id}", fragments=Fragments(message.summary.text)
+            id=message.id,
+            run_id=f"{SUMMARY_RUN_PREFIX}{thread_id}",
+            fragments=Fragments(message.summary.text),
         )
         self.builder.add_in(node, level)
 

@@ -1,0 +1,239 @@
+"""Projections of the hypergraph ``(conversation, active)``: same rules as the flat graph, the
+active path honoured (edits, regenerations, summaries), view options, incremental projector, REPL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from convograph import create_graph, reduce_events, to_jsonable
+from convograph.hypergraph import (
+    ViewOptions,
+    close_stream,
+    create_conversation,
+    default_active,
+    edit_message,
+    reduce_conversation_events,
+    regenerate,
+    summarize_range,
+)
+from convograph.projections import (
+    ConversationProjector,
+    flatten_agents,
+    project_dag,
+    project_messages,
+    project_repl,
+    project_thread,
+)
+from convograph.projections.dag import check_no_overlap
+from tests.test_projections_messages import agent_streams, assert_valid_anthropic, assert_valid_openai
+
+SUBAGENT: list[dict[str, Any]] = [
+    {"type": "user", "runId": "u", "content": "Find the bug"},
+    {"type": "harness_start", "runId": "a", "parentId": "u:user"},
+    {"type": "text", "runId": "P1", "parentId": "a", "id": "t1", "content": "Delegating."},
+    {"type": "tool_call", "runId": "a", "id": "c1", "name": "agent", "input": {"task": "grep"}},
+    {"type": "harness_start", "runId": "s", "parentId": "c1"},
+    {"type": "text", "runId": "s", "id": "st", "content": "inner"},
+    {"type": "harness_end", "runId": "s"},
+    {"type": "tool_result", "runId": "a", "id": "c1", "name": "agent", "output": "found"},
+    {"type": "text", "runId": "P2", "parentId": "a", "id": "t2", "content": "Fixed it."},
+    {"type": "harness_end", "runId": "a"},
+]
+
+
+def conversation(events: list[dict[str, Any]]) -> Any:
+    return reduce_conversation_events(create_conversation(), events)
+
+
+def texts(views: list[Any]) -> list[str]:
+    return [getattr(v.content, "text", v.content.kind) for v in views]
+
+
+def test_thread_matches_the_flat_graph_for_plain_streams() -> None:
+    conv = conversation(SUBAGENT)
+    views = project_thread(conv, default_active(conv))
+    assert views == project_thread(reduce_events(create_graph(), SUBAGENT))
+    assert texts(views) == ["user", "Delegating.", "tool_call", "Fixed it."]
+    assert texts(views[2].branches[0]) == ["inner"]
+    assert project_thread(conv) == views  # active defaults to default_active
+
+
+@settings(max_examples=80, deadline=None)
+@given(agent_streams())
+def test_histories_from_the_hypergraph_are_valid(events: list[dict[str, Any]]) -> None:
+    conv = conversation(events)
+    assert_valid_openai(project_messages(conv, format="openai"))
+    assert_valid_anthropic(project_messages(conv, format="anthropic"))
+    assert not check_no_overlap(project_dag(conv).nodes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(agent_streams())
+def test_conversation_projector_equals_one_shot_after_every_event(events: list[dict[str, Any]]) -> None:
+    projector = ConversationProjector()
+    for event in events:
+        projector.apply(event)
+        conv = projector.conversation
+        assert projector.views == project_thread(conv, default_active(conv))
+    assert projector.messages("openai") == project_messages(projector.conversation)
+
+
+def test_edit_shows_only_the_active_branch() -> None:
+    conv = conversation(SUBAGENT)
+    edited = edit_message(conv, "msg:1", "Find the other bug")
+    views = project_thread(edited, default_active(edited))
+    assert [v.content.kind for v in views] == ["user"]
+    assert views[0].content.content == "Find the other bug"  # type: ignore[union-attr]
+    reply = reduce_conversation_events(
+        edited,
+        [
+            {"type": "text", "runId": "a2", "parentId": views[0].id, "id": "n", "content": "On it."},
+        ],
+    )
+    assert texts(project_thread(reply))[-1] == "On it."
+    # the original branch is still there for whoever selects it
+    assert texts(project_thread(conv))[-1] == "Fixed it."
+
+
+def test_projector_follows_operations_with_replace() -> None:
+    projector = ConversationProjector(conversation(SUBAGENT))
+    regenerated = regenerate(projector.conversation, default_active(projector.conversation).message_ids[-1])
+    projector.replace(regenerated)
+    assert projector.views == project_thread(regenerated)
+    projector.apply({"type": "text", "runId": "P3", "parentId": "a", "id": "t3", "content": "Again."})
+    assert projector.views == project_thread(projector.conversation)
+    assert projector.rebuilds >= 1
+
+
+def test_summary_replaces_its_sources() -> None:
+    conv = conversation(SUBAGENT)
+    ids = default_active(conv).message_ids
+    summarized = summarize_range(conv, ids[0], ids[1], "User asked; agent delegated.")
+    views = project_thread(summarized)
+    assert "User asked; agent delegated." in texts(views)
+    assert "Find the bug" not in str(to_jsonable(views))
+    messages = project_messages(summarized)
+    assert any(m.get("content") == "User asked; agent delegated." for m in messages)
+    assert_valid_openai(messages)
+
+
+def test_view_options_come_from_the_conversation() -> None:
+    events = [*SUBAGENT[:3], {"type": "reasoning", "runId": "a", "id": "r", "content": "hmm"}, *SUBAGENT[3:]]
+    conv = conversation(events)
+    assert "hmm" in texts(project_thread(conv))
+    hidden = conv.with_view(ViewOptions(hide_reasoning=True, subagents="hide"))
+    views = project_thread(hidden)
+    assert "hmm" not in texts(views)
+    assert all(not v.branches for v in views)
+    collapsed = project_thread(conv.with_view(ViewOptions(collapse_tools=True)))
+    call = next(v for v in collapsed if v.content.kind == "tool_call")
+    assert to_jsonable(call.content)["output"] is True
+
+
+def test_closed_stream_marks_open_runs() -> None:
+    conv = close_stream(conversation(SUBAGENT[:6]))
+    views = project_thread(conv)
+    assert views[-1].branches[0][0].status == "error"  # subagent s never ended: aborted
+    statuses = {v.run_id: v.status for v in views}
+    assert statuses["a"] == "error"
+    assert statuses["u"] == "complete"
+
+
+def test_dag_of_blocks() -> None:
+    layout = project_dag(conversation(SUBAGENT))
+    ids = {n.id for n in layout.nodes}
+    assert "block:c1" in ids
+    assert any(e.type == "spawn" and e.source == "block:c1" for e in layout.edges)
+    assert not check_no_overlap(layout.nodes)
+
+
+def test_active_must_be_an_active() -> None:
+    with pytest.raises(TypeError, match="Active"):
+        project_thread(conversation(SUBAGENT), "main")
+
+
+# --- REPL view -----------------------------------------------------------------------------------
+
+RLM: list[dict[str, Any]] = [
+    {"type": "harness_start", "runId": "R", "agentId": "rlm", "maxIterations": 5},
+    {"type": "reasoning", "runId": "R", "id": "th", "content": "plan"},
+    {"type": "repl_input", "runId": "R", "id": "k1", "code": "print(1)", "iteration": 0},
+    {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "1\n", "stream": "stdout"},
+    {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "warn\n", "stream": "stderr"},
+    {"type": "harness_start", "runId": "C", "parentId": "k1", "depth": 1, "maxIterations": 3},
+    {"type": "repl_input", "runId": "C", "id": "k9", "code": "sub()"},
+    {"type": "repl_output", "runId": "C", "id": "k9", "stdout": "", "done": True},
+    {"type": "text", "runId": "C", "id": "ca", "content": "child answer"},
+    {"type": "harness_end", "runId": "C", "reason": "final"},
+    {"type": "repl_output", "runId": "R", "id": "k1", "stdout": "1\n", "done": False, "durationMs": 12},
+    {"type": "text", "runId": "R", "id": "x", "content": "oops"},
+    {"type": "error", "runId": "R", "message": "Response contained no code block."},
+    {"type": "repl_input", "runId": "R", "id": "k2", "code": "FINAL(2)", "iteration": 1},
+    {"type": "usage", "runId": "R", "inputTokens": 10, "outputTokens": 5},
+    {"type": "repl_output", "runId": "R", "id": "k2", "stdout": "", "done": True},
+    {"type": "text", "runId": "R", "id": "fa", "content": "The answer is 2"},
+    {
+        "type": "harness_end",
+        "runId": "R",
+        "reason": "final",
+        "iterations": 2,
+        "totalUsage": {"inputTokens": 10, "outputTokens": 5},
+    },
+]
+
+
+def test_repl_view_turns_children_and_final_answer() -> None:
+    view = project_repl(conversation(RLM))
+    (root,) = view.agents
+    assert set(view.all_agents) == {"R", "C"}
+    assert root.status == "done"  # recovered after the extraction error
+    assert root.max_iterations == 5
+    assert root.final_answer == "The answer is 2"
+    assert root.total_usage == {"inputTokens": 10, "outputTokens": 5}
+    first, second = root.turns
+    assert (first.reasoning, first.code, first.stdout, first.stderr) == ("plan", "print(1)", "1\n", "warn\n")
+    assert first.output is not None
+    assert first.output.duration_ms == 12
+    assert [c.run_id for c in first.child_agents] == ["C"]
+    assert first.child_agents[0].depth == 1
+    assert first.child_agents[0].final_answer == "child answer"
+    assert second.error_message == "Response contained no code block."
+    assert second.code == "FINAL(2)"
+    assert second.usage is not None
+    assert second.usage.input_tokens == 10
+    assert second.phase == "done"
+    assert [(i.type, i.run_id, i.turn_index, i.depth) for i in flatten_agents(view.agents)] == [
+        ("agent", "R", -1, 0),
+        ("turn", "R", 0, 1),
+        ("agent", "C", -1, 2),
+        ("turn", "C", 0, 3),
+        ("turn", "R", 1, 1),
+    ]
+    data = to_jsonable(view)
+    assert data["agents"][0]["turns"][0]["childAgents"][0]["runId"] == "C"
+
+
+def test_repl_statuses() -> None:
+    running = project_repl(conversation(RLM[:4])).agents[0]
+    assert running.status == "running"
+    assert running.turns[0].phase == "executing"
+    maxed = project_repl(
+        conversation([*RLM[:3], {"type": "harness_end", "runId": "R", "reason": "max_iterations"}])
+    )
+    assert maxed.agents[0].status == "max_iterations"
+    failed = project_repl(
+        conversation(
+            [*RLM[:3], {"type": "error", "runId": "R", "message": "x"}, {"type": "harness_end", "runId": "R"}]
+        )
+    )
+    assert failed.agents[0].status == "error"
+    aborted = project_repl(close_stream(conversation(RLM[:4])))
+    assert aborted.agents[0].status == "error"
+
+
+def test_repl_needs_the_hypergraph() -> None:
+    with pytest.raises(TypeError, match="hypergraph"):
+        project_repl(reduce_events(create_graph(), RLM))
