@@ -125,6 +125,30 @@ def cypher_literal(value: Any) -> str:
     raise TypeError(f"cannot pass {type(value).__name__} as a Cypher parameter")
 
 
+_json_encoder = msgspec.json.Encoder()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _has_map(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_has_map(item) for item in value if not isinstance(item, _SCALARS))
+    return False
+
+
+def _literal_fast(value: Any) -> str:
+    """JSON text is a Cypher literal when no map is involved: FalkorDB reads JSON string escapes
+    (``\\n``, ``\\"``, raw UTF-8 ...) except ``\\uXXXX``, which msgspec only emits for control
+    characters; those (rare) values take the recursive path. O(size), in C."""
+    if _has_map(value):
+        return cypher_literal(value)
+    encoded = _json_encoder.encode(value)
+    if b"\\u" in encoded:
+        return cypher_literal(value)
+    return encoded.decode()
+
+
 def _params_header(params: Mapping[str, Any] | None) -> str:
     if not params:
         return ""
@@ -132,7 +156,7 @@ def _params_header(params: Mapping[str, Any] | None) -> str:
     for key, value in params.items():
         if not key or not key.replace("_", "a").isalnum():
             raise ValueError(f"parameter name {key!r} must be letters, digits and '_'")
-        parts.append(f"{key}={cypher_literal(value)}")
+        parts.append(f"{key}={_literal_fast(value)}")
     return "CYPHER " + " ".join(parts) + " "
 
 

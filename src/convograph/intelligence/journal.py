@@ -14,8 +14,9 @@ Invariants:
 - ``seq`` is a global, strictly increasing integer; records become visible to ``read_after`` in
   seq order, so per-session order is arrival order.
 - Events sharing a seed-format base id but differing in content (same session, type and
-  millisecond; upstream §10 B4) are recorded as *collision groups*; the writer gives the bare id
-  to the smallest fingerprint and suffixes the others, whatever the arrival order.
+  millisecond; upstream §10 B4) form *collision groups* (`collision_groups`, an indexed query);
+  the writer gives the bare id to the smallest fingerprint and suffixes the others, whatever the
+  arrival order.
 - Dead letters reference journal rows. Replay moves the rows to the tail (new seq), purge
   forgets the dead-letter entries (the event stays known for deduplication).
 """
@@ -119,9 +120,6 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_fingerprint ON events (workspace, fingerprint);
 CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (workspace, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_base_id ON events (workspace, base_id);
-CREATE TABLE IF NOT EXISTS collisions (
-    workspace TEXT NOT NULL, base_id TEXT NOT NULL, PRIMARY KEY (workspace, base_id)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
 );
@@ -177,18 +175,8 @@ class SqliteJournal:
                     )
                     if cur.rowcount == 0:
                         results.append(AppendResult("duplicate"))
-                        continue
-                    seq = cur.lastrowid
-                    other = cur.execute(
-                        "SELECT 1 FROM events WHERE workspace = ? AND base_id = ? AND seq <> ? LIMIT 1",
-                        (env.workspace, env.base_id, seq),
-                    ).fetchone()
-                    if other is not None:
-                        cur.execute(
-                            "INSERT OR IGNORE INTO collisions (workspace, base_id) VALUES (?, ?)",
-                            (env.workspace, env.base_id),
-                        )
-                    results.append(AppendResult("queued", seq))
+                    else:
+                        results.append(AppendResult("queued", cur.lastrowid))
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -210,23 +198,24 @@ class SqliteJournal:
         return int(row[0] or 0)
 
     def collision_groups(self, workspace: str, base_ids: Collection[str]) -> dict[str, list[str]]:
-        """Sorted fingerprints of every base id in ``base_ids`` shared by distinct events."""
+        """Sorted fingerprints of every base id in ``base_ids`` shared by distinct events.
+
+        One indexed ``GROUP BY`` per 500 ids; collisions are rare, so the answer is usually empty.
+        """
         ids = list(set(base_ids))
         out: dict[str, list[str]] = {}
         with self._read_lock:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                hits = self._read.execute(
-                    f"SELECT base_id FROM collisions WHERE workspace = ? AND base_id IN ({marks})",
-                    (workspace, *chunk),
+                rows = self._read.execute(
+                    "SELECT base_id, fingerprint FROM events WHERE workspace = ? AND base_id IN ("
+                    f" SELECT base_id FROM events WHERE workspace = ? AND base_id IN ({marks})"
+                    " GROUP BY base_id HAVING count(*) > 1) ORDER BY base_id, fingerprint",
+                    (workspace, workspace, *chunk),
                 ).fetchall()
-                for (base_id,) in hits:
-                    fps = self._read.execute(
-                        "SELECT fingerprint FROM events WHERE workspace = ? AND base_id = ? ORDER BY fingerprint",
-                        (workspace, base_id),
-                    ).fetchall()
-                    out[base_id] = [fp for (fp,) in fps]
+                for base_id, fingerprint in rows:
+                    out.setdefault(base_id, []).append(fingerprint)
         return out
 
     def dead_letter(self, seq: int, error: str) -> None:

@@ -2,13 +2,14 @@
 
 One workspace = one FalkorDB graph (``{prefix}{workspace}``): isolation is structural, indexes
 stay small, and every node still carries ``workspace`` with ``{node_id, workspace}`` as its MERGE
-key (seed 004). `ensure_schema` creates range indexes and ``(node_id, workspace)`` unique
-constraints for ``Session``, ``Event`` and ``ToolCall`` (plus the query-side indexes the example
-questions need) before the first write to a graph.
+key (seed 004). `ensure_schema` creates range indexes and ``node_id`` unique
+constraints (per-workspace graph, so this is ``{node_id, workspace}`` uniqueness) for ``Session``,
+``Event`` and ``ToolCall``, plus the query-side indexes the example questions need, before the
+first write to a graph.
 
-`write_batch` issues, per workspace, at most: 1 Session statement, 2 Session label statements,
-1 Event statement per distinct event name in the batch, 1 ToolCall statement and 1 HAS_FORK
-statement. Never one statement per node; rows are chunked (`CHUNK_ROWS`) to bound statement size.
+`write_batch` issues, per workspace and per `CHUNK_ROWS` rows, at most: 1 Session statement,
+2 Session label statements, 1 Event statement (all event names: labels are added by one
+``FOREACH`` per label set), 1 ToolCall statement and 1 HAS_FORK statement. Never one statement per node; rows are chunked (`CHUNK_ROWS`) to bound statement size.
 """
 
 from __future__ import annotations
@@ -60,14 +61,16 @@ REMOVE s:RootSession
 """
 
 _EVENTS = """
-UNWIND $rows AS r
-MERGE (e:Event {{node_id: r.id, workspace: $ws}})
-SET {labels}e += r.p
-WITH e, r
-MERGE (s:Session {{node_id: r.sid, workspace: $ws}})
-ON CREATE SET s.session_id = r.sid, s.status = 'running', s.status_rank = 0
+UNWIND $rows AS row
+MERGE (e:Event {{node_id: row[0], workspace: $ws}})
+SET {assignments}
+{labels}
+WITH e, row
+MERGE (s:Session {{node_id: row[1], workspace: $ws}})
+ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
 MERGE (s)-[:HAS_EVENT]->(e)
 """
+_LABELS = "FOREACH (_ IN CASE WHEN row[2] = {index} THEN [1] ELSE [] END | SET e{labels})"
 
 _TOOL_CALLS = """
 UNWIND $rows AS r
@@ -122,18 +125,15 @@ WHERE e.fingerprint <> g.winner
 SET e.node_id = g.base + '__' + substring(e.fingerprint, 0, 12)
 """
 
-# (label, properties) with a unique (node_id, workspace) constraint / plain range indexes.
+# One graph per workspace, so ``workspace`` is constant inside a graph: a unique constraint on
+# ``node_id`` there is the seed's ``{node_id, workspace}`` uniqueness, and indexing ``workspace``
+# (one value for every node) would only slow writes down.
 _UNIQUE = ("Session", "Event", "ToolCall")
 _INDEXES: tuple[tuple[str, str], ...] = (
     ("Session", "node_id"),
-    ("Session", "workspace"),
     ("Session", "parent_id"),
     ("Event", "node_id"),
-    ("Event", "workspace"),
-    ("Event", "session_id"),
-    ("Event", "event_name"),
     ("ToolCall", "node_id"),
-    ("ToolCall", "workspace"),
     ("ToolCall", "session_id"),
     ("ToolCall", "tool_name"),
 )
@@ -158,6 +158,22 @@ class GraphNames:
         return f"__empty__{self.prefix}"
 
 
+def _positional(statement: str, rows: list[dict[str, Any]]) -> tuple[str, list[list[Any]]]:
+    """Ship rows as arrays (cheap to encode) and rebuild ``r`` as a map inside the statement."""
+    fields = list(rows[0])
+    projection = "UNWIND $rows AS row\nWITH row, {" + ", ".join(
+        f"{f}: row[{i}]" for i, f in enumerate(fields)
+    )
+    projection += "} AS r\n"
+    return statement.replace("UNWIND $rows AS r\n", projection, 1), [list(row.values()) for row in rows]
+
+
+def _safe_key(key: str) -> str:
+    if not key or "`" in key:
+        raise ValueError(f"property name {key!r} cannot be written")
+    return f"`{key}`"
+
+
 def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[Any]]:
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
@@ -175,16 +191,7 @@ def ensure_schema(engine: GraphEngine, graph: str) -> None:
         for label in _UNIQUE:
             with contextlib.suppress(Exception):  # exists already (or pending): both fine
                 engine.command(
-                    "GRAPH.CONSTRAINT",
-                    "CREATE",
-                    graph,
-                    "UNIQUE",
-                    "NODE",
-                    label,
-                    "PROPERTIES",
-                    2,
-                    "node_id",
-                    "workspace",
+                    "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", 1, "node_id"
                 )
 
 
@@ -200,10 +207,16 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
     """Write one workspace's rows; returns the number of statements issued."""
     ws = batch.workspace
     statements = 0
-    sessions = [row.to_row() for row in batch.sessions.values()]
-    for chunk in _chunks(sessions):
-        engine.execute(graph, _SESSIONS, {"rows": chunk, "ws": ws})
-        statements += 1
+
+    def run(statement: str, rows: list[dict[str, Any]]) -> None:
+        nonlocal statements
+        for chunk in _chunks(rows):
+            text, arrays = _positional(statement, list(chunk))
+            engine.execute(graph, text, {"rows": arrays, "ws": ws})
+            statements += 1
+
+    if batch.sessions:
+        run(_SESSIONS, [row.to_row() for row in batch.sessions.values()])
     roots = [row.node_id for row in batch.sessions.values() if row.root and not row.forked]
     forked = [row.node_id for row in batch.sessions.values() if row.forked]
     if roots:
@@ -212,18 +225,32 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
     if forked:
         engine.execute(graph, _FORKED, {"ids": forked, "ws": ws})
         statements += 1
-    for labels, rows in batch.events.items():
-        extra = label_clause(tuple(label for label in labels if label != "Event"))
-        statement = _EVENTS.format(labels=f"e{extra}, " if extra else "")
-        for chunk in _chunks(rows):
-            engine.execute(graph, statement, {"rows": chunk, "ws": ws})
+    if batch.events:
+        # one statement for every event name: rows carry the index of their label set, and a
+        # FOREACH per label set adds the (static) labels; properties are the union of lifted keys
+        keys: dict[str, None] = {}
+        label_sets: list[str] = []
+        arrays: list[list[Any]] = []
+        for labels, rows in batch.events.items():
+            label_sets.append(label_clause(tuple(label for label in labels if label != "Event")))
+            for row in rows:
+                keys.update(dict.fromkeys(row["p"]))
+        key_list = list(keys)
+        for index, rows in enumerate(batch.events.values()):
+            for row in rows:
+                props = row["p"]
+                arrays.append([row["id"], row["sid"], index, *(props.get(key) for key in key_list)])
+        statement = _EVENTS.format(
+            assignments=", ".join(f"e.{_safe_key(key)} = row[{i + 3}]" for i, key in enumerate(key_list)),
+            labels="\n".join(
+                _LABELS.format(index=index, labels=extra) for index, extra in enumerate(label_sets) if extra
+            ),
+        )
+        for chunk in _chunks(arrays):
+            engine.execute(graph, statement, {"rows": list(chunk), "ws": ws})
             statements += 1
-    tool_calls = [row.to_row() for row in batch.tool_calls.values()]
-    for chunk in _chunks(tool_calls):
-        engine.execute(graph, _TOOL_CALLS, {"rows": chunk, "ws": ws})
-        statements += 1
-    forks = list(batch.forks.values())
-    for chunk in _chunks(forks):
-        engine.execute(graph, _FORKS, {"rows": chunk, "ws": ws})
-        statements += 1
+    if batch.tool_calls:
+        run(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
+    if batch.forks:
+        run(_FORKS, list(batch.forks.values()))
     return statements
