@@ -272,3 +272,46 @@ def test_keyboard_navigation_moves_between_turns(demo_server: ServerProcess, pro
     page.keyboard.press("k")
     assert page.evaluate("() => document.activeElement.dataset.id") == first
     assert first != second
+
+
+def test_sibling_replies_show_a_switcher_that_remembers_the_choice(
+    demo_server: ServerProcess, probe: PageProbe
+) -> None:
+    """A regenerated reply (a second run hanging off the same user turn) is an alternative."""
+    cid = "e2e-siblings"
+
+    def reply(run: str, text: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "harness_start", "runId": run, "parentId": "u1:user", "agentId": "assistant"},
+            {"type": "text", "runId": f"{run}-llm", "parentId": run, "id": f"{run}-t", "content": text},
+            {"type": "harness_end", "runId": run, "parentId": "u1:user"},
+        ]
+
+    post(
+        demo_server.url,
+        cid,
+        [
+            {"type": "user", "runId": "u1", "content": "Name a prime number."},
+            *reply("first", "Seven."),
+            {"type": "user", "runId": "u2", "parentId": "first:harness_end", "content": "Another?"},
+            *reply("second", "Eleven."),
+        ],
+    )
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    user = page.locator('article[data-id="u1:user"]')
+    user.wait_for()
+    switcher = user.locator(".switcher")
+    assert switcher.locator(".switcher__count").inner_text() == "1 / 2"
+    assert page.locator('article[data-id="first-t"]').is_visible()
+    switcher.get_by_role("button", name="Next alternative").click()
+    assert switcher.locator(".switcher__count").inner_text() == "2 / 2"
+    assert page.locator('article[data-id="second-t"]').is_visible()
+    assert page.locator('article[data-id="first-t"]').is_hidden()
+    assert page.locator('article[data-id="u2:user"]').is_hidden()  # the rest of the first path
+    probe.shot("alternatives")
+    page.reload()
+    page.locator('article[data-id="u1:user"] .switcher__count').wait_for()
+    assert page.locator('article[data-id="u1:user"] .switcher__count').inner_text() == "2 / 2"
+    assert page.locator('article[data-id="second-t"]').is_visible()
+    assert page.locator('article[data-id="first-t"]').is_hidden()

@@ -50,19 +50,25 @@ export class ThreadView {
   _reconcile(level, container) {
     if (level.shrunk) {
       for (const child of [...container.children]) if (child._view && child._view.removed) child.remove();
+      container._rendered = [...container.children].filter((c) => c._view).length;
       level.shrunk = false;
     }
     const items = level.items;
-    const start = container.children.length;
+    const start = container._rendered ?? 0;
     if (start >= items.length) return;
-    const cut = level.cutView && (this.selection.get(level.cutView.id) ?? 0) > 0;
+    // Items after a view showing an alternative continuation stay hidden.
+    const cutAt = level.cutView ? items.indexOf(level.cutView) : -1;
+    let cutting = cutAt >= 0 && cutAt < start;
     const fragment = document.createDocumentFragment();
     for (let i = start; i < items.length; i++) {
       const el = this._element(items[i]);
-      if (cut) el.hidden = true;
+      if (cutting) el.hidden = true;
       fragment.append(el);
+      if ((items[i].appliedSelection ?? 0) > 0) fragment.append(items[i].parts.alt);
+      if (level.cutView === items[i]) cutting = true;
     }
     container.append(fragment);
+    container._rendered = items.length;
   }
 
   _element(view) {
@@ -130,8 +136,9 @@ export class ThreadView {
     }
     parts.switcher = h("nav", { class: "switcher", "aria-label": "Alternative continuations", hidden: true });
     parts.branches = h("div", { class: "branches" });
+    // An alternative continuation renders right after this turn, in place of the main one.
     parts.alt = h("div", { class: "alternative level" });
-    el.append(parts.switcher, parts.branches, parts.alt);
+    el.append(parts.switcher, parts.branches);
   }
 
   _who(view) {
@@ -324,6 +331,7 @@ export class ThreadView {
     const selected = Math.min(this.selection.get(view.id) ?? 0, count - 1);
     const switcher = parts.switcher;
     switcher.hidden = false;
+    if ((view.appliedSelection ?? 0) !== selected) this._applySelection(view, selected);
     switcher.replaceChildren(
       h("button", { type: "button", class: "btn btn--icon", "aria-label": "Previous alternative", disabled: selected === 0, onclick: () => this.select(view, selected - 1) }, "‹"),
       h("span", { class: "switcher__count", "aria-live": "polite" }, `${selected + 1} / ${count}`),
@@ -335,16 +343,22 @@ export class ThreadView {
   select(view, index) {
     this.selection.set(view.id, index);
     if (this.options.onSelect) this.options.onSelect(view.id, index);
+    this._updateBranches(view);
+  }
+
+  _applySelection(view, index) {
+    view.appliedSelection = index;
     const level = view.level;
     level.cutView = index > 0 ? view : null;
     // Hide the main continuation after the view when an alternative is chosen.
     let sibling = view.el.nextElementSibling;
     while (sibling) {
-      sibling.hidden = index > 0;
+      if (sibling._view) sibling.hidden = index > 0;
       sibling = sibling.nextElementSibling;
     }
     const alt = view.parts.alt;
     alt.replaceChildren();
+    if (index > 0 && alt.previousElementSibling !== view.el) view.el.after(alt);
     if (index > 0) {
       const branch = view.branches[index - 1];
       const container = h("div", { class: "level", role: "feed", "aria-label": `Alternative ${index + 1}` });
@@ -352,7 +366,6 @@ export class ThreadView {
       this.containers.set(branch, container);
       this._reconcile(branch, container);
     }
-    this._updateBranches(view);
   }
 
   _branchElement(level) {
