@@ -36,7 +36,14 @@ from convograph.hypergraph.model import (
     prefix,
     spawns_at,
 )
-from convograph.hypergraph.queries import _block, _chunk_index, _message, _spawn_record, chunk_id
+from convograph.hypergraph.queries import (
+    _block,
+    _chunk_index,
+    _message,
+    _spawn_record,
+    chunk_id,
+    run_chunk_indexes,
+)
 
 __all__ = ["EdgeType", "HyperEdge", "edges_of", "find_edges", "iter_edges"]
 
@@ -107,6 +114,22 @@ def _neighbours(items: Ints, index: int, limit: int) -> tuple[int | None, int | 
     return prev, nxt
 
 
+def _chunk_neighbours(conv: Conversation, block: _Block, index: int) -> tuple[int | None, int | None]:
+    """The previous and next chunk of the same run (a run's chunks are its blocks' chunks)."""
+    s = conv._store
+    chunks = prefix(block.chunks, conv._n_chunks)
+    pos = bisect_left(chunks, index)
+    prev = chunks[pos - 1] if pos > 0 else None
+    nxt = chunks[pos + 1] if pos + 1 < len(chunks) else None
+    if prev is None or nxt is None:
+        before, after = _neighbours(s.runs[block.run].blocks, block.index, conv._n_blocks)
+        if prev is None and before is not None:
+            prev = s.blocks[before].chunks[-1]
+        if nxt is None and after is not None:
+            nxt = s.blocks[after].chunks[0]
+    return prev, nxt
+
+
 def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
     """Every hyperedge touching ``node_id`` (a chunk, block or message id). O(degree)."""
     s = conv._store
@@ -116,12 +139,12 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
         block = s.blocks[s.chunk_block[index]]
         out.append(_block_edge(conv, block))
         run = s.runs[block.run]
-        prev, nxt = _neighbours(run.chunks, index, conv._n_chunks)
+        prev, nxt = _chunk_neighbours(conv, block, index)
         if prev is not None:
             out.append(_seq("chunk", chunk_id(prev), node_id))
         if nxt is not None:
             out.append(_seq("chunk", node_id, chunk_id(nxt)))
-        if run.chunks[0] == index:
+        if run.first_chunk == index:
             spawn = link_at(s, run.id, conv._version)[1]
             if spawn is not None:
                 out.extend(e for e in _spawn_edges_of_block(conv, s.blocks[spawn.trigger]) if node_id in e.id)
@@ -163,7 +186,7 @@ def iter_edges(conv: Conversation) -> Iterator[HyperEdge]:
         elif message.parent >= 0:
             yield _seq("msg", s.messages[message.parent].id, message.id)
     for run in s.runs.values():
-        chunks = prefix(run.chunks, conv._n_chunks)
+        chunks = run_chunk_indexes(conv, run)
         for a, b in itertools.pairwise(chunks):
             yield _seq("chunk", chunk_id(a), chunk_id(b))
         blocks = prefix(run.blocks, conv._n_blocks)

@@ -159,12 +159,12 @@ class _Message:
 
 
 class _Run:
-    """A run. ``chunks``/``blocks`` are append-only; the rest is reducer state read at the head."""
+    """A run. ``blocks`` is append-only; the rest is reducer state read at the head."""
 
     __slots__ = (
         "blocks",
-        "chunks",
         "ended",
+        "first_chunk",
         "id",
         "last_block",
         "last_key",
@@ -177,7 +177,8 @@ class _Run:
         self.id = run_id
         self.thread = thread
         self.parent_id = parent_id
-        self.chunks: Ints = array("q")
+        self.first_chunk = -1
+        """Index of the run's first chunk; its chunks are its blocks' chunks, in block order."""
         self.blocks: Ints = array("q")
         self.last_key: str | None = None
         self.last_block: _Block | None = None

@@ -255,7 +255,7 @@ def edit_message(
     parent = _fork_parent_index(conv, message_id)
     rid = run_id if run_id is not None else f"edit-{conv.version + 1}"
     existing = conv._store.runs.get(rid)
-    if existing is not None and existing.chunks and existing.chunks[0] < conv._n_chunks:
+    if existing is not None and 0 <= existing.first_chunk < conv._n_chunks:
         raise OperationError(f"run id {rid!r} is already used in this conversation")
     event: User | Text
     if message.role == "user":

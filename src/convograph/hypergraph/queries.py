@@ -29,6 +29,7 @@ from convograph.hypergraph.model import (
     UsageTotals,
     _Block,
     _Message,
+    _Run,
     _Spawn,
     link_at,
     prefix,
@@ -420,12 +421,12 @@ def iter_messages(conv: Conversation) -> Iterator[Message]:
 def run_ids(conv: Conversation) -> tuple[str, ...]:
     """Runs in order of first arrival. O(runs)."""
     n = conv._n_chunks
-    return tuple(r.id for r in conv._store.runs.values() if r.chunks and r.chunks[0] < n)
+    return tuple(r.id for r in conv._store.runs.values() if 0 <= r.first_chunk < n)
 
 
-def _run(conv: Conversation, run_id: str) -> Any:
+def _run(conv: Conversation, run_id: str) -> _Run:
     run = conv._store.runs.get(run_id)
-    if run is None or not run.chunks or run.chunks[0] >= conv._n_chunks:
+    if run is None or not 0 <= run.first_chunk < conv._n_chunks:
         raise KeyError(f"no run {run_id!r} in this conversation version")
     return run
 
@@ -454,7 +455,7 @@ def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:
     s = conv._store
     trigger = s.blocks[spawn.trigger]
     run = s.runs[spawn.run]
-    first = run.chunks[0]
+    first = run.first_chunk
     return SpawnInfo(
         id=f"spawn:{trigger.id}:{chunk_id(first)}",
         kind=spawn.kind,
@@ -494,7 +495,7 @@ def child_runs(conv: Conversation, run_id: str) -> tuple[SpawnInfo, ...]:
 def run_info(conv: Conversation, run_id: str) -> RunInfo:
     run = _run(conv, run_id)
     s = conv._store
-    first_event = s.events[run.chunks[0]]
+    first_event = s.events[run.first_chunk]
     start = s.block_ids.get(f"block:{run_id}:harness_start")
     has_lifecycle = start is not None and start < conv._n_blocks
     return RunInfo(
@@ -505,15 +506,24 @@ def run_info(conv: Conversation, run_id: str) -> RunInfo:
         status=run_status(conv, run_id),
         has_lifecycle=has_lifecycle,
         spawn=spawn_of(conv, run_id),
-        first_seq=run.chunks[0] + 1,
+        first_seq=run.first_chunk + 1,
         agent_id=first_event.agent_id,
     )
+
+
+def run_chunk_indexes(conv: Conversation, run: _Run) -> list[int]:
+    """The run's chunk indexes in order: its blocks' chunks, in block order. O(run size)."""
+    s = conv._store
+    out: list[int] = []
+    for b in prefix(run.blocks, conv._n_blocks):
+        out.extend(prefix(s.blocks[b].chunks, conv._n_chunks))
+    return out
 
 
 def run_chunks(conv: Conversation, run_id: str) -> tuple[Chunk, ...]:
     """The run's chunks in order (the REPL view's input). O(run size)."""
     run = _run(conv, run_id)
-    return tuple(_chunk_record(conv, i) for i in prefix(run.chunks, conv._n_chunks))
+    return tuple(_chunk_record(conv, i) for i in run_chunk_indexes(conv, run))
 
 
 def run_blocks(conv: Conversation, run_id: str) -> tuple[Block, ...]:

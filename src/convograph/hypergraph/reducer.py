@@ -267,7 +267,6 @@ def _apply_event(s: _Store, event: Event) -> bool:
         s.events.append(event)
         s.chunk_block.append(block.index)
         block.chunks.append(index)
-        run.chunks.append(index)
         s.n_chunks = index + 1
         new_block = False
     else:
@@ -444,7 +443,8 @@ def add_block(
     s.events.append(event)
     s.chunk_block.append(block_index)
     s.n_chunks = index + 1
-    run.chunks.append(index)
+    if run.first_chunk < 0:
+        run.first_chunk = index
     run.blocks.append(block_index)
     run.last_key = key
     run.last_block = block
