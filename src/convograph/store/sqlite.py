@@ -86,6 +86,8 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
 )
 
 _STOP: Final = object()
+_CHECKPOINT_INTERVAL: Final = 0.2
+_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
 _IN_CHUNK: Final = 500
 _tally_encoder = msgspec.json.Encoder()
 _tally_decoder = msgspec.json.Decoder(RunTally)
@@ -174,6 +176,12 @@ class SQLiteEventLog:
         )
         self._writer_conn: sqlite3.Connection | None = None
         self._writer_ready = threading.Event()
+        self._commits = 0
+        self._checkpoint_wake = threading.Event()
+        self._checkpoint_stop = False
+        self._checkpointer = threading.Thread(
+            target=self._checkpointer_main, name="convograph-sqlite-checkpoint", daemon=True
+        )
         self._writer_error: BaseException | None = None
 
     @classmethod
@@ -198,6 +206,7 @@ class SQLiteEventLog:
         await asyncio.to_thread(self._writer_ready.wait)
         if self._writer_error is not None:
             raise _unavailable(self._writer_error)
+        self._checkpointer.start()
         return self
 
     # -- writer thread ---------------------------------------------------------------------------------
@@ -206,6 +215,10 @@ class SQLiteEventLog:
         try:
             conn = _connect(self.path, self.synchronous)
             _migrate(conn)
+            # Checkpoints run on their own thread (PASSIVE: never blocks this writer), so a commit
+            # never pays for copying the WAL back into the database file.
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
         except BaseException as exc:
             self._writer_error = exc
             self._writer_ready.set()
@@ -232,7 +245,28 @@ class SQLiteEventLog:
                 group.append(nxt)
                 size += nxt.size
             self._commit_group(conn, group)
+            self._commits += 1
+            self._checkpoint_wake.set()
         conn.close()
+
+    def _checkpointer_main(self) -> None:
+        """Copy committed WAL frames into the database file in the background (PASSIVE checkpoints)."""
+        conn = _connect(self.path, self.synchronous)
+        seen = 0
+        try:
+            while not self._checkpoint_stop:
+                self._checkpoint_wake.wait(_CHECKPOINT_INTERVAL)
+                self._checkpoint_wake.clear()
+                if self._commits == seen:
+                    continue
+                seen = self._commits
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # busy or I/O trouble: retried on the next round
+                    log.debug("checkpoint skipped: %s", exc)
+                time.sleep(_CHECKPOINT_INTERVAL)  # batch checkpoints under a steady write load
+        finally:
+            conn.close()
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Request]) -> None:
         outcomes: list[tuple[_Request, Any, BaseException | None]] = []
@@ -400,7 +434,11 @@ class SQLiteEventLog:
         for conn in self._reader_conns:
             conn.close()
         self._queue.put(_STOP)
-        await asyncio.to_thread(self._writer.join)
+        self._checkpoint_stop = True
+        self._checkpoint_wake.set()
+        if self._checkpointer.ident is not None:
+            await asyncio.to_thread(self._checkpointer.join)
+        await asyncio.to_thread(self._writer.join)  # the last connection to close checkpoints fully
 
 
 def _info(cid: str, count: int, last_seq: int, last_activity: float, tally: bytes) -> ConversationInfo:

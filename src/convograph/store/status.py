@@ -39,12 +39,18 @@ class RunTally(msgspec.Struct, frozen=True):
         return ACTIVE if self.open_runs else self.last_outcome
 
 
+_RELEVANT: Final = frozenset({HarnessStart, HarnessEnd, Error})
+
+
 def fold_status(tally: RunTally, events: Iterable[Event]) -> RunTally:
     """The tally after ``events``. O(len(events) + open runs)."""
     open_runs = list(tally.open_runs)
     outcome = tally.last_outcome
     changed = False
     for event in events:
+        kind = type(event)
+        if kind not in _RELEVANT:
+            continue
         if isinstance(event, HarnessStart):
             if event.run_id not in open_runs:
                 open_runs.append(event.run_id)
