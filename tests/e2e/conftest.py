@@ -50,7 +50,7 @@ def seed_demo(url: str) -> None:
     asyncio.run(play_all(url, scripts, speed=None, wait_for_relays=False))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One server for the session, seeded with the demo conversations."""
     server = start_server(tmp_path_factory.mktemp("e2e") / "data")
@@ -61,8 +61,10 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    """Package-scoped: Playwright's sync API runs an event loop in this thread while it is open, so
+    it must be closed before any other test package (asyncio tests) runs."""
     require_chromium()
     from playwright.sync_api import sync_playwright
 
