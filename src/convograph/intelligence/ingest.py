@@ -2,7 +2,8 @@
 
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
-writes them with `write_batch`. The cursor lives in the graph engine beside the graphs it
+writes them with `write_batch`. When only a few records are waiting it lingers ``linger_s``
+(5 ms) first, so events arriving one POST at a time still travel in batches. The cursor lives in the graph engine beside the graphs it
 describes (``{prefix}__applied__:{journal_id}``) and is re-read before every batch, so a graph
 that loses data (an older snapshot, a restarted server, a new server) replays from where *its*
 data ends, at start-up and while running. Delivery into the graph is at-least-once;
@@ -76,6 +77,7 @@ class GraphApplier:
         offload_threshold: int = 4096,
         handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
         on_applied: Callable[[int], None] | None = None,
+        linger_s: float = 0.005,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -84,6 +86,7 @@ class GraphApplier:
         self.batch_size = batch_size
         self.offload_threshold = offload_threshold
         self.handlers = handlers
+        self.linger_s = linger_s
         self.cursor_key = f"{self.names.prefix}__applied__:{journal.journal_id}"
         self._schema_ready: set[str] = set()
         self._applied = 0
@@ -154,6 +157,10 @@ class GraphApplier:
                 self._wake.wait(0.25)
                 self._wake.clear()
                 continue
+            if len(records) < self.batch_size // 4 and self.linger_s > 0:
+                # events trickling in one by one: wait a moment so one batch carries many of them
+                self._stop.wait(self.linger_s)
+                records = self.journal.read_after(self._applied, self.batch_size)
             try:
                 self.apply(records)
             except EngineUnavailable as exc:

@@ -1,0 +1,348 @@
+"""Context-intelligence benchmarks: ingest end to end (HTTP → queryable) and example-question latency.
+
+    python -m benchmarks.intelligence            # ~2 minutes: ci-small, ci-large (300 sessions)
+    python -m benchmarks.intelligence --quick    # smoke run (seconds)
+
+What is measured (all on the embedded FalkorDB child, ``IntelligenceService.open``):
+
+1. **HTTP batch ingest**: a real uvicorn server (subprocess) with the Litestar router; the client
+   POSTs NDJSON batches (1,000 envelopes each, 2 connections); the clock stops when
+   ``/intelligence/status`` reports an empty backlog, i.e. every event is queryable.
+2. **HTTP single-event ingest**: the hook client's shape, one envelope per POST, 8 concurrent
+   clients, on the first ``--single-events`` events.
+3. **In-process ingest**: ``ingest_many`` → ``wait_applied`` without HTTP (the ceiling).
+4. **Example questions** (seed 004 and upstream spec §7.4, layer-1 forms): p50/p95 of
+   ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here.
+
+The upstream pipeline (FastAPI + Neo4j) cannot run on this machine; its figure (about 550 events/s
+over HTTP end to end on the same workload) comes from ``../shared/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from convograph.intelligence.service import IntelligenceService
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
+UPSTREAM_HTTP_EVENTS_PER_S = 550.0
+TARGET_EVENTS_PER_S = 20_000.0
+TARGET_P50_MS = 50.0
+
+SERVER = textwrap.dedent(
+    """
+    import sys
+    import uvicorn
+    from litestar import Litestar
+    from convograph.intelligence.http import create_intelligence_router
+    from convograph.intelligence.service import IntelligenceService
+
+    service = IntelligenceService.open(sys.argv[1])
+    app = Litestar(route_handlers=[create_intelligence_router(service)], on_shutdown=[service.close])
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
+    """
+)
+
+QUESTIONS: list[tuple[str, str]] = [
+    (
+        "seed: recent sessions",
+        "MATCH (s:Session {workspace: $workspace}) RETURN s.node_id, s.started_at "
+        "ORDER BY s.started_at DESC LIMIT 10",
+    ),
+    (
+        "Q1 sessions by kind",
+        "MATCH (s:Session {workspace: $workspace}) WITH [l IN labels(s) WHERE l IN "
+        "['RootSession', 'ForkedSession']] AS kinds RETURN kinds, count(*) AS sessions ORDER BY sessions DESC",
+    ),
+    (
+        "Q4 timeline of a session",
+        "MATCH (:Session {workspace: $workspace, node_id: $sid})-[:HAS_EVENT]->(e:Event) "
+        "RETURN e.occurred_at AS at, e.event_name AS event ORDER BY at LIMIT 300",
+    ),
+    (
+        "Q5 event histogram",
+        "MATCH (:Session {workspace: $workspace, node_id: $sid})-[:HAS_EVENT]->(e:Event) "
+        "RETURN e.event_name AS event, count(*) AS n ORDER BY n DESC",
+    ),
+    (
+        "Q6 most used tools",
+        "MATCH (t:ToolCall {workspace: $workspace}) RETURN t.tool_name AS tool, count(*) AS calls "
+        "ORDER BY calls DESC LIMIT 15",
+    ),
+    (
+        "Q7 slowest tool calls",
+        "MATCH (t:ToolCall {workspace: $workspace}) WHERE t.duration_ms IS NOT NULL "
+        "RETURN t.tool_name AS tool, t.session_id AS session, t.duration_ms AS ms ORDER BY ms DESC LIMIT 10",
+    ),
+    (
+        "Q8 failed tools of a session",
+        "MATCH (t:ToolCall {workspace: $workspace, session_id: $sid}) "
+        "WHERE t.result_success = false RETURN t.tool_name, substring(coalesce(t.result_error, ''), 0, 200) AS err, "
+        "t.started_at ORDER BY t.started_at LIMIT 50",
+    ),
+    (
+        "seed: flexible tool path",
+        "MATCH (s:Session {workspace: $workspace, node_id: $sid})-[:HAS_EVENT]->"
+        "(e:ToolEvent) RETURN e.tool_name AS tool, count(*) AS n ORDER BY n DESC",
+    ),
+    (
+        "seed: structured tool path",
+        "MATCH (s:Session {workspace: $workspace, node_id: $sid})-[:HAS_TOOL_CALL]->"
+        "(tc:ToolCall)-[:HAS_EVENT]->(e:Event) RETURN tc.tool_name, tc.duration_ms, collect(e.event_name) AS events "
+        "LIMIT 100",
+    ),
+    (
+        "Q12 LLM calls per model",
+        "MATCH (e:LlmResponseEvent {workspace: $workspace}) RETURN e.model AS model, "
+        "count(*) AS calls ORDER BY calls DESC",
+    ),
+    (
+        "Q15 fork depth",
+        "MATCH path = (root:RootSession {workspace: $workspace})-[:HAS_FORK*1..20]->(:Session) "
+        "RETURN max(length(path)) AS deepest, count(path) AS chains",
+    ),
+    (
+        "Q26 parallel fan-outs",
+        "MATCH (t:ToolCall {workspace: $workspace}) WHERE t.parallel_group_id IS NOT NULL "
+        "RETURN t.parallel_group_id AS grp, count(*) AS width ORDER BY width DESC LIMIT 10",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def generate(path: Path, sessions: int, seed: int = 7) -> list[bytes]:
+    subprocess.run(
+        [
+            sys.executable,
+            str(WORKLOADS / "gen_ci_events.py"),
+            "--sessions",
+            str(sessions),
+            "--tools-per-session",
+            "24",
+            "--seed",
+            str(seed),
+            "--out",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return path.read_bytes().splitlines()
+
+
+class Server:
+    """``uvicorn`` subprocess serving the intelligence router on an embedded FalkorDB."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = free_port()
+        script = data_dir / "server.py"
+        script.write_text(SERVER)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), str(data_dir / "data"), str(self.port)],
+            cwd=data_dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.base + "/intelligence/status", timeout=1)
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("benchmark server did not start") from None
+                time.sleep(0.1)
+
+    def wait_drained(self, client: httpx.Client, expected: int, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = client.get("/intelligence/status").json()
+            if status["applied_seq"] >= expected and status["backlog"] == 0:
+                return
+            time.sleep(0.01)
+        raise TimeoutError("ingest did not drain")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def http_batch_ingest(lines: list[bytes], workdir: Path, batch: int = 1000, connections: int = 2) -> float:
+    """Events/s from the first POST until the last event is queryable."""
+    server = Server(workdir)
+    try:
+        chunks = [b"\n".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
+        headers = {"content-type": "application/x-ndjson"}
+        with httpx.Client(base_url=server.base, timeout=120) as client:
+            start = time.perf_counter()
+
+            def post(body: bytes) -> None:
+                response = client.post("/events", content=body, headers=headers)
+                response.raise_for_status()
+
+            with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+                list(pool.map(post, chunks))
+            server.wait_drained(client, len(lines))
+            elapsed = time.perf_counter() - start
+    finally:
+        server.stop()
+    return len(lines) / elapsed
+
+
+def http_single_ingest(lines: list[bytes], workdir: Path, clients: int = 8) -> float:
+    """Events/s with one envelope per POST (the hook client's shape), ``clients`` concurrent."""
+    server = Server(workdir)
+    try:
+        per_client = [lines[i::clients] for i in range(clients)]
+        start = time.perf_counter()
+
+        def run(share: list[bytes]) -> None:
+            with httpx.Client(base_url=server.base, timeout=60) as client:
+                for body in share:
+                    response = client.post(
+                        "/events", content=body, headers={"content-type": "application/json"}
+                    )
+                    response.raise_for_status()
+
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            list(pool.map(run, per_client))
+        with httpx.Client(base_url=server.base, timeout=60) as client:
+            server.wait_drained(client, len(lines))
+        elapsed = time.perf_counter() - start
+    finally:
+        server.stop()
+    return len(lines) / elapsed
+
+
+def in_process_ingest(lines: list[bytes], data_dir: Path) -> tuple[float, IntelligenceService]:
+    service = IntelligenceService.open(data_dir)
+    start = time.perf_counter()
+    for i in range(0, len(lines), 2000):
+        service.ingest_many(lines[i : i + 2000])
+    if not service.wait_applied(timeout=1200):
+        raise TimeoutError("in-process ingest did not drain")
+    return len(lines) / (time.perf_counter() - start), service
+
+
+def question_latencies(service: IntelligenceService, repeat: int) -> list[dict[str, Any]]:
+    sizes = service.cypher(
+        "MATCH (s:Session {workspace: $workspace}) RETURN s.workspace AS ws, count(*) AS n", workspace="*"
+    ).results
+    workspace = max(sizes, key=lambda r: r["n"])["ws"]
+    busiest = service.cypher(
+        "MATCH (s:RootSession {workspace: $workspace})-[:HAS_TOOL_CALL]->(t:ToolCall) "
+        "RETURN s.node_id AS sid, count(t) AS n ORDER BY n DESC LIMIT 1",
+        workspace=workspace,
+    ).results[0]["sid"]
+    out = []
+    for name, query in QUESTIONS:
+        params = {"sid": busiest} if "$sid" in query else None
+        service.cypher(query, params, workspace=workspace)  # warm the plan cache
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = service.cypher(query, params, workspace=workspace)
+            samples.append((time.perf_counter() - start) * 1000)
+        samples.sort()
+        out.append(
+            {
+                "question": name,
+                "p50_ms": round(statistics.median(samples), 2),
+                "p95_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 2),
+                "rows": len(result.results),
+            }
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: small workloads, few repeats")
+    parser.add_argument("--sessions", type=int, default=300, help="root sessions of the generated ci-large")
+    parser.add_argument("--single-events", type=int, default=5000, help="events for the one-per-POST run")
+    parser.add_argument("--repeat", type=int, default=30, help="runs per question")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.single_events, args.repeat = 20, 500, 5
+    results: dict[str, Any] = {"machine": f"{os.cpu_count()} cores (shared)"}
+    with tempfile.TemporaryDirectory(prefix="cg-bench-ci-") as tmp:
+        root = Path(tmp)
+        small = (WORKLOADS / "ci-small.ndjson").read_bytes().splitlines()
+        large = generate(root / "ci-large.ndjson", args.sessions)
+        results["workloads"] = {"ci-small": len(small), f"ci-large({args.sessions} sessions)": len(large)}
+        for name, lines in (("ci-small", small), ("ci-large", large)):
+            workdir = root / f"http-{name}"
+            workdir.mkdir()
+            rate = http_batch_ingest(lines, workdir)
+            results[f"http_batch_{name}_events_per_s"] = round(rate)
+        single = large[: args.single_events]
+        workdir = root / "http-single"
+        workdir.mkdir()
+        results["http_single_events"] = len(single)
+        results["http_single_events_per_s"] = round(http_single_ingest(single, workdir))
+        rate, service = in_process_ingest(large, root / "inproc")
+        results["in_process_ci-large_events_per_s"] = round(rate)
+        try:
+            counts = service.cypher("MATCH (n) RETURN count(n) AS n", workspace="*").results
+            edges = service.cypher("MATCH ()-[r]->() RETURN count(r) AS n", workspace="*").results
+            results["query_graph"] = {
+                "events": len(large),
+                "nodes": sum(r["n"] for r in counts),
+                "edges": sum(r["n"] for r in edges),
+            }
+            results["questions"] = question_latencies(service, args.repeat)
+        finally:
+            service.close()
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    print(f"machine: {results['machine']}; workloads: {results['workloads']}")
+    for key in (
+        "http_batch_ci-small_events_per_s",
+        "http_batch_ci-large_events_per_s",
+        "http_single_events_per_s",
+        "in_process_ci-large_events_per_s",
+    ):
+        rate = results[key]
+        print(
+            f"{key:36s} {rate:>8,} ev/s  target ratio {rate / TARGET_EVENTS_PER_S:5.2f}  "
+            f"vs upstream {rate / UPSTREAM_HTTP_EVENTS_PER_S:6.1f}x"
+        )
+    print(f"query graph: {results['query_graph']}")
+    for q in results["questions"]:
+        print(
+            f"  {q['question']:32s} p50 {q['p50_ms']:7.2f} ms  p95 {q['p95_ms']:7.2f} ms  rows {q['rows']:4d}  "
+            f"target ratio {TARGET_P50_MS / max(q['p50_ms'], 1e-6):6.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
