@@ -168,3 +168,25 @@ async def test_redis_finalisation_waits_for_postgres_and_keeps_the_stream(
         assert 0 < await log._client.pttl(f"{log.prefix}:{{fin}}:stream") <= log.finalized_ttl * 1000
     finally:
         await log.close()
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
+async def test_start_while_the_backend_is_down_with_a_spool(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    server = request.getfixturevalue("redis_server" if backend == "redis" else "postgres_server")
+    if backend == "redis":
+        server.stop()
+    else:
+        server.stop("immediate")
+    options = "connect_timeout=1&" if backend == "postgres" else ""
+    log = await open_event_log(f"{server.url}?{options}spool={tmp_path / 'spool.db'}")
+    assert isinstance(log, SpoolingEventLog)
+    log.retry_interval = 0.2
+    try:
+        assert (await log.append("cold-start", batch("a"))).spooled
+        server.start()
+        await wait_drained(log)
+        await check_all_present(log, "cold-start", ["a"])
+    finally:
+        await log.close()

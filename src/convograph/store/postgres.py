@@ -132,12 +132,15 @@ class PostgresEventLog:
         self._signal = ChangeSignal()
         self._listener: asyncio.Task[None] | None = None
         self._closed = False
+        self._migrated = False
 
     @classmethod
     async def open(
-        cls, conninfo: str, *, pool_max: int = 8, connect_timeout: float = 5.0
+        cls, conninfo: str, *, pool_max: int = 8, connect_timeout: float = 5.0, lazy: bool = False
     ) -> PostgresEventLog:
-        """Open a pool and apply pending migrations. Raises `BackendUnavailable` if unreachable."""
+        """Open a pool and apply pending migrations. Raises `BackendUnavailable` if unreachable,
+        unless ``lazy``: then the log opens anyway and migrates on its first successful connection
+        (used behind a spool, so a server can start while Postgres is down)."""
         pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
             conninfo,
             min_size=1,
@@ -151,7 +154,13 @@ class PostgresEventLog:
         await pool.open(wait=False)
         self = cls(pool, conninfo)
         try:
-            await self._migrate()
+            async with self._connection():
+                pass  # connecting migrates
+        except BackendUnavailable as exc:
+            if not lazy:
+                await pool.close()
+                raise
+            log.warning("%s; continuing, the schema is migrated once it answers", exc)
         except BaseException:
             await pool.close()
             raise
@@ -166,6 +175,8 @@ class PostgresEventLog:
         try:
             async with self._pool.connection() as conn:
                 try:
+                    if not self._migrated:
+                        await self._migrate(conn)
                     yield conn
                 except _CONNECTION_ERRORS as exc:
                     raise BackendUnavailable("postgres", str(exc).strip(), outcome_unknown=writes) from exc
@@ -176,8 +187,8 @@ class PostgresEventLog:
         except psycopg.OperationalError as exc:
             raise BackendUnavailable("postgres", str(exc).strip(), outcome_unknown=writes) from exc
 
-    async def _migrate(self) -> None:
-        async with self._connection() as conn, conn.transaction():
+    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS convograph_schema "
@@ -193,6 +204,7 @@ class PostgresEventLog:
             for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
                 await conn.execute(script)
                 await conn.execute("INSERT INTO convograph_schema (version) VALUES (%s)", (number,))
+        self._migrated = True
 
     async def schema_version(self) -> int:
         async with self._connection() as conn:

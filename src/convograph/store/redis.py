@@ -131,6 +131,22 @@ _UNAVAILABLE: Final = (redis.exceptions.ConnectionError, redis.exceptions.Timeou
 _open_decoder = msgspec.json.Decoder(list[str])
 
 
+_INFO_FIELDS: Final = ["count", "last_seq", "last_activity", "open", "outcome"]
+
+
+def _info_from(conversation_id: str, raw: list[Any]) -> ConversationInfo | None:
+    if raw[0] is None:
+        return None
+    open_runs = tuple(_open_decoder.decode(raw[3])) if raw[3] else ()
+    return ConversationInfo(
+        id=conversation_id,
+        event_count=int(raw[0]),
+        last_seq=int(raw[1]),
+        last_activity=float(raw[2] or 0),
+        status=RunTally(open_runs, (raw[4] or b"idle").decode()).status,
+    )
+
+
 def stream_id_of_seq(seq: int) -> str:
     """The Redis stream entry id of ``seq`` (``"<seq>-0"``)."""
     return f"{seq}-0"
@@ -165,6 +181,7 @@ class RedisEventLog:
         self.retry_interval = retry_interval
         self._script = client.register_script(_APPEND)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._archiving: set[str] = set()
         self._retry: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -179,8 +196,10 @@ class RedisEventLog:
         finalized_ttl: float = 600.0,
         prefix: str = "convograph",
         connect_timeout: float = 5.0,
+        lazy: bool = False,
     ) -> RedisEventLog:
-        """Connect (raises `BackendUnavailable` if Redis does not answer)."""
+        """Connect. Raises `BackendUnavailable` if Redis does not answer, unless ``lazy`` (behind a
+        spool): then the log opens anyway and every call reconnects."""
         client = aioredis.Redis.from_url(
             url, socket_connect_timeout=connect_timeout, socket_timeout=30.0, health_check_interval=10
         )
@@ -190,8 +209,10 @@ class RedisEventLog:
         try:
             await client.ping()
         except _UNAVAILABLE as exc:
-            await client.aclose()
-            raise BackendUnavailable("redis", str(exc)) from exc
+            if not lazy:
+                await client.aclose()
+                raise BackendUnavailable("redis", str(exc)) from exc
+            log.warning("redis event log unavailable at open (%s); continuing behind the spool", exc)
         if archive is not None:
             self._retry = asyncio.create_task(self._retry_loop(), name="convograph-redis-finalize")
         return self
@@ -263,8 +284,8 @@ class RedisEventLog:
                 )
         if finished:
             self._spawn(self._finalize(conversation_id))
-        elif self.archive is not None and unarchived > self.maxlen:
-            self._spawn(self._archive(conversation_id, trim=True))
+        elif self.archive is not None and unarchived > self.maxlen and conversation_id not in self._archiving:
+            self._spawn(self._archive_in_background(conversation_id))
         return AppendResult(
             accepted=len(stored),
             duplicates=len(dups),
@@ -312,6 +333,15 @@ class RedisEventLog:
             keep_from = max(archived - self.maxlen // 2 + 1, 1)
             await self._client.xtrim(stream, minid=stream_id_of_seq(keep_from), approximate=False)
         return archived
+
+    async def _archive_in_background(self, conversation_id: str) -> None:
+        self._archiving.add(conversation_id)
+        try:
+            await self._archive(conversation_id, trim=True)
+        except Exception as exc:  # the stream keeps everything; the next append past maxlen retries
+            log.warning("archiving conversation %r failed: %s", conversation_id, exc)
+        finally:
+            self._archiving.discard(conversation_id)
 
     async def _finalize(self, conversation_id: str) -> bool:
         """Archive a conversation whose runs ended; then let its keys expire. True on success."""
@@ -445,19 +475,8 @@ class RedisEventLog:
     # -- conversations ---------------------------------------------------------------------------------
 
     async def _info(self, conversation_id: str) -> ConversationInfo | None:
-        raw = await self._client.hmget(
-            self._keys(conversation_id)[1], ["count", "last_seq", "last_activity", "open", "outcome"]
-        )
-        if raw[0] is None:
-            return None
-        open_runs = tuple(_open_decoder.decode(raw[3])) if raw[3] else ()
-        return ConversationInfo(
-            id=conversation_id,
-            event_count=int(raw[0]),
-            last_seq=int(raw[1]),
-            last_activity=float(raw[2] or 0),
-            status=RunTally(open_runs, (raw[4] or b"idle").decode()).status,
-        )
+        raw = await self._client.hmget(self._keys(conversation_id)[1], _INFO_FIELDS)
+        return _info_from(conversation_id, raw)
 
     async def get_conversation(self, conversation_id: str) -> ConversationInfo | None:
         validate_conversation_id(conversation_id)
@@ -472,10 +491,14 @@ class RedisEventLog:
     async def list_conversations(self) -> list[ConversationInfo]:
         try:
             ids = [raw.decode() for raw in await self._client.zrange(self._convs_key, 0, -1)]
+            async with self._client.pipeline(transaction=False) as pipe:
+                for cid in ids:
+                    pipe.hmget(self._keys(cid)[1], _INFO_FIELDS)
+                rows = await pipe.execute()
             infos: dict[str, ConversationInfo] = {}
             stale: list[str] = []
-            for cid in ids:
-                info = await self._info(cid)
+            for cid, raw in zip(ids, rows, strict=True):
+                info = _info_from(cid, raw)
                 if info is None:
                     stale.append(cid)
                 else:

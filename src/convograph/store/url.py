@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from convograph.store.base import EventLog
+
+if TYPE_CHECKING:
+    from convograph.store.postgres import PostgresEventLog
 
 __all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "default_url", "open_event_log"]
 
@@ -61,6 +64,19 @@ def _reject_unknown(scheme: str, options: dict[str, str]) -> None:
         raise ValueError(f"unknown {scheme} event log URL option(s): {', '.join(sorted(options))}")
 
 
+async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
+    from convograph.store.postgres import PostgresEventLog
+
+    _, options, bare = _split(url)
+    options.pop("spool", None)
+    pool_max = _take(options, "pool_max", int)
+    timeout = _take(options, "connect_timeout", float)
+    conninfo = urlunsplit(("postgresql", *urlsplit(bare)[1:3], urlencode(options), ""))
+    return await PostgresEventLog.open(
+        conninfo, pool_max=int(pool_max or 8), connect_timeout=float(timeout or 5.0), lazy=lazy
+    )
+
+
 async def open_event_log(
     url: str | None = None, *, data_dir: str | os.PathLike[str] | None = None
 ) -> EventLog:
@@ -88,14 +104,7 @@ async def open_event_log(
             )
         log = await SQLiteEventLog.open(path, synchronous=sync)  # type: ignore[arg-type]
     elif scheme in ("postgresql", "postgres"):
-        from convograph.store.postgres import PostgresEventLog
-
-        pool_max = _take(options, "pool_max", int)
-        timeout = _take(options, "connect_timeout", float)
-        conninfo = urlunsplit(("postgresql", *urlsplit(bare)[1:3], urlencode(options), ""))
-        log = await PostgresEventLog.open(
-            conninfo, pool_max=int(pool_max or 8), connect_timeout=float(timeout or 5.0)
-        )
+        log = await _open_postgres(url, lazy=bool(spool))
     elif scheme in ("redis", "rediss"):
         from convograph.store.redis import RedisEventLog
 
@@ -105,18 +114,20 @@ async def open_event_log(
         finalized_ttl = _take(options, "finalized_ttl", float)
         prefix = options.pop("prefix", "convograph")
         _reject_unknown(scheme, options)
-        archive = None
+        archive: PostgresEventLog | None = None
         if finalize_url:
             if not finalize_url.startswith(("postgresql://", "postgres://")):
                 raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
-            archive = await open_event_log(finalize_url)
+            # Lazy: finalisation retries until Postgres answers, so it need not be up at start.
+            archive = await _open_postgres(finalize_url, lazy=True)
         log = await RedisEventLog.open(
             bare,
-            archive=archive,  # type: ignore[arg-type]
+            archive=archive,
             maxlen=int(maxlen or 100_000),
             ttl=float(ttl or 86_400.0),
             finalized_ttl=float(finalized_ttl or 600.0),
             prefix=prefix,
+            lazy=bool(spool),
         )
     else:
         raise ValueError(
