@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convograph import create_graph, reduce_events, to_jsonable
 from convograph.hypergraph import (
@@ -79,6 +80,21 @@ def test_conversation_projector_equals_one_shot_after_every_event(events: list[d
         conv = projector.conversation
         assert projector.views == project_thread(conv, default_active(conv))
     assert projector.messages("openai") == project_messages(projector.conversation)
+
+
+@settings(max_examples=60, deadline=None)
+@given(agent_streams(), st.randoms(use_true_random=False))
+def test_conversation_projector_equals_one_shot_for_reordered_streams(
+    events: list[dict[str, Any]], rnd: Any
+) -> None:
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    shuffled += shuffled[: len(shuffled) // 3]
+    projector = ConversationProjector()
+    for event in shuffled:
+        projector.apply(event)
+        conv = projector.conversation
+        assert projector.views == project_thread(conv, default_active(conv))
 
 
 def test_edit_shows_only_the_active_branch() -> None:

@@ -256,4 +256,8 @@ class ConversationProjector:
                 self._tip = message.id
             if not feeder.feed(chunk):
                 return self._rebuild()
+        if feeder.orphans:  # a late parent arrived: its child threads move under it
+            for thread in feeder.orphans:
+                if q.spawn_of(new, thread) is not None:
+                    return self._rebuild()
         return self._builder.take_changed()

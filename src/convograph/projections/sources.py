@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 _SPAWNED_THREAD_KINDS: Final = frozenset({"subagent", "repl"})
+MAIN_THREAD: Final = "main"
 
 
 def _queries() -> Any:
@@ -111,6 +112,8 @@ class ConversationFeeder:
         self._texts: dict[str, Fragments] = {}
         self._used_ids: dict[str, int] = {}
         self._usage: dict[str, int] = {}
+        self.orphans: set[str] = set()
+        """Threads shown at the top because their parent had not arrived (re-placed on arrival)."""
 
     def status_of(self, run_id: str) -> Status:
         status = self._q.run_status(self.conversation, run_id)
@@ -129,8 +132,9 @@ class ConversationFeeder:
         else:
             q = self._q
             spawn = q.spawn_of(self.conversation, thread_id)
-            if spawn is None:
+            if spawn is None:  # its parent has not arrived: shown at the top until it does
                 level = self.builder.top_level
+                self.orphans.add(thread_id)
             elif spawn.kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
                 level = self.builder.sink_level
             else:
@@ -138,7 +142,10 @@ class ConversationFeeder:
                 if trigger is None:
                     return None  # the spawner has not been placed yet
                 node_id, trigger_level = trigger
-                level = self.builder.spawn_level(node_id, trigger_level)
+                if spawn.kind in _SPAWNED_THREAD_KINDS:
+                    level = self.builder.spawn_level(node_id, trigger_level)
+                else:  # a reply or provider call continues its trigger's list
+                    level = trigger_level
         self._thread_level[thread_id] = level
         return level
 
@@ -268,6 +275,11 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
     pending: list[Any] = [active]
     seen_threads: set[str] = set()
     order = 0
+    if active.thread_id == MAIN_THREAD:  # threads whose parent has not arrived are not hidden
+        for thread in q.thread_ids(conversation):
+            if thread != MAIN_THREAD and q.spawn_of(conversation, thread) is None:
+                pending.append(default_active(conversation, thread))
+        pending.reverse()
     while pending:
         path = pending.pop()
         if path.thread_id in seen_threads:
@@ -284,7 +296,9 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
                 items.append((block.first_seq, order, "block", block))
                 order += 1
                 for spawn in q.visible_spawns(conversation, block.id):
-                    if show_spawned and spawn.kind in _SPAWNED_THREAD_KINDS:
+                    if spawn.thread_id == path.thread_id:
+                        continue
+                    if show_spawned or spawn.kind not in _SPAWNED_THREAD_KINDS:
                         pending.append(default_active(conversation, spawn.thread_id))
     items.sort(key=lambda item: (item[0], item[1]))
     return items
@@ -336,25 +350,35 @@ def build_from_conversation(
     feeder_box.append(feeder)
     q = _queries()
     with paused_gc():
-        deferred: list[tuple[Any, str | None]] = []
-        for _, _, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
+        # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
+        # (its later chunks only extend it, they are never placed).
+        feed: list[tuple[int, int, Any, str | None]] = []
+        for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
             if kind == "summary":
-                feeder.add_summary(*payload)
+                feed.append((seq, order, payload, None))
                 continue
             chunks = q.chunks_of(conversation, payload.id)
-            whole = None
             if payload.kind in ("text", "reasoning"):
-                whole = "".join(chunk.event.content for chunk in chunks)
-                chunks = chunks[:1]
-            for chunk in chunks:
-                if not feeder.feed(chunk, whole_block_text=whole):
-                    deferred.append((chunk, whole))
-            if deferred:  # a late spawner: retry what waited on it, in arrival order
-                still: list[tuple[Any, str | None]] = []
-                for chunk, text in deferred:
-                    if not feeder.feed(chunk, whole_block_text=text):
-                        still.append((chunk, text))
-                deferred = still
+                feed.append((seq, order, chunks[0], "".join(chunk.event.content for chunk in chunks)))
+            else:
+                feed.extend((chunk.seq, order, chunk, None) for chunk in chunks)
+        feed.sort(key=lambda item: (item[0], item[1]))
+        deferred: list[tuple[Any, str | None]] = []
+        for _, _, item, whole in feed:
+            if isinstance(item, tuple):
+                feeder.add_summary(*item)
+                continue
+            if not feeder.feed(item, whole_block_text=whole):
+                deferred.append((item, whole))
+            elif deferred:  # a late spawner may have arrived: retry what waited until nothing moves
+                progressed = True
+                while progressed and deferred:
+                    still: list[tuple[Any, str | None]] = []
+                    for chunk, text in deferred:
+                        if not feeder.feed(chunk, whole_block_text=text):
+                            still.append((chunk, text))
+                    progressed = len(still) < len(deferred)
+                    deferred = still
         for chunk, text in deferred:  # spawner never shown: the top level
             feeder._thread_level.setdefault(feeder._run_thread.get(chunk.run_id, ""), builder.top_level)
             feeder.feed(chunk, whole_block_text=text)

@@ -206,6 +206,11 @@ class ThreadBuilder:
             current = run.parent
         return "complete"
 
+    def _is_open(self, run_id: str) -> bool:
+        """Started, and neither ended nor failed, as far as the nodes placed so far tell."""
+        run = self._runs.get(run_id)
+        return run is not None and run.started and not run.ended and not run.errored
+
     def _restamp(self, run_id: str) -> None:
         stack = [run_id]
         seen: set[str] = set()
@@ -372,9 +377,13 @@ class ThreadBuilder:
         handler = _ADDERS.get(kind)
         if handler is not None:
             handler(self, node, level)
-        elif kind == "harness_start" and self.status_of(run_id) == "streaming":
+        elif kind == "harness_start" and self._is_open(run_id):
             view = ViewNode(
-                id=node_id, run_id=run_id, role="assistant", content=PendingContent(), status="streaming"
+                id=node_id,
+                run_id=run_id,
+                role="assistant",
+                content=PendingContent(),
+                status=self.status_of(run_id),
             )
             self._append(level, view)
             self._pending[run_id] = (level, view)
