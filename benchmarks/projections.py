@@ -1,0 +1,149 @@
+"""Projection benchmarks (issue 4 targets, side by side with upstream's P2 / P4 workloads, spec §8).
+
+Run: ``python -m benchmarks.projections`` (about a minute) or ``--quick`` (seconds, smaller sizes).
+
+1. Full pipeline, upstream P4 style: for every event, reduce it into the hypergraph and bring the
+   thread projection up to date (`ConversationProjector.apply`), on the shared workloads
+   ``w2-hg-100x50x1`` (target: total < 2 s) and ``w2-hg-200x100x1`` (target: total < 5 s). Also the
+   flat-graph pipeline (`ThreadProjector`) on the same streams, and per-event latency.
+2. REPL view, upstream P2 style: median `project_repl` time of the finished conversation
+   (upstream's budget: < 16 ms; upstream measured 1.6 / 6.1 / 11.0 ms).
+3. One-shot thread / messages / DAG of a ~100k-node conversation (agent-harness shape,
+   `benchmarks.projections_workload`), flat graph and hypergraph. Target: < 200 ms each.
+
+Timings are wall clock (``time.perf_counter``), best (or median) of a few repetitions, garbage
+collector left as the library leaves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.projections_workload import agent_conversation
+from convograph import create_graph, reduce_events
+from convograph.events import Event, parse_event, read_ndjson_file
+from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+from convograph.projections import (
+    ConversationProjector,
+    ThreadProjector,
+    project_dag,
+    project_messages,
+    project_repl,
+    project_thread,
+)
+
+WORKLOADS = Path("/work/shared/workloads")
+TARGETS_PIPELINE = {"w2-hg-100x50x1": 2.0, "w2-hg-200x100x1": 5.0}
+TARGET_ONE_SHOT = 0.200
+
+
+def _events(name: str) -> list[Event]:
+    batch = read_ndjson_file(WORKLOADS / f"{name}.ndjson")
+    if batch.errors:
+        raise SystemExit(f"{name}: {len(batch.errors)} invalid lines")
+    return batch.events
+
+
+def _pipeline(events: list[Event], projector: Any) -> tuple[float, list[float]]:
+    per_event: list[float] = []
+    clock = time.perf_counter
+    start = clock()
+    for event in events:
+        t0 = clock()
+        projector.apply(event)
+        per_event.append(clock() - t0)
+    return clock() - start, per_event
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def _best(fn: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_pipeline(names: list[str]) -> None:
+    print("## Full pipeline: reduce + thread projection on every event")
+    for name in names:
+        events = _events(name)
+        total, per_event = _pipeline(events, ConversationProjector())
+        tail = sorted(per_event[-max(1, len(per_event) // 10) :])
+        target = TARGETS_PIPELINE.get(name)
+        ratio = f" (target < {target:.0f} s: {total / target:.3f}x of budget)" if target else ""
+        print(
+            f"- hypergraph {name}: {len(events)} events, total {total:.3f} s{ratio}; "
+            f"per event max {_ms(max(per_event))}, median of last 10% {_ms(statistics.median(tail))}"
+        )
+        flat_total, flat_per_event = _pipeline(events, ThreadProjector())
+        print(f"- flat graph {name}: total {flat_total:.3f} s; per event max {_ms(max(flat_per_event))}")
+
+
+def bench_repl(names: list[str], calls: int) -> None:
+    print("## REPL view (upstream P2): median project_repl of the finished conversation")
+    for name in names:
+        conversation = reduce_conversation_events(create_conversation(), _events(name))
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            project_repl(conversation)
+            times.append(time.perf_counter() - t0)
+        median = statistics.median(times)
+        print(
+            f"- {name}: {conversation.chunk_count} chunks, median {_ms(median)} over {calls} calls "
+            f"(upstream budget < 16 ms: {median / 0.016:.2f}x)"
+        )
+
+
+def bench_one_shot(turns: int, repeat: int) -> None:
+    wire = agent_conversation(turns)
+    events = [parse_event(e) for e in wire]
+    graph = reduce_events(create_graph(), events)
+    conversation = reduce_conversation_events(create_conversation(), events)
+    active = default_active(conversation)
+    print(
+        f"## One-shot projections: {len(events)} events -> flat graph {len(graph)} nodes, "
+        f"hypergraph {conversation.chunk_count} chunks / {conversation.block_count} blocks"
+    )
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("flat thread", lambda: project_thread(graph)),
+        ("flat messages (openai)", lambda: project_messages(graph, format="openai")),
+        ("flat messages (anthropic)", lambda: project_messages(graph, format="anthropic")),
+        ("flat DAG", lambda: project_dag(graph)),
+        ("hypergraph thread", lambda: project_thread(conversation, active)),
+        ("hypergraph messages (openai)", lambda: project_messages(conversation, active, format="openai")),
+        ("hypergraph DAG", lambda: project_dag(conversation, active)),
+    ]
+    for label, fn in cases:
+        best = _best(fn, repeat)
+        print(f"- {label}: best of {repeat} {_ms(best)} (target < 200 ms: {best / TARGET_ONE_SHOT:.2f}x)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
+    args = parser.parse_args(argv)
+    print(f"python {sys.version.split()[0]}")
+    if args.quick:
+        bench_pipeline(["w2-hg-100x50x1"])
+        bench_repl(["w2-hg-100x50x1"], calls=5)
+        bench_one_shot(turns=200, repeat=1)
+        return
+    bench_pipeline(["w2-hg-100x50x1", "w2-hg-200x100x1"])
+    bench_repl(["w2-hg-100x50x1", "w2-hg-200x100x1", "w2-hg-50x200x3"], calls=20)
+    bench_one_shot(turns=4546, repeat=3)
+
+
+if __name__ == "__main__":
+    main()
