@@ -115,3 +115,28 @@ def test_poison_events_are_dead_lettered_not_retried_forever(
         assert len(svc.cypher("MATCH (e:PromptSubmitEvent) RETURN e", workspace=WS).results) == 2
     finally:
         svc.close()
+
+
+def test_a_crashed_embedded_child_is_restarted_and_the_graph_replayed(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    stream = session_stream()
+    svc = IntelligenceService.open(tmp_path)
+    try:
+        for body in stream[:8]:
+            svc.ingest(body)
+        assert svc.wait_applied(timeout=30)
+        assert svc.embedded is not None
+        old_pid = svc.embedded.pid
+        assert old_pid is not None
+        os.kill(old_pid, signal.SIGKILL)  # no snapshot: the restarted child comes back empty
+        for body in stream[8:]:
+            svc.ingest(body)
+        assert svc.wait_applied(timeout=60)
+        assert svc.embedded.pid not in (None, old_pid)
+        events = svc.cypher("MATCH (e:Event) RETURN count(e) AS n", workspace=WS).results
+        assert events == [{"n": len(stream)}]
+        assert svc.dead_letters() == []
+    finally:
+        svc.close()

@@ -242,9 +242,7 @@ class FalkorEngine:
         except redis.ResponseError as exc:
             raise _classify(exc) from None
         except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
-            if self._on_unavailable is not None:
-                self._on_unavailable()
-            raise EngineUnavailable(str(exc)) from None
+            raise self._unavailable(exc) from None
         except Exception as exc:  # schema refresh errors and the like
             raise _classify(exc) from None
         columns = [str(h[1]) if isinstance(h, list | tuple) else str(h) for h in (result.header or [])]
@@ -262,6 +260,15 @@ class FalkorEngine:
                 stats[key] = float(getattr(result, key))
         return QueryRows(columns=columns, rows=rows, stats=stats)
 
+    def _unavailable(self, exc: Exception) -> EngineUnavailable:
+        """Let the supervisor (if any) restart a dead server, then report the outage."""
+        if self._on_unavailable is not None:
+            try:
+                self._on_unavailable()
+            except Exception as restart_error:  # the next call will try again
+                log.error("restarting the graph engine failed: %s", restart_error)
+        return EngineUnavailable(str(exc))
+
     def command(self, *args: Any) -> Any:
         """A raw server command (``GRAPH.CONSTRAINT``, ``GRAPH.LIST`` ...)."""
         return self._client.execute_command(*args)  # type: ignore[no-untyped-call]
@@ -270,14 +277,14 @@ class FalkorEngine:
         try:
             names = self.command("GRAPH.LIST")
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise EngineUnavailable(str(exc)) from None
+            raise self._unavailable(exc) from None
         return sorted(n.decode() if isinstance(n, bytes) else str(n) for n in names or [])
 
     def get_meta(self, key: str) -> str | None:
         try:
             value = self._client.get(key)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise EngineUnavailable(str(exc)) from None
+            raise self._unavailable(exc) from None
         if value is None:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
@@ -286,7 +293,7 @@ class FalkorEngine:
         try:
             self._client.set(key, value)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise EngineUnavailable(str(exc)) from None
+            raise self._unavailable(exc) from None
 
     def delete_graph(self, graph: str) -> None:
         with contextlib.suppress(redis.ResponseError):
