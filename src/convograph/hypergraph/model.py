@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 import msgspec
@@ -52,6 +53,57 @@ __all__ = [
 Ints = array[int]
 """Append-only integer lists are ``array("q")``: compact, and invisible to the cyclic GC, so a
 million-event conversation adds no per-element GC traversal work."""
+
+PAGE_BITS: Final = 10
+PAGE: Final = 1 << PAGE_BITS
+
+
+class Paged[T]:
+    """An append-only sequence kept as full tuple pages of `PAGE` items plus a short list tail.
+
+    Why: CPython's cyclic GC walks every pointer of a list on each full collection (one cache miss
+    per item), but it untracks a tuple whose items are all untracked, as events are. A
+    million-event log in a list cost ~0.8 µs/event of GC time (measured); in pages the collector
+    sees ~1k tuples it skips. Index O(1); append O(1) (the reducer inlines it on its hot path).
+    """
+
+    __slots__ = ("pages", "tail")
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[T, ...]] = []
+        self.tail: list[T] = []
+
+    def append(self, item: T) -> None:
+        tail = self.tail
+        tail.append(item)
+        if len(tail) == PAGE:
+            self.seal()
+
+    def seal(self) -> None:
+        """Turn the full tail into a page (called when the tail reaches `PAGE` items)."""
+        self.pages.append(tuple(self.tail))
+        self.tail = []
+
+    def __getitem__(self, index: int) -> T:
+        page = index >> PAGE_BITS
+        pages = self.pages
+        if page < len(pages):
+            return pages[page][index & (PAGE - 1)]
+        return self.tail[index - (len(pages) << PAGE_BITS)]
+
+    def __len__(self) -> int:
+        return (len(self.pages) << PAGE_BITS) + len(self.tail)
+
+    def head(self, count: int) -> Iterator[T]:
+        """The first ``count`` items, in order."""
+        for page in self.pages:
+            if count <= 0:
+                return
+            yield from page[:count]
+            count -= len(page)
+        if count > 0:
+            yield from self.tail[:count]
+
 
 EMPTY: Final[Ints] = array("q")
 """A shared empty index list (never appended to)."""
@@ -259,9 +311,9 @@ class _Store:
         self.lock = threading.Lock()
         self.version = 0
         self.broken = False
-        self.log: list[Any] = []
+        self.log: Paged[Any] = Paged()
         # tiers (append-only)
-        self.events: list[Event] = []
+        self.events: Paged[Event] = Paged()
         self.chunk_block: Ints = array("q")
         self.n_chunks = 0
         self.blocks: list[_Block] = []

@@ -52,6 +52,7 @@ from convograph.events.types import (
 )
 from convograph.hypergraph.model import (
     MAIN_THREAD,
+    PAGE,
     STREAM_RUN_ID,
     Conversation,
     Diagnostic,
@@ -109,7 +110,10 @@ def reduce_conversation(conversation: Conversation, event: EventLike) -> Convers
             return conversation
         version = store.version + 1
         store.version = version
-        store.log.append(event)
+        log = store.log.tail
+        log.append(event)
+        if len(log) == PAGE:
+            store.log.seal()
         if event_id is not None:
             store.seen[event_id] = version
         return Conversation(
@@ -163,7 +167,7 @@ def commit(conversation: Conversation, entry: Any) -> Conversation:
 def replay(store: _Store, version: int) -> _Store:
     """A new lineage holding exactly the first ``version`` log entries of ``store``. O(version)."""
     fresh = _Store()
-    for entry in store.log[:version]:
+    for entry in store.log.head(version):
         if apply_entry(fresh, entry):
             fresh.version += 1
             fresh.log.append(entry)
@@ -264,7 +268,10 @@ def _apply_event(s: _Store, event: Event) -> bool:
     index = s.n_chunks
     if run is not None and run.last_key == key and cls is not User:
         block: _Block = run.last_block  # type: ignore[assignment]
-        s.events.append(event)
+        tail = s.events.tail
+        tail.append(event)
+        if len(tail) == PAGE:
+            s.events.seal()
         s.chunk_block.append(block.index)
         block.chunks.append(index)
         s.n_chunks = index + 1
