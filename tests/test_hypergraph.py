@@ -528,3 +528,22 @@ def test_conversation_converts_to_plain_json() -> None:
         "runId": "P1",
         "parentId": "A",
     }
+
+
+def test_paged_sequence_reads_across_pages() -> None:
+    from convograph.hypergraph.model import PAGE, Paged
+
+    paged: Paged[int] = Paged()
+    for i in range(2 * PAGE + 5):
+        paged.append(i)
+    assert len(paged) == 2 * PAGE + 5
+    assert [paged[i] for i in (0, PAGE - 1, PAGE, 2 * PAGE, 2 * PAGE + 4)] == [
+        0,
+        PAGE - 1,
+        PAGE,
+        2 * PAGE,
+        2 * PAGE + 4,
+    ]
+    assert list(paged.head(PAGE + 2)) == list(range(PAGE + 2))
+    assert list(paged.head(10**6)) == list(range(2 * PAGE + 5))
+    assert list(paged.head(0)) == []
