@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, delete, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import Stream
 
 from convograph.events import Event, RelayResolved, encode_event
@@ -58,7 +58,7 @@ def _parse_seq(raw: str | None, name: str) -> int | None:
     return value
 
 
-async def _existing(state: ServerState, cid: str) -> LiveState:
+async def _existing(state: ServerState, cid: FromPath[str]) -> LiveState:
     live = await state.conversations.get(cid)
     if live.last_seq == 0:
         raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
@@ -79,7 +79,7 @@ class ConversationController(Controller):
     tags = ["conversations"]  # noqa: RUF012 - Litestar's attribute
 
     @post("/{cid:str}/events", guards=[require("write")], status_code=200, summary="Append events")
-    async def append_events(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+    async def append_events(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         """Body: one event, a JSON array, or NDJSON. Validated whole (422 lists every bad item)."""
         state = server_state(request)
         body = await request.body()
@@ -115,7 +115,7 @@ class ConversationController(Controller):
         return _json({"conversations": to_jsonable(infos)})
 
     @get("/{cid:str}", guards=[require("read")], summary="One conversation's summary")
-    async def get_conversation(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+    async def get_conversation(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         state = server_state(request)
         info = await state.log.get_conversation(cid)
         if info is None:
@@ -126,7 +126,7 @@ class ConversationController(Controller):
         return _json(body)
 
     @delete("/{cid:str}", guards=[require("admin")], status_code=204, summary="Delete a conversation")
-    async def delete_conversation(self, request: Request[Any, Any, Any], cid: str) -> None:
+    async def delete_conversation(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> None:
         state = server_state(request)
         if not await state.log.delete(cid):
             raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
@@ -136,11 +136,11 @@ class ConversationController(Controller):
     async def replay(
         self,
         request: Request[Any, Any, Any],
-        cid: str,
+        cid: FromPath[str],
         after: Annotated[
-            str | None, Parameter(query="after", description="Return events with seq > after.")
+            str | None, QueryParameter(name="after", description="Return events with seq > after.")
         ] = None,
-        limit: Annotated[int | None, Parameter(query="limit", ge=1)] = None,
+        limit: Annotated[int | None, QueryParameter(name="limit", ge=1)] = None,
     ) -> Stream:
         state = server_state(request)
         after_seq = _parse_seq(after, "after") or 0
@@ -165,9 +165,9 @@ class ConversationController(Controller):
     async def stream(
         self,
         request: Request[Any, Any, Any],
-        cid: str,
-        after: Annotated[str | None, Parameter(query="after")] = None,
-        last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID")] = None,
+        cid: FromPath[str],
+        after: Annotated[str | None, QueryParameter(name="after")] = None,
+        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
     ) -> Stream:
         """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
         ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle."""
@@ -192,7 +192,7 @@ class ConversationController(Controller):
         )
 
     @get("/{cid:str}/thread", guards=[require("read")], summary="Thread projection")
-    async def thread(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+    async def thread(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         from convograph.projections import project_thread
 
         live = await _existing(server_state(request), cid)
@@ -203,8 +203,8 @@ class ConversationController(Controller):
     async def messages(
         self,
         request: Request[Any, Any, Any],
-        cid: str,
-        format: Annotated[str, Parameter(query="format")] = "openai",
+        cid: FromPath[str],
+        format: Annotated[str, QueryParameter(name="format")] = "openai",
     ) -> Response[bytes]:
         from convograph.projections import project_messages
 
@@ -218,8 +218,8 @@ class ConversationController(Controller):
     async def dag(
         self,
         request: Request[Any, Any, Any],
-        cid: str,
-        format: Annotated[str, Parameter(query="format")] = "json",
+        cid: FromPath[str],
+        format: Annotated[str, QueryParameter(name="format")] = "json",
     ) -> Response[bytes]:
         from convograph.projections import project_dag
 
@@ -235,7 +235,7 @@ class ConversationController(Controller):
         return Response(body, media_type=MediaType.JSON)
 
     @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")
-    async def relays(self, request: Request[Any, Any, Any], cid: str) -> Response[bytes]:
+    async def relays(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         live = await _existing(server_state(request), cid)
         out = []
         for relay_id, relay in live.relays.items():
@@ -251,7 +251,9 @@ class ConversationController(Controller):
         status_code=200,
         summary="Decide a relay",
     )
-    async def decide_relay(self, request: Request[Any, Any, Any], cid: str, relay_id: str) -> Response[bytes]:
+    async def decide_relay(
+        self, request: Request[Any, Any, Any], cid: FromPath[str], relay_id: FromPath[str]
+    ) -> Response[bytes]:
         """Records ``relay_resolved`` in the log, so the decision survives reconnects and restarts.
         A relay is decided once: a second decision is refused with 409."""
         state = server_state(request)
