@@ -63,7 +63,7 @@ def test_thread_renders_demo_conversation(demo_server: ServerProcess, probe: Pag
     reasoning.locator("summary").click()
     assert "Three independent questions" in reasoning.inner_text()
     # Tool cards with state; the parallel fan-out shows three calls.
-    tools = page.locator(':scope .thread > article[data-kind="tool_call"]')
+    tools = page.locator('.thread > .chunk > article[data-kind="tool_call"]')
     assert tools.count() == 3
     assert [tools.nth(i).get_attribute("data-tool-state") for i in range(3)] == ["done", "done", "done"]
     # Usage totals and run status in the header.

@@ -250,7 +250,7 @@ function conversationPage(cid, tab) {
       renderStats();
     }
     if (dag && !graphPanel.hidden) scheduleDag();
-  });
+  }, 50);
   let dagTimer = null;
   function scheduleDag() {
     if (dagTimer) return;

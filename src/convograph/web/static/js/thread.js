@@ -10,6 +10,7 @@
 import { formatTokens, h, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
+const CHUNK = 50;
 const STATUS_LABEL = { streaming: "running", complete: "done", error: "error" };
 
 export class ThreadView {
@@ -26,6 +27,7 @@ export class ThreadView {
     this.containers = new Map(); // Level -> container element
     this.selection = options.selection ?? new Map(); // view id -> chosen alternative (0 = main)
     root.classList.add("level");
+    root._chunked = true;
     root.setAttribute("role", "feed");
     root.setAttribute("aria-busy", "false");
     this.containers.set(model.top, root);
@@ -49,8 +51,9 @@ export class ThreadView {
 
   _reconcile(level, container) {
     if (level.shrunk) {
-      for (const child of [...container.children]) if (child._view && child._view.removed) child.remove();
-      container._rendered = [...container.children].filter((c) => c._view).length;
+      const rendered = container._chunked ? container.querySelectorAll(":scope > .chunk > .turn") : container.children;
+      for (const child of [...rendered]) if (child._view && child._view.removed) child.remove();
+      container._rendered = [...container.querySelectorAll(":scope > .turn, :scope > .chunk > .turn")].length;
       level.shrunk = false;
     }
     const items = level.items;
@@ -67,8 +70,26 @@ export class ThreadView {
       if ((items[i].appliedSelection ?? 0) > 0) fragment.append(items[i].parts.alt);
       if (level.cutView === items[i]) cutting = true;
     }
-    container.append(fragment);
+    if (container._chunked) this._appendChunked(container, fragment);
+    else container.append(fragment);
     container._rendered = items.length;
+  }
+
+  /** The top level goes into chunks of CHUNK turns, each `content-visibility: auto`: the browser
+   * skips style, layout and paint of chunks off screen and tracks a few hundred boxes, not one
+   * per turn. */
+  _appendChunked(container, fragment) {
+    let chunk = container.lastElementChild;
+    const nodes = [...fragment.childNodes];
+    for (const node of nodes) {
+      if (!chunk || !chunk.classList.contains("chunk") || chunk._turns >= CHUNK) {
+        chunk = h("div", { class: "chunk" });
+        chunk._turns = 0;
+        container.append(chunk);
+      }
+      chunk.append(node);
+      if (node._view) chunk._turns += 1;
+    }
   }
 
   _element(view) {
@@ -351,11 +372,8 @@ export class ThreadView {
     const level = view.level;
     level.cutView = index > 0 ? view : null;
     // Hide the main continuation after the view when an alternative is chosen.
-    let sibling = view.el.nextElementSibling;
-    while (sibling) {
-      if (sibling._view) sibling.hidden = index > 0;
-      sibling = sibling.nextElementSibling;
-    }
+    const items = level.items;
+    for (let i = items.indexOf(view) + 1; i < items.length; i++) if (items[i].el) items[i].el.hidden = index > 0;
     const alt = view.parts.alt;
     alt.replaceChildren();
     if (index > 0 && alt.previousElementSibling !== view.el) view.el.after(alt);
@@ -409,7 +427,8 @@ export class ThreadView {
   expandAll(depth = Infinity) {
     const open = (container, d) => {
       if (d <= 0) return;
-      for (const details of container.querySelectorAll(":scope > .turn > .branches > details.branch")) {
+      const selector = ":scope > .turn > .branches > details.branch, :scope > .chunk > .turn > .branches > details.branch";
+      for (const details of container.querySelectorAll(selector)) {
         details.open = true;
         details._build();
         open(details.querySelector(":scope > .branch__body"), d - 1);

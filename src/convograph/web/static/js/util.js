@@ -107,16 +107,22 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   return data;
 }
 
-/** Coalesce calls into one per animation frame. */
-export function frameScheduler(fn) {
+/** Coalesce calls into one per animation frame, and at most one per `minInterval` ms (a busy
+ * stream then costs ~1000/minInterval DOM updates per second however many events arrive). */
+export function frameScheduler(fn, minInterval = 0) {
   let scheduled = false;
+  let last = -Infinity;
+  const run = () => {
+    scheduled = false;
+    last = performance.now();
+    fn();
+  };
   return () => {
     if (scheduled) return;
     scheduled = true;
-    requestAnimationFrame(() => {
-      scheduled = false;
-      fn();
-    });
+    const wait = last + minInterval - performance.now();
+    if (wait > 0) setTimeout(() => requestAnimationFrame(run), wait);
+    else requestAnimationFrame(run);
   };
 }
 
