@@ -149,6 +149,12 @@ class ConversationFeeder:
         self._thread_level[thread_id] = level
         return level
 
+    def show_at_top(self, run_id: str) -> None:
+        """Place the thread of ``run_id`` at the top level (its spawner is not shown)."""
+        thread = self._run_thread.get(run_id) or self._q.run_info(self.conversation, run_id).thread_id
+        self._run_thread[run_id] = thread
+        self._thread_level.setdefault(thread, self.builder.top_level)
+
     def _level_of_run(self, run_id: str) -> _Level | None:
         thread = self._run_thread.get(run_id)
         if thread is None:
@@ -275,10 +281,19 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
     pending: list[Any] = [active]
     seen_threads: set[str] = set()
     order = 0
+    # Spawned threads by trigger block: one query per thread instead of one per block.
+    spawned: dict[str, list[Any]] = {}
+    orphans: list[str] = []
+    for thread in q.thread_ids(conversation):
+        if thread == MAIN_THREAD:
+            continue
+        spawn = q.spawn_of(conversation, thread)
+        if spawn is None:
+            orphans.append(thread)
+        elif show_spawned or spawn.kind not in _SPAWNED_THREAD_KINDS:
+            spawned.setdefault(spawn.trigger_block_id, []).append(spawn)
     if active.thread_id == MAIN_THREAD:  # threads whose parent has not arrived are not hidden
-        for thread in q.thread_ids(conversation):
-            if thread != MAIN_THREAD and q.spawn_of(conversation, thread) is None:
-                pending.append(default_active(conversation, thread))
+        pending.extend(default_active(conversation, thread) for thread in reversed(orphans))
         pending.reverse()
     while pending:
         path = pending.pop()
@@ -295,10 +310,8 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
             for block in q.blocks_of(conversation, message_id):
                 items.append((block.first_seq, order, "block", block))
                 order += 1
-                for spawn in q.visible_spawns(conversation, block.id):
-                    if spawn.thread_id == path.thread_id:
-                        continue
-                    if show_spawned or spawn.kind not in _SPAWNED_THREAD_KINDS:
+                for spawn in spawned.get(block.id, ()):
+                    if spawn.thread_id != path.thread_id:
                         pending.append(default_active(conversation, spawn.thread_id))
     items.sort(key=lambda item: (item[0], item[1]))
     return items
@@ -379,8 +392,8 @@ def build_from_conversation(
                             still.append((chunk, text))
                     progressed = len(still) < len(deferred)
                     deferred = still
-        for chunk, text in deferred:  # spawner never shown: the top level
-            feeder._thread_level.setdefault(feeder._run_thread.get(chunk.run_id, ""), builder.top_level)
+        for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
+            feeder.show_at_top(chunk.run_id)
             feeder.feed(chunk, whole_block_text=text)
     return builder, feeder
 
