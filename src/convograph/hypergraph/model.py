@@ -284,7 +284,9 @@ class _Store:
         "message_ids",
         "messages",
         "meta",
+        "n_blocks",
         "n_chunks",
+        "n_messages",
         "outstanding",
         "pending",
         "progress",
@@ -316,6 +318,8 @@ class _Store:
         self.events: Paged[Event] = Paged()
         self.chunk_block: Ints = array("q")
         self.n_chunks = 0
+        self.n_blocks = 0
+        self.n_messages = 0
         self.blocks: list[_Block] = []
         self.messages: list[_Message] = []
         self.block_ids: dict[str, int] = {}
@@ -445,7 +449,7 @@ def create_conversation(view: ViewOptions | None = None) -> Conversation:
 
 def snapshot_of(store: _Store, view: ViewOptions) -> Conversation:
     """The head of ``store`` as a `Conversation`."""
-    return Conversation(store, store.version, store.n_chunks, len(store.blocks), len(store.messages), view)
+    return Conversation(store, store.version, store.n_chunks, store.n_blocks, store.n_messages, view)
 
 
 def link_at(store: _Store, run_id: str, version: int) -> tuple[str | None, _Spawn | None]:

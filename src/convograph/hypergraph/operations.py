@@ -147,6 +147,7 @@ class _Summarize(msgspec.Struct, frozen=True):
         )
         message.summary = (self.sources, self.info)
         s.messages.append(message)
+        s.n_messages = index + 1
         s.message_ids[message_id] = index
         thread.messages.append(index)
         s.summaries_by_first.setdefault(self.first_raw, array("q")).append(index)

@@ -93,31 +93,34 @@ def reduce_conversation(conversation: Conversation, event: EventLike) -> Convers
         event = codec.parse_event(event)
     store = conversation._store
     event_id = event.event_id
-    if event_id is not None:
-        seen_at = store.seen.get(event_id)
-        if seen_at is not None and seen_at <= conversation._version:
-            return conversation
     # The body of `commit`, inlined: this is the hot path.
     with store.lock:
         if store.version != conversation._version or store.broken:
+            if event_id is not None:
+                seen_at = store.seen.get(event_id)
+                if seen_at is not None and seen_at <= conversation._version:
+                    return conversation
             store = replay(store, conversation._version)
+        version = store.version + 1
+        # One probe for "seen?" and "mark seen" (at the head every recorded id is visible).
+        if event_id is not None and store.seen.setdefault(event_id, version) != version:
+            return conversation
         try:
             changed = _apply_event(store, event)
         except BaseException:
             store.broken = True
             raise
         if not changed:
+            if event_id is not None:
+                del store.seen[event_id]
             return conversation
-        version = store.version + 1
         store.version = version
         log = store.log.tail
         log.append(event)
         if len(log) == PAGE:
             store.log.seal()
-        if event_id is not None:
-            store.seen[event_id] = version
         return Conversation(
-            store, version, store.n_chunks, len(store.blocks), len(store.messages), conversation.view
+            store, version, store.n_chunks, store.n_blocks, store.n_messages, conversation.view
         )
 
 
@@ -266,7 +269,7 @@ def _apply_event(s: _Store, event: Event) -> bool:
         s.meta.set("closed", False, s.version + 1)
     run = s.runs.get(run_id)
     index = s.n_chunks
-    if run is not None and run.last_key == key and cls is not User:
+    if run is not None and run.last_key == key and cls is not User:  # extend the run's block
         block: _Block = run.last_block  # type: ignore[assignment]
         tail = s.events.tail
         tail.append(event)
@@ -281,9 +284,10 @@ def _apply_event(s: _Store, event: Event) -> bool:
             run = _new_run(s, run_id, event)
         block = _new_block(s, run, key, cls, event, index, tool_error)
         new_block = True
-    effect = _EFFECTS.get(cls)
-    if effect is not None:
-        effect(s, run, block, event, index, new_block, tool_error)
+    if cls is not Text and cls is not Reasoning:
+        effect = _EFFECTS.get(cls)
+        if effect is not None:
+            effect(s, run, block, event, index, new_block, tool_error)
     return True
 
 
@@ -403,6 +407,7 @@ def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) 
         if len(parent.children) > 1:
             s.chosen.set(parent.index, index, s.version + 1)
     s.messages.append(message)
+    s.n_messages = index + 1
     s.message_ids[message_id] = index
     thread.messages.append(index)
     set_tip(s, thread, message)
@@ -446,6 +451,7 @@ def add_block(
     block = _Block(block_index, block_id, key, kind, run.id, message.index)
     block.chunks.append(index)
     s.blocks.append(block)
+    s.n_blocks = block_index + 1
     s.block_ids[block_id] = block_index
     s.events.append(event)
     s.chunk_block.append(block_index)
