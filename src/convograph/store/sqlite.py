@@ -295,7 +295,8 @@ class SQLiteEventLog:
         for request, result, failure in outcomes:
             if isinstance(result, AppendResult) and result.accepted:
                 touched.add(result.stored[0].conversation_id)
-            request.loop.call_soon_threadsafe(_resolve, request.future, result, failure)
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+                request.loop.call_soon_threadsafe(_resolve, request.future, result, failure)
         for cid in touched:
             self._signal.notify_threadsafe(cid)
 

@@ -50,7 +50,8 @@ class ChangeSignal:
     def notify_threadsafe(self, conversation_id: str) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.notify, conversation_id)
+            with contextlib.suppress(RuntimeError):  # closed between the check and the call
+                loop.call_soon_threadsafe(self.notify, conversation_id)
 
 
 async def follow(
