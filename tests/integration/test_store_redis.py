@@ -124,3 +124,17 @@ async def test_live_tail_through_xread_block(redis_url: str, redis_prefix: str) 
         await stream.aclose()  # type: ignore[attr-defined]
     finally:
         await log.close()
+
+
+async def test_seqs_never_restart_after_the_keys_expire(redis_url: str, redis_prefix: str) -> None:
+    log = await open_redis(f"{redis_url}?prefix={redis_prefix}")
+    try:
+        await log.append("c", texts(5, "a"))
+        stream, meta, ids = log._keys("c")
+        assert await log._client.pttl(log._floor_key("c")) > 0
+        await log._client.delete(stream, meta, ids)  # what expiry does
+        again = await log.append("c", texts(2, "b"))
+        assert (again.first_seq, again.last_seq) == (6, 7)
+        assert [s.seq for s in await log.read("c", after_seq=5)] == [6, 7]
+    finally:
+        await log.close()

@@ -62,11 +62,15 @@ __all__ = ["RedisEventLog", "seq_of_stream_id", "stream_id_of_seq"]
 log = logging.getLogger("convograph.store.redis")
 
 _APPEND: Final = """
-local stream, meta, ids, convs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stream, meta, ids, convs, floor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cid, now, maxlen, ttl, base, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
     tonumber(ARGV[5]), tonumber(ARGV[6])
+local archived_mode = ARGV[7 + n * 5]
 if redis.call('EXISTS', meta) == 0 then
-  if base < 0 then return {'SEED'} end
+  if base < 0 then
+    if archived_mode == '1' then return {'SEED'} end
+    base = tonumber(redis.call('GET', floor) or '0')
+  end
   redis.call('HSET', meta, 'last_seq', base, 'count', base, 'archived_seq', base)
 end
 local state = redis.call('HMGET', meta, 'last_seq', 'count', 'open', 'outcome')
@@ -121,6 +125,7 @@ if ttl > 0 then
   redis.call('PEXPIRE', ids, ttl)
 end
 redis.call('ZADD', convs, now, cid)
+redis.call('SET', floor, last, 'PX', ARGV[8 + n * 5])
 local finished = 0
 if ended == 1 and #open == 0 then finished = 1 end
 local archived = tonumber(redis.call('HGET', meta, 'archived_seq') or '0')
@@ -131,6 +136,7 @@ _UNAVAILABLE: Final = (redis.exceptions.ConnectionError, redis.exceptions.Timeou
 _open_decoder = msgspec.json.Decoder(list[str])
 
 
+_FLOOR_TTL_MS: Final = 30 * 86_400 * 1000
 _INFO_FIELDS: Final = ["count", "last_seq", "last_activity", "open", "outcome"]
 
 
@@ -219,6 +225,10 @@ class RedisEventLog:
 
     # -- keys ------------------------------------------------------------------------------------------
 
+    def _floor_key(self, cid: str) -> str:
+        """Last seq of a conversation, kept 30 days after its other keys expire (seqs never restart)."""
+        return f"{self.prefix}:{{{cid}}}:floor"
+
     def _keys(self, cid: str) -> tuple[str, str, str]:
         base = f"{self.prefix}:{{{cid}}}"
         return f"{base}:stream", f"{base}:meta", f"{base}:ids"
@@ -256,14 +266,16 @@ class RedisEventLog:
                 flag,
                 pack_event(event),
             )
+        args += ("1" if self.archive is not None else "0", _FLOOR_TTL_MS)
+        script_keys = [stream, meta, ids, self._convs_key, self._floor_key(conversation_id)]
         try:
-            reply = await self._script(keys=[stream, meta, ids, self._convs_key], args=args)
+            reply = await self._script(keys=script_keys, args=args)
             if reply[0] == b"SEED":
                 base, known = await self._seed(conversation_id, batch)
                 args[4] = base
                 for index in known:
                     args[6 + index * 5 + 3] = "k"  # the flag slot: already archived
-                reply = await self._script(keys=[stream, meta, ids, self._convs_key], args=args)
+                reply = await self._script(keys=script_keys, args=args)
         except _UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc), outcome_unknown=True) from exc
         last, finished, unarchived, seqs = int(reply[0]), int(reply[1]), int(reply[2]), reply[3]
@@ -517,7 +529,13 @@ class RedisEventLog:
         stream, meta, ids = self._keys(conversation_id)
         try:
             removed = int(
-                await self._client.delete(stream, meta, ids, f"{self.prefix}:{{{conversation_id}}}:snap")
+                await self._client.delete(
+                    stream,
+                    meta,
+                    ids,
+                    f"{self.prefix}:{{{conversation_id}}}:snap",
+                    self._floor_key(conversation_id),
+                )
             )
             await self._client.zrem(self._convs_key, conversation_id)
             await self._client.srem(self._pending_key, conversation_id)
