@@ -12,6 +12,7 @@ visited guard.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import suppress
 
 import msgspec
 
@@ -117,9 +118,12 @@ def default_active(conv: Conversation, thread_id: str = MAIN_THREAD) -> Active:
         tip_id=s.messages[tip].id if tip is not None else None,
         message_ids=tuple(s.messages[i].id for i in path),
     )
-    if len(s.active_cache) >= _CACHE_SIZE:
-        s.active_cache.pop(next(iter(s.active_cache)))
-    s.active_cache[key] = active
+    cache = s.active_cache
+    if len(cache) >= _CACHE_SIZE:
+        # evict the oldest entry; a concurrent reader may have done it already
+        with suppress(KeyError, RuntimeError, StopIteration):
+            del cache[next(iter(cache))]
+    cache[key] = active
     return active
 
 
