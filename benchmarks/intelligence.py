@@ -286,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: small workloads, few repeats")
     parser.add_argument("--sessions", type=int, default=300, help="root sessions of the generated ci-large")
     parser.add_argument("--single-events", type=int, default=5000, help="events for the one-per-POST run")
+    parser.add_argument(
+        "--query-sessions",
+        type=int,
+        default=None,
+        help="root sessions of a separate, bigger workload for the in-process ingest and the questions",
+    )
     parser.add_argument("--repeat", type=int, default=30, help="runs per question")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
@@ -307,13 +313,17 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir()
         results["http_single_events"] = len(single)
         results["http_single_events_per_s"] = round(http_single_ingest(single, workdir))
-        rate, service = in_process_ingest(large, root / "inproc")
+        query_lines = large
+        if args.query_sessions:
+            query_lines = generate(root / "ci-query.ndjson", args.query_sessions, seed=11)
+        rate, service = in_process_ingest(query_lines, root / "inproc")
         results["in_process_ci-large_events_per_s"] = round(rate)
+        results["in_process_events"] = len(query_lines)
         try:
             counts = service.cypher("MATCH (n) RETURN count(n) AS n", workspace="*").results
             edges = service.cypher("MATCH ()-[r]->() RETURN count(r) AS n", workspace="*").results
             results["query_graph"] = {
-                "events": len(large),
+                "events": len(query_lines),
                 "nodes": sum(r["n"] for r in counts),
                 "edges": sum(r["n"] for r in edges),
             }
