@@ -17,7 +17,7 @@ from convograph.store import EventLog, InvalidConversationId, Snapshot, open_eve
 from convograph.store.snapshots import FLAT_GRAPH, rebuild
 from convograph.testing import collect, sample_run
 
-BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis+postgres"]
+BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis+postgres", "postgres+spool"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -29,6 +29,8 @@ async def event_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         url = f"sqlite:///{tmp_path / 'events.db'}"
     elif kind == "postgres":
         url = request.getfixturevalue("postgres_url")
+    elif kind == "postgres+spool":  # the spool wrapper must be transparent while the backend is up
+        url = f"{request.getfixturevalue('postgres_url')}?spool={tmp_path / 'spool.db'}"
     else:
         prefix = request.getfixturevalue("redis_prefix")
         url = f"{request.getfixturevalue('redis_url')}?prefix={prefix}&maxlen=1000"
