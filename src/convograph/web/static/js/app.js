@@ -241,7 +241,11 @@ function conversationPage(cid, tab) {
   }
 
   const flush = frameScheduler(() => {
+    // Follow the conversation while the reader is at the bottom (a chat's "stick to bottom").
+    const root = document.scrollingElement;
+    const follow = !threadPanel.hidden && root.scrollTop > 0 && root.scrollTop + root.clientHeight >= root.scrollHeight - 120;
     thread.flush();
+    if (follow) root.scrollTop = root.scrollHeight;
     if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
     empty.hidden = model.top.items.length > 0;
     threadRoot.classList.toggle("thread--large", model.viewCount > 400);
