@@ -35,6 +35,9 @@ from urllib.parse import urlparse
 
 import msgspec
 import redis
+from falkordb.edge import Edge
+from falkordb.node import Node
+from falkordb.path import Path as FPath
 
 __all__ = [
     "EmbeddedFalkorDB",
@@ -162,10 +165,6 @@ def _params_header(params: Mapping[str, Any] | None) -> str:
 
 def _jsonable(value: Any) -> Any:
     # falkordb.Node / Edge / Path become plain dicts (upstream returned Python reprs)
-    from falkordb.edge import Edge
-    from falkordb.node import Node
-    from falkordb.path import Path as FPath
-
     if isinstance(value, Node):
         return {"id": value.id, "labels": list(value.labels or []), "properties": _jsonable(value.properties)}
     if isinstance(value, Edge):

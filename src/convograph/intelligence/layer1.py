@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from convograph.intelligence.labels import derive_labels
-from convograph.intelligence.lifters import graph_value, lift_fields
+from convograph.intelligence.lifters import lift_fields
 
 __all__ = [
     "LAYER1_HANDLERS",
@@ -331,13 +331,3 @@ def plan_batch(facts: Iterable[EventFacts], handlers: tuple[Handler, ...] = LAYE
         for handler in handlers:
             handler(item, target)
     return batch
-
-
-def fork_rows(batch: WorkspaceBatch) -> list[dict[str, Any]]:
-    """``HAS_FORK`` rows (deduplicated per parent/child pair)."""
-    return list(batch.forks.values())
-
-
-def event_value(value: Any) -> Any:
-    """Re-export of `graph_value` for handlers of later layers."""
-    return graph_value(value)

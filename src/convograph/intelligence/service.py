@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
-from convograph.intelligence.blobs import BlobError, BlobStore, LocalBlobStore, blob_uri, validate_key
+from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connect_engine
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.ingest import GraphApplier
@@ -273,11 +273,3 @@ class IntelligenceService:
             "last_error": self.applier.last_error,
             "engine": "embedded" if self.embedded is not None else "server",
         }
-
-
-def envelope_errors(errors: Sequence[EnvelopeError]) -> list[dict[str, Any]]:
-    """JSON details for a `BatchError`."""
-    return [e.to_dict() for e in errors]
-
-
-__all__ += ["BlobError", "envelope_errors"]

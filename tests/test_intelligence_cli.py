@@ -1,0 +1,72 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from convograph.cli.app import app
+from convograph.cli.query import parse_params, render_table
+from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.service import IntelligenceService
+from convograph.intelligence.writer import GraphNames
+from tests.test_intelligence_support import SID, WS, ev, falkor, names, service  # noqa: F401
+
+runner = CliRunner()
+
+
+def test_parse_params_reads_json_values_and_falls_back_to_text() -> None:
+    assert parse_params(["n=3", "flag=true", "sid=abc-1", "list=[1,2]"]) == {
+        "n": 3,
+        "flag": True,
+        "sid": "abc-1",
+        "list": [1, 2],
+    }
+    with pytest.raises(typer.BadParameter):
+        parse_params(["novalue"])
+
+
+def test_render_table_has_one_column_per_result_column() -> None:
+    table = render_table(
+        {"columns": ["a", "b"], "results": [{"a": 1, "b": {"x": [1]}}, {"a": "s", "b": None}]}
+    )
+    assert [c.header for c in table.columns] == ["a", "b"]
+    assert table.row_count == 2
+
+
+def test_query_command_against_a_falkordb_url(
+    falkor: FalkorEngine, names: GraphNames, service: IntelligenceService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.ingest(ev("session:start", 1))
+    assert service.wait_applied(timeout=30)
+    socket_path = falkor._client.connection_pool.connection_kwargs["path"]
+    monkeypatch.setenv("CONVOGRAPH_GRAPH_PREFIX", names.prefix)
+    url = f"unix://{socket_path}"
+    result = runner.invoke(
+        app,
+        [
+            "query",
+            "MATCH (s:Session {workspace: $workspace}) RETURN s.node_id AS id",
+            "-w",
+            WS,
+            "--graph-url",
+            url,
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["results"] == [{"id": SID}]
+    table = runner.invoke(
+        app,
+        ["query", "MATCH (s:Session) RETURN s.node_id AS id", "-w", WS, "--graph-url", url],
+        env={"COLUMNS": "200"},
+    )
+    assert table.exit_code == 0
+    assert SID in table.output
+    assert "1 row" in table.output
+    rejected = runner.invoke(app, ["query", "MATCH (n) DELETE n", "--graph-url", url])
+    assert rejected.exit_code == 1
+    offline = runner.invoke(app, ["query", "RETURN 1", "--url", "http://127.0.0.1:9"])
+    assert offline.exit_code == 2
