@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.support.server import start_server
+from tests.support.server import ServerProcess, start_server
 
 from convograph.client.sse import SSEDecoder
 
@@ -61,8 +62,10 @@ async def bench_ingest(url: str, total: int, batch: int = 500, writers: int = 4)
 async def subscriber(
     url: str, cid: str, expect: int, latencies: list[float], ready: asyncio.Event, counter: list[int]
 ) -> int:
-    decoder = SSEDecoder()
+    """Count complete SSE frames and read each one's ``sentAt`` by scanning bytes (a full SSE + JSON
+    parse per message made this load client, not the server, the bottleneck)."""
     received = 0
+    pending = b""
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client,
         client.stream(
@@ -74,9 +77,16 @@ async def subscriber(
             ready.set()
         async for chunk in response.aiter_raw():
             now = time.time()
-            for message in decoder.feed(chunk):
-                data = json.loads(message.data)
-                latencies.append(now - data["sentAt"])
+            frames = (pending + chunk).split(b"\n\n")
+            pending = frames.pop()
+            for frame in frames:
+                at = frame.find(b'"sentAt":')
+                if at < 0:
+                    continue
+                end = at + 9
+                while frame[end : end + 1] not in (b",", b"}"):
+                    end += 1
+                latencies.append(now - float(frame[at + 9 : end]))
                 received += 1
                 if received >= expect:
                     return received
@@ -184,6 +194,14 @@ async def bench_reconnects(url: str, clients: int, total: int) -> dict[str, int]
     }
 
 
+def cpu_seconds(server: ServerProcess | None) -> float:
+    """User + system CPU seconds of the server process (or of this process when None)."""
+    pid = server.process.pid if server is not None else os.getpid()
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -195,19 +213,27 @@ def main() -> None:
     reconnect_clients, reconnect_events = (20, 400) if args.quick else (200, 1000)
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp) / "data", "--log-level", "warning")
+        server = start_server(Path(tmp) / "data", "--log-level", "warning", "--no-intelligence")
         try:
-            print(f"{time.strftime('%Y-%m-%d %H:%M')}  server {server.url} (SQLite, synchronous=FULL)")
+            load = os.getloadavg()[0]
+            print(
+                f"{time.strftime('%Y-%m-%d %H:%M')}  server {server.url} (SQLite, synchronous=FULL), load average {load:.2f}"
+            )
             rate = asyncio.run(bench_ingest(server.url, ingest_total))
             print(
                 f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
                 f"(target 20,000: {rate / 20_000:.2f}x)"
             )
+            server_before, client_before, started = cpu_seconds(server), cpu_seconds(None), time.time()
             fan = asyncio.run(bench_fanout(server.url, fan_subscribers, fan_events, rate=50))
+            wall = time.time() - started
+            server_cpu = (cpu_seconds(server) - server_before) / wall * 100
+            client_cpu = (cpu_seconds(None) - client_before) / wall * 100
             print(
                 f"fan-out: {fan['subscribers']} SSE subscribers x {fan['events']} events at 50/s: "
                 f"complete {fan['complete']}/{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, "
-                f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms"
+                f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms; "
+                f"CPU: server {server_cpu:.0f}%, load client {client_cpu:.0f}%"
             )
             rec = asyncio.run(bench_reconnects(server.url, reconnect_clients, reconnect_events))
             print(
