@@ -177,65 +177,55 @@ class SummaryInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 # --- storage records (internal; read through `queries`) ---------------------------------------------
 
 
-class _Block:
-    """A block. ``chunks`` is append-only (monotone chunk indexes)."""
-
-    __slots__ = ("chunks", "id", "index", "key", "kind", "message", "run")
-
-    def __init__(self, index: int, block_id: str, key: str, kind: str, run: str, message: int) -> None:
-        self.index = index
-        self.id = block_id
-        self.key = key
-        self.kind = kind
-        self.run = run
-        self.message = message
-        self.chunks: Ints = array("q")
+def _ints() -> Ints:
+    return array("q")
 
 
-class _Message:
+# Records are msgspec Structs with ``gc=False``: created ~4x faster than slotted classes and never
+# tracked by the cyclic GC (they hold only strings, ints, arrays and each other, never in a cycle:
+# a run points at blocks and messages, which point at nothing).
+
+
+class _Block(msgspec.Struct, gc=False):
+    """A block. ``chunks`` is append-only (monotone chunk indexes); the rest never changes."""
+
+    index: int
+    id: str
+    key: str
+    kind: str
+    run: str
+    message: int
+    chunks: Ints
+
+
+class _Message(msgspec.Struct, gc=False):
     """A message. ``blocks`` and ``children`` are append-only (monotone indexes)."""
 
-    __slots__ = ("blocks", "children", "depth", "id", "index", "parent", "role", "summary", "thread")
-
-    def __init__(self, index: int, message_id: str, thread: str, role: str, parent: int, depth: int) -> None:
-        self.index = index
-        self.id = message_id
-        self.thread = thread
-        self.role = role
-        self.parent = parent
-        """Index of the previous message in the thread's tree, -1 for a root."""
-        self.depth = depth
-        self.blocks: Ints = array("q")
-        self.children: Ints = array("q")
-        self.summary: tuple[tuple[int, ...], SummaryInfo] | None = None
+    index: int
+    id: str
+    thread: str
+    role: str
+    parent: int
+    """Index of the previous message in the thread's tree, -1 for a root."""
+    depth: int
+    blocks: Ints = msgspec.field(default_factory=_ints)
+    children: Ints = msgspec.field(default_factory=_ints)
+    summary: tuple[tuple[int, ...], SummaryInfo] | None = None
 
 
-class _Run:
-    """A run. ``blocks`` is append-only; the rest is reducer state read at the head."""
+class _Run(msgspec.Struct, gc=False):
+    """A run. ``blocks`` is append-only; the ``last_*`` fields and ``ended`` are reducer state read
+    at the head only. Its chunks are its blocks' chunks, in block order."""
 
-    __slots__ = (
-        "blocks",
-        "ended",
-        "first_chunk",
-        "id",
-        "last_block",
-        "last_key",
-        "last_message",
-        "parent_id",
-        "thread",
-    )
-
-    def __init__(self, run_id: str, thread: str, parent_id: str | None) -> None:
-        self.id = run_id
-        self.thread = thread
-        self.parent_id = parent_id
-        self.first_chunk = -1
-        """Index of the run's first chunk; its chunks are its blocks' chunks, in block order."""
-        self.blocks: Ints = array("q")
-        self.last_key: str | None = None
-        self.last_block: _Block | None = None
-        self.last_message: _Message | None = None
-        self.ended = False
+    id: str
+    thread: str
+    parent_id: str | None
+    blocks: Ints = msgspec.field(default_factory=_ints)
+    first_chunk: int = -1
+    last_key: str | None = None
+    last_block: _Block | None = None
+    last_message: _Message | None = None
+    ended: bool = False
 
 
 class _Thread:
@@ -254,7 +244,7 @@ class _Thread:
         self.after_result = False
 
 
-class _Spawn(msgspec.Struct, frozen=True):
+class _Spawn(msgspec.Struct, frozen=True, gc=False):
     trigger: int
     """Block index of the trigger."""
     run: str

@@ -448,8 +448,9 @@ def add_block(
     s.key_count[key] = count
     block_id = f"block:{key}" if count == 1 else f"block:{key}#{count}"
     block_index = len(s.blocks)
-    block = _Block(block_index, block_id, key, kind, run.id, message.index)
-    block.chunks.append(index)
+    chunks = array("q")
+    chunks.append(index)
+    block = _Block(block_index, block_id, key, kind, run.id, message.index, chunks)
     s.blocks.append(block)
     s.n_blocks = block_index + 1
     s.block_ids[block_id] = block_index
