@@ -104,6 +104,10 @@ class ProgressRegistry:
             raise TypeError(f"accumulator for {tool!r} needs init() and reduce(state, content)")
         self._by_tool[tool] = accumulator
 
+    def unregister(self, tool: str) -> None:
+        """Forget the accumulator for ``tool`` (no error when there is none)."""
+        self._by_tool.pop(tool, None)
+
     def get(self, tool: str) -> Accumulator | None:
         return self._by_tool.get(tool, self.fallback)
 
