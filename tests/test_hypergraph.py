@@ -547,3 +547,16 @@ def test_paged_sequence_reads_across_pages() -> None:
     assert list(paged.head(PAGE + 2)) == list(range(PAGE + 2))
     assert list(paged.head(10**6)) == list(range(2 * PAGE + 5))
     assert list(paged.head(0)) == []
+
+
+def test_late_blocks_rejoin_the_ended_run_and_a_restart_opens_a_new_turn() -> None:
+    conv = build(
+        HS,
+        {"type": "text", "runId": "A", "id": "t", "content": "hi"},
+        HE,
+        {"type": "usage", "runId": "A", "inputTokens": 1, "outputTokens": 1},
+    )
+    assert kinds(conv, "msg:1") == ["harness_start", "text", "harness_end", "usage"]
+    restarted = reduce_conversation(conv, HS)
+    assert kinds(restarted, "msg:2") == ["harness_start"]
+    assert q.run_status(restarted, "A") == "streaming"

@@ -425,8 +425,8 @@ def _place(s: _Store, run: _Run, cls: type[Any], thread: _Thread) -> _Message:
         thread.open = None
         thread.after_result = False
         return new_message(s, thread, thread.tip, "user")
-    if run.ended and run.last_message is not None:
-        return run.last_message
+    if run.ended and run.last_message is not None and cls is not HarnessStart:
+        return run.last_message  # a late block (e.g. usage after harness_end) of an ended run
     message = thread.open
     if message is None:
         message = new_message(s, thread, thread.tip, "assistant")
