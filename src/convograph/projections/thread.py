@@ -51,6 +51,8 @@ import msgspec
 from convograph.graph.model import Graph
 from convograph.graph.nodes import (
     ErrorNode,
+    HarnessEndNode,
+    HarnessStartNode,
     Node,
     ReasoningNode,
     RelayNode,
@@ -58,6 +60,7 @@ from convograph.graph.nodes import (
     ToolCallNode,
     ToolProgressNode,
     ToolResultNode,
+    UsageNode,
     UserNode,
 )
 from convograph.projections.progress import ProgressRegistry, default_registry
@@ -309,7 +312,7 @@ class ThreadBuilder:
     def add(self, node: Node, parent_id: str | None) -> None:
         """Place a new node; ``parent_id`` is the source of its incoming edge (``None``: a root)."""
         run_id = node.run_id
-        kind: str = node.__struct_config__.tag  # type: ignore[assignment]
+        kind = _KIND_OF_TYPE.get(type(node)) or node.kind
         if self._pending and run_id in self._pending:
             self._drop_pending(run_id)
         placed = self._placed.get(parent_id) if parent_id is not None else None
@@ -606,6 +609,23 @@ class ThreadBuilder:
                 self.changed.add(view.id)
 
 
+_KIND_OF_TYPE: Final[dict[type[Any], str]] = {
+    cls: cls.__struct_config__.tag  # type: ignore[misc]
+    for cls in (
+        TextNode,
+        ReasoningNode,
+        ToolCallNode,
+        ToolResultNode,
+        ToolProgressNode,
+        UserNode,
+        ErrorNode,
+        RelayNode,
+        HarnessStartNode,
+        HarnessEndNode,
+        UsageNode,
+    )
+}
+
 _ADDERS: Final[dict[str, Any]] = {
     "text": ThreadBuilder._add_text,
     "reasoning": ThreadBuilder._add_text,
@@ -652,11 +672,10 @@ def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
     (a child adopted once its parent came) waits for that parent. Nodes on a cycle are yielded last,
     in arrival order, as roots. O(N + E).
     """
-    parent_of: dict[str, str] = {}
-    for source, targets in graph.edges.items():
-        for target in targets:
-            if target not in parent_of:
-                parent_of[target] = source
+    # Reversed, so that where a node has two incoming edges the first one wins.
+    edges = list(graph.edges.items())
+    edges.reverse()
+    parent_of: dict[str, str] = {target: source for source, targets in edges for target in targets}
     placed: set[str] = set()
     waiting: dict[str, list[Node]] = {}
     out: list[tuple[Node, str | None]] = []
