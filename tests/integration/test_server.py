@@ -463,3 +463,18 @@ def test_intelligence_routes_enforce_scopes_and_workspaces(tmp_path: Path) -> No
             time.sleep(0.2)
         assert rows == [{"id": "s-1"}]
         assert http.post("/queues/dead-letter/x/purge", headers=auth(acme)).status_code == 403
+
+
+def test_postgres_down_with_spool_accepts_and_answers_202(tmp_path: Path) -> None:
+    from tests.support.server import free_port
+
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/convograph?connect_timeout=1&spool={tmp_path / 'spool.db'}"
+    with running_server(tmp_path / "data", "--database-url", dead, "--no-intelligence") as server:
+        response = httpx.post(
+            f"{server.url}/v1/conversations/outage-1/events", json=[text(1), text(2)], timeout=30
+        )
+        assert response.status_code == 202, response.text
+        body = response.json()
+        assert body["spooled"] is True
+        assert body["last_seq"] is None
+        assert (tmp_path / "spool.db").exists()

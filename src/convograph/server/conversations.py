@@ -95,6 +95,12 @@ class ConversationController(Controller):
         state.conversations.stored(cid, result.stored)
         state.metrics.events_accepted += result.accepted
         state.metrics.events_duplicate += result.duplicates
+        if result.spooled:
+            # The backend is down: the batch is durable in the local spool and gets its seqs when
+            # the spool drains, so the seq is not known yet.
+            return _json(
+                {"accepted": result.accepted, "duplicates": 0, "last_seq": None, "spooled": True}, 202
+            )
         return _json(
             to_jsonable(
                 IngestResult(
