@@ -6,6 +6,8 @@ Each test saves a screenshot of the view it checks under ``test-artifacts/e2e/``
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -315,3 +317,36 @@ def test_sibling_replies_show_a_switcher_that_remembers_the_choice(
     assert page.locator('article[data-id="u1:user"] .switcher__count').inner_text() == "2 / 2"
     assert page.locator('article[data-id="second-t"]').is_visible()
     assert page.locator('article[data-id="first-t"]').is_hidden()
+
+
+def test_server_with_api_keys_asks_for_one_and_streams(tmp_path: Path, probe: PageProbe) -> None:
+    key_file = tmp_path / "keys.json"
+    created = subprocess.run(
+        [sys.executable, "-m", "convograph", "keys", "create", "viewer", "--file", str(key_file),
+         "--scope", "read", "--scope", "write"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    key = created.stdout.strip().splitlines()[0]
+    server = start_server(tmp_path / "data", "--api-key-file", str(key_file))
+    try:
+        headers = {"Authorization": f"Bearer {key}"}
+        events = rlm_script().events()
+        response = httpx.post(f"{server.url}/v1/conversations/e2e-keys/events", json=events, headers=headers)
+        assert response.status_code == 200, response.text
+        page = probe.page
+        probe.expect_errors("401")
+        page.goto(f"{server.url}/c/e2e-keys")
+        dialog = page.locator("#key-dialog")
+        dialog.wait_for()
+        assert "API key" in dialog.inner_text()
+        page.fill("#api-key", key)
+        page.click("#key-dialog button[type=submit]")
+        wait_seq(probe, len(events))
+        assert page.locator('article[data-id="repl-5"]').is_visible()
+        # The key is kept for the tab: the list page loads without asking again.
+        page.click("text=Conversations")
+        page.wait_for_selector('tr[data-id="e2e-keys"]')
+        assert dialog.is_hidden()
+        probe.shot("api-key")
+    finally:
+        server.stop()

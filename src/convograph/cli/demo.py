@@ -97,6 +97,10 @@ def demo(
     url: Annotated[
         str | None, typer.Option(help="Play into an already running server at this URL instead.")
     ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="CONVOGRAPH_API_KEY", help="Bearer key for a --url server started with keys."),
+    ] = None,
 ) -> None:
     """Play realistic multi-agent conversations into a live server and open the viewer."""
     from convograph.demo import DEMO_CONVERSATIONS, play_all
@@ -150,7 +154,8 @@ def demo(
         sys.stdout.flush()
         if browser:
             webbrowser.open(first)
-        results = asyncio.run(play_all(base_url, scripts, speed=None if fast else speed))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        results = asyncio.run(play_all(base_url, scripts, speed=None if fast else speed, headers=headers))
         total = sum(r.posted for r in results)
         console.print(
             f"Played {len(results)} conversations ({total} new events). Still serving {base_url}/ — Ctrl-C to stop.",

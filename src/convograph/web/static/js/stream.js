@@ -1,4 +1,6 @@
 // Server-Sent Events over fetch(), with automatic resume from the last seq.
+
+import { authHeaders, requestKey } from "./util.js";
 //
 // fetch() rather than EventSource: EventSource needs one listener per event name (it drops names
 // it was not told about), and it hides why a connection ended. Here every `event:` is delivered,
@@ -51,10 +53,16 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
     const sep = url.includes("?") ? "&" : "?";
     try {
       const response = await fetch(`${url}${sep}after=${lastSeq}`, {
-        headers: { Accept: "text/event-stream", "Last-Event-ID": String(lastSeq) },
+        headers: authHeaders({ Accept: "text/event-stream", "Last-Event-ID": String(lastSeq) }),
         signal: controller.signal,
         cache: "no-store",
       });
+      if (response.status === 401) {
+        onState("needs key");
+        await requestKey("This server needs an API key to stream the conversation.");
+        backoff = 0;
+        throw new Error("retry with the key");
+      }
       if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
       onState("live");
       backoff = minBackoff;
@@ -93,7 +101,7 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
     if (closed) return;
     onState("reconnecting");
     timer = setTimeout(connect, backoff);
-    backoff = Math.min(maxBackoff, backoff * 2);
+    backoff = Math.min(maxBackoff, Math.max(minBackoff, backoff * 2));
   }
 
   connect();

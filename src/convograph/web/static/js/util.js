@@ -82,14 +82,72 @@ export function relativeTime(value) {
   return date.toLocaleDateString();
 }
 
-/** JSON request helper: throws Error(message from the server's {"error": {...}} body). */
+// -- API keys -------------------------------------------------------------------------------------
+// A server started with keys answers 401 without `Authorization: Bearer <key>`. The viewer then
+// asks for a key once (a dialog), keeps it for the tab (sessionStorage) or, if asked to, on this
+// device (localStorage), and retries. Keys never leave this origin.
+
+const KEY_NAME = "convograph.apiKey";
+let keyRequest = null;
+
+export function apiKey() {
+  try {
+    return sessionStorage.getItem(KEY_NAME) || localStorage.getItem(KEY_NAME) || "";
+  } catch {
+    return "";
+  }
+}
+
+export function authHeaders(headers = {}) {
+  const key = apiKey();
+  return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
+}
+
+/** Ask for an API key (one dialog however many requests failed); resolves once one is saved. */
+export function requestKey(message) {
+  if (keyRequest) return keyRequest;
+  const dialog = document.getElementById("key-dialog");
+  const form = dialog.querySelector("form");
+  const input = dialog.querySelector("#api-key");
+  const remember = dialog.querySelector("#api-key-remember");
+  dialog.querySelector(".key-dialog__message").textContent = message;
+  dialog.oncancel = (event) => event.preventDefault(); // nothing works without a key
+  keyRequest = new Promise((resolve) => {
+    form.onsubmit = (event) => {
+      event.preventDefault();
+      const key = input.value.trim();
+      if (!key) return;
+      try {
+        sessionStorage.setItem(KEY_NAME, key);
+        if (remember.checked) localStorage.setItem(KEY_NAME, key);
+        else localStorage.removeItem(KEY_NAME);
+      } catch {
+        /* storage unavailable: the key lasts for this request only */
+      }
+      dialog.close();
+      keyRequest = null;
+      resolve(key);
+    };
+  });
+  input.value = "";
+  if (!dialog.open) dialog.showModal();
+  input.focus();
+  return keyRequest;
+}
+
+/** JSON request helper: throws Error(message from the server's {"error": {...}} body). A 401
+ * asks for an API key and retries. */
 export async function api(path, { method = "GET", body, signal } = {}) {
   const response = await fetch(path, {
     method,
     signal,
-    headers: body === undefined ? { Accept: "application/json" } : { "Content-Type": "application/json", Accept: "application/json" },
+    headers: authHeaders(body === undefined ? { Accept: "application/json" } : { "Content-Type": "application/json", Accept: "application/json" }),
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  if (response.status === 401) {
+    await requestKey(await errorMessage(response, "This server needs an API key."));
+    return api(path, { method, body, signal });
+  }
   const text = await response.text();
   let data = null;
   try {
@@ -105,6 +163,15 @@ export async function api(path, { method = "GET", body, signal } = {}) {
     throw error;
   }
   return data;
+}
+
+async function errorMessage(response, fallback) {
+  try {
+    const data = await response.json();
+    return data && data.error ? `${fallback} (${data.error.message})` : fallback;
+  } catch {
+    return fallback;
+  }
 }
 
 /** Coalesce calls into one per animation frame, and at most one per `minInterval` ms (a busy
