@@ -223,7 +223,13 @@ def test_lifecycle_less_runs_inherit_status_and_close_at_stream_end() -> None:
         closed, {"type": "text", "runId": "P9", "parentId": "A", "id": "z", "content": "."}
     )
     assert not q.is_stream_closed(reopened)
-    assert q.run_status(reopened, "A") == "streaming"
+    assert q.run_status(reopened, "A") == "streaming"  # its new provider call shows it is alive
+    assert q.run_status(closed, "A") == "aborted"
+    unrelated = reduce_conversation(closed, {"type": "user", "runId": "u2", "content": "hello?"})
+    assert q.run_status(unrelated, "A") == "aborted"  # stays closed until it sends again
+    resumed = reduce_conversation(unrelated, {"type": "text", "runId": "A", "id": "r", "content": "back"})
+    assert q.run_status(resumed, "A") == "streaming"
+    assert q.run_status(resumed, "P1") == "streaming"
 
 
 def test_error_marks_only_its_run() -> None:

@@ -216,3 +216,39 @@ def test_close_stream_closes_open_messages_and_is_idempotent() -> None:
     assert close_stream(closed) is closed
     after = reduce_conversation(closed, {"type": "text", "runId": "b", "id": "t", "content": "y"})
     assert default_active(after).message_ids == ("msg:1", "msg:2")
+
+
+def test_regenerate_after_an_aborted_turn_forks_from_the_last_clean_one() -> None:
+    conv = reduce_conversation_events(
+        create_conversation(),
+        [
+            *turn(0, "A0"),
+            {"type": "harness_start", "runId": "a1"},  # answers again without a user turn
+            {"type": "text", "runId": "a1", "id": "t", "content": "half"},
+        ],
+    )
+    conv = close_stream(conv)  # a1 never ended: aborted
+    conv = reduce_conversation_events(
+        conv,
+        [
+            {"type": "harness_start", "runId": "a2"},
+            {"type": "text", "runId": "a2", "id": "t", "content": "whole"},
+            {"type": "harness_end", "runId": "a2"},
+        ],
+    )
+    assert q.message_health(conv, "msg:3").status == "aborted"
+    regen = regenerate(conv, "msg:4")
+    assert q.get_message(regen, default_active(regen).tip_id or "").parent_id == "msg:2"
+
+
+def test_operations_reject_what_they_cannot_do() -> None:
+    conv = summarize_range(chat("A0", "A1"), "msg:1", "msg:2", "S")
+    with pytest.raises(OperationError):
+        switch_branch(conv, "summary:1")
+    with pytest.raises(OperationError):
+        edit_message(conv, "summary:1", "x")
+    with pytest.raises(OperationError):
+        edit_message(conv, "msg:1", "x", run_id="u0")  # run id already used
+    with pytest.raises(KeyError):
+        edit_message(conv, "msg:404", "x")
+    assert list_siblings(conv, "summary:1")[0].id == "summary:1"

@@ -263,6 +263,7 @@ class _Store:
         "chosen",
         "chunk_block",
         "closed",
+        "closed_runs",
         "decisions",
         "diagnostics",
         "events",
@@ -332,6 +333,8 @@ class _Store:
         self.outstanding: dict[str, list[str]] = {}
         self.pending: dict[str, list[str]] = {}
         self.closed = False
+        self.closed_runs: dict[str, str | None] = {}
+        """Runs `close_stream` closed -> the status to restore if they send again (None: none)."""
         self.active_cache: dict[tuple[str, int | None, int], Any] = {}
         """Memoised `Active` per (thread, tip, summary count); valid for every version."""
         # versioned values

@@ -31,6 +31,7 @@ from convograph.hypergraph.model import (
     _Message,
     _Run,
     _Store,
+    link_at,
     prefix,
 )
 from convograph.hypergraph.queries import (
@@ -171,8 +172,20 @@ class _CloseStream(msgspec.Struct, frozen=True):
         if s.closed:
             return False
         stamp = s.version + 1
+        version = s.version
         s.closed = True
         s.meta.set("closed", True, stamp)
+        # Close every run that is still streaming, explicitly: lifecycle runs become aborted,
+        # lifecycle-less runs with no ancestor status complete. (O(runs), once per stream end.)
+        status = s.status
+        for run_id in s.runs:
+            current = status.get_at(run_id, version)
+            if current == "streaming":
+                status.set(run_id, "aborted", stamp)
+                s.closed_runs[run_id] = "streaming"
+            elif current is None and _inherited(s, run_id, version) is None:
+                status.set(run_id, "complete", stamp)
+                s.closed_runs[run_id] = None
         for thread in s.threads.values():
             thread.open = None
             thread.after_result = False
@@ -189,6 +202,19 @@ class _CloseStream(msgspec.Struct, frozen=True):
                 stamp,
             )
         return True
+
+
+def _inherited(s: _Store, run_id: str, version: int) -> str | None:
+    """The nearest ancestor's explicit status, or None. Cycle-guarded."""
+    seen = {run_id}
+    current = link_at(s, run_id, version)[0]
+    while current is not None and current not in seen:
+        seen.add(current)
+        found = s.status.get_at(current, version)
+        if found is not None:
+            return found
+        current = link_at(s, current, version)[0]
+    return None
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -352,7 +378,8 @@ def summarize_range(
 
 
 def close_stream(conv: Conversation) -> Conversation:
-    """End of stream: close every open message; runs still streaming read as ``aborted`` (with a
+    """End of stream: close every open message; runs still streaming become ``aborted`` (with a
     lifecycle) or ``complete`` (without); unresolved parents are reported in
-    `queries.diagnostics`. A later event reopens the stream. O(threads + unresolved)."""
+    `queries.diagnostics`. A later event reopens the stream; a closed run that sends again streams
+    again. O(runs + threads + unresolved)."""
     return commit(conv, _CloseStream())

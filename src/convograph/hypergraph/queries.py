@@ -432,23 +432,21 @@ def _run(conv: Conversation, run_id: str) -> _Run:
 
 
 def run_status(conv: Conversation, run_id: str) -> RunStatus:
-    """The run's status; a run without a lifecycle takes its nearest ancestor's. After
-    `close_stream`, runs still streaming are ``aborted`` (with a lifecycle) or ``complete``.
+    """The run's status; a run without a lifecycle takes its nearest ancestor's (``streaming``
+    when none has one). `close_stream` turns runs still streaming into ``aborted`` (with a
+    lifecycle) or ``complete`` (without); a closed run that sends again streams again.
     O(ancestor depth), guarded against cycles."""
     s = conv._store
     version = conv._version
-    closed = bool(s.meta.get_at("closed", version, False))
     seen: set[str] = set()
     current: str | None = run_id
     while current is not None and current not in seen:
         seen.add(current)
         status = s.status.get_at(current, version)
         if status is not None:
-            if status == "streaming" and closed:
-                return "aborted"
             return status  # type: ignore[return-value]
         current = link_at(s, current, version)[0]
-    return "complete" if closed else "streaming"
+    return "streaming"
 
 
 def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:

@@ -63,6 +63,7 @@ from convograph.hypergraph.model import (
     _Spawn,
     _Store,
     _Thread,
+    link_at,
     snapshot_of,
 )
 
@@ -267,6 +268,8 @@ def _apply_event(s: _Store, event: Event) -> bool:
     if s.closed:
         s.closed = False
         s.meta.set("closed", False, s.version + 1)
+    if s.closed_runs and run_id in s.closed_runs:
+        _reopen(s, run_id)
     run = s.runs.get(run_id)
     index = s.n_chunks
     if run is not None and run.last_key == key and cls is not User:  # extend the run's block
@@ -289,6 +292,15 @@ def _apply_event(s: _Store, event: Event) -> bool:
         if effect is not None:
             effect(s, run, block, event, index, new_block, tool_error)
     return True
+
+
+def _reopen(s: _Store, run_id: str) -> None:
+    """A run closed at a stream end sends again: give back the status it had."""
+    previous = s.closed_runs.pop(run_id)
+    if previous is None:
+        s.status.delete(run_id, s.version + 1)
+    else:
+        s.status.set(run_id, previous, s.version + 1)
 
 
 def _apply_control(s: _Store, event: Event) -> bool:
@@ -353,6 +365,13 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
         s.threads[thread_id] = _Thread(thread_id)
     if spawn is not None:
         _link(s, run_id, parent_run, spawn, stamp)
+    seen: set[str] = set()
+    while s.closed_runs and parent_run is not None and parent_run not in seen:
+        # a new child of a run closed at a stream end shows that run (and its ancestors) is alive
+        seen.add(parent_run)
+        if parent_run in s.closed_runs:
+            _reopen(s, parent_run)
+        parent_run = link_at(s, parent_run, s.version)[0]
     return run
 
 
