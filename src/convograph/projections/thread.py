@@ -668,8 +668,8 @@ def paused_gc() -> Iterator[None]:
 def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
     """Every node with the source of its incoming edge, parents before children, else by arrival.
 
-    Nodes are yielded in insertion (arrival) order, except that a node whose parent arrived later
-    (a child adopted once its parent came) waits for that parent. Nodes on a cycle are yielded last,
+    Nodes come in insertion (arrival) order, except that a node whose parent arrived later
+    (a child adopted once its parent came) waits for that parent. Nodes on a cycle come last,
     in arrival order, as roots. O(N + E).
     """
     # Reversed, so that where a node has two incoming edges the first one wins.
