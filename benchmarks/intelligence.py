@@ -250,11 +250,16 @@ def in_process_ingest(lines: list[bytes], data_dir: Path) -> tuple[float, Intell
     return len(lines) / (time.perf_counter() - start), service
 
 
-def question_latencies(service: IntelligenceService, repeat: int) -> list[dict[str, Any]]:
+def question_latencies(
+    service: IntelligenceService, repeat: int, results: dict[str, Any]
+) -> list[dict[str, Any]]:
     sizes = service.cypher(
         "MATCH (s:Session {workspace: $workspace}) RETURN s.workspace AS ws, count(*) AS n", workspace="*"
     ).results
     workspace = max(sizes, key=lambda r: r["n"])["ws"]
+    results["queried_workspace_events"] = service.cypher(
+        "MATCH (e:Event) RETURN count(e) AS n", workspace=workspace
+    ).results[0]["n"]
     busiest = service.cypher(
         "MATCH (s:RootSession {workspace: $workspace})-[:HAS_TOOL_CALL]->(t:ToolCall) "
         "RETURN s.node_id AS sid, count(t) AS n ORDER BY n DESC LIMIT 1",
@@ -294,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=30, help="runs per question")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--skip-http", action="store_true", help="only the in-process ingest and the questions"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
@@ -303,19 +311,21 @@ def main(argv: list[str] | None = None) -> int:
         small = (WORKLOADS / "ci-small.ndjson").read_bytes().splitlines()
         large = generate(root / "ci-large.ndjson", args.sessions)
         results["workloads"] = {"ci-small": len(small), f"ci-large({args.sessions} sessions)": len(large)}
-        for name, lines in (("ci-small", small), ("ci-large", large)):
-            workdir = root / f"http-{name}"
+        if not args.skip_http:
+            for name, lines in (("ci-small", small), ("ci-large", large)):
+                workdir = root / f"http-{name}"
+                workdir.mkdir()
+                rate = http_batch_ingest(lines, workdir)
+                results[f"http_batch_{name}_events_per_s"] = round(rate)
+            single = large[: args.single_events]
+            workdir = root / "http-single"
             workdir.mkdir()
-            rate = http_batch_ingest(lines, workdir)
-            results[f"http_batch_{name}_events_per_s"] = round(rate)
-        single = large[: args.single_events]
-        workdir = root / "http-single"
-        workdir.mkdir()
-        results["http_single_events"] = len(single)
-        results["http_single_events_per_s"] = round(http_single_ingest(single, workdir))
+            results["http_single_events"] = len(single)
+            results["http_single_events_per_s"] = round(http_single_ingest(single, workdir))
         query_lines = large
         if args.query_sessions:
-            query_lines = generate(root / "ci-query.ndjson", args.query_sessions, seed=11)
+            # one workspace: the questions then run on a single graph holding every event
+            query_lines = generate(root / "ci-query.ndjson", args.query_sessions, seed=11, workspaces=1)
         rate, service = in_process_ingest(query_lines, root / "inproc")
         results["in_process_ci-large_events_per_s"] = round(rate)
         results["in_process_events"] = len(query_lines)
@@ -327,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 "nodes": sum(r["n"] for r in counts),
                 "edges": sum(r["n"] for r in edges),
             }
-            results["questions"] = question_latencies(service, args.repeat)
+            results["questions"] = question_latencies(service, args.repeat, results)
         finally:
             service.close()
     if args.json:
@@ -345,7 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{key:36s} {rate:>8,} ev/s  target ratio {rate / TARGET_EVENTS_PER_S:5.2f}  "
             f"vs upstream {rate / UPSTREAM_HTTP_EVENTS_PER_S:6.1f}x"
         )
-    print(f"query graph: {results['query_graph']}")
+    print(
+        f"query graph: {results['query_graph']}; events in the queried workspace graph: "
+        f"{results['queried_workspace_events']:,}"
+    )
     for q in results["questions"]:
         print(
             f"  {q['question']:32s} p50 {q['p50_ms']:7.2f} ms  p95 {q['p95_ms']:7.2f} ms  rows {q['rows']:4d}  "
