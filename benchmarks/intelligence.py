@@ -130,7 +130,7 @@ def free_port() -> int:
         return port
 
 
-def generate(path: Path, sessions: int, seed: int = 7) -> list[bytes]:
+def generate(path: Path, sessions: int, seed: int = 7, workspaces: int = 5) -> list[bytes]:
     subprocess.run(
         [
             sys.executable,
@@ -141,12 +141,14 @@ def generate(path: Path, sessions: int, seed: int = 7) -> list[bytes]:
             "24",
             "--seed",
             str(seed),
+            "--workspaces",
+            str(workspaces),
             "--out",
             str(path),
         ],
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=900,
     )
     return path.read_bytes().splitlines()
 
