@@ -352,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         "http_single_events_per_s",
         "in_process_ci-large_events_per_s",
     ):
+        if key not in results:
+            continue
         rate = results[key]
         print(
             f"{key:36s} {rate:>8,} ev/s  target ratio {rate / TARGET_EVENTS_PER_S:5.2f}  "
