@@ -124,8 +124,10 @@ def test_export_rejects_unknown_format(stream: Path) -> None:
     assert result.exit_code == 2
 
 
-def test_view_and_export_read_a_stored_conversation(tmp_path: Path) -> None:
-    from convograph.store import open_event_log
+def test_view_and_export_read_a_stored_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convograph.store import DATABASE_URL_ENV, open_event_log
+
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)  # the embedded store under --data-dir
 
     async def store() -> None:
         log = await open_event_log(data_dir=tmp_path)
