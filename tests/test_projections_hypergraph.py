@@ -80,6 +80,9 @@ def test_conversation_projector_equals_one_shot_after_every_event(events: list[d
         conv = projector.conversation
         assert projector.views == project_thread(conv, default_active(conv))
     assert projector.messages("openai") == project_messages(projector.conversation)
+    assert to_jsonable(projector.dag()) == to_jsonable(project_dag(projector.conversation))
+    assert to_jsonable(projector.repl()) == to_jsonable(project_repl(projector.conversation))
+    assert projector.to_jsonable() == to_jsonable(projector.snapshot())
 
 
 @settings(max_examples=60, deadline=None)

@@ -223,6 +223,18 @@ class ConversationProjector:
 
         return to_jsonable(self._builder.views)
 
+    def dag(self) -> DAGLayout:
+        """The current DAG layout of the active path. O(N log N)."""
+        from convograph.projections.dag import project_dag
+
+        return project_dag(self._conversation)
+
+    def repl(self) -> Any:
+        """The current REPL view (`project_repl`). O(N)."""
+        from convograph.projections.repl import project_repl
+
+        return project_repl(self._conversation)
+
     def replace(self, conversation: Any) -> set[str]:
         """Adopt a conversation changed outside `apply` (an operation): rebuild. O(N)."""
         self._conversation = conversation
