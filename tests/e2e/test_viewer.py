@@ -350,3 +350,29 @@ def test_server_with_api_keys_asks_for_one_and_streams(tmp_path: Path, probe: Pa
         probe.shot("api-key")
     finally:
         server.stop()
+
+
+def test_error_jump_and_hide_toggles(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/c/demo-research")
+    page.wait_for_selector('article[data-kind="relay"]')
+    error = page.locator("article.kind--error")
+    assert error.count() == 0  # inside a collapsed subagent: not built yet
+    page.keyboard.press("x")  # opens the regions holding the first error and focuses it
+    error.first.wait_for()
+    assert page.evaluate("() => document.activeElement.dataset.kind") == "error"
+    assert "529 overloaded" in error.first.inner_text()
+    # Hiding subagents and reasoning is a view preference, remembered across pages.
+    page.click('button[data-toggle="hide-subagents"]')
+    assert error.first.is_hidden()
+    page.click('button[data-toggle="hide-reasoning"]')
+    assert page.locator("article.kind--reasoning").first.is_hidden()
+    probe.shot("hidden-subagents")
+    page.reload()
+    page.wait_for_selector('article[data-kind="relay"]')
+    assert page.locator('button[data-toggle="hide-subagents"]').get_attribute("aria-pressed") == "true"
+    qdrant = page.locator('article[data-id="run-lead/call-qdrant"] > .branches')
+    assert qdrant.is_hidden()
+    page.click('button[data-toggle="hide-subagents"]')
+    page.click('button[data-toggle="hide-reasoning"]')
+    assert qdrant.is_visible()

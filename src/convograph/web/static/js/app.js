@@ -137,13 +137,42 @@ function saveSelection(cid, selection) {
   }
 }
 
+const PREFS_KEY = "convograph.view";
+
+function viewPrefs() {
+  try {
+    return JSON.parse(localStorage.getItem(PREFS_KEY) || "{}");
+  } catch {
+    return {};
+  }
+}
+
+/** A toolbar toggle that adds `cls` to the thread (persisted for every conversation). */
+function toggle(label, cls) {
+  const button = h("button", { type: "button", class: "btn", "aria-pressed": String(!!viewPrefs()[cls]), "data-toggle": cls }, label);
+  button.addEventListener("click", () => {
+    const on = button.getAttribute("aria-pressed") !== "true";
+    button.setAttribute("aria-pressed", String(on));
+    document.querySelector(".thread").classList.toggle(cls, on);
+    const prefs = viewPrefs();
+    prefs[cls] = on;
+    try {
+      localStorage.setItem(PREFS_KEY, JSON.stringify(prefs));
+    } catch {
+      /* not persisted */
+    }
+  });
+  return button;
+}
+
 function conversationPage(cid, tab) {
   document.title = `${cid} · convograph`;
   const model = new ConversationModel();
   const connection = h("span", { class: "conn conn--connecting", role: "status", "aria-live": "polite" }, "connecting");
   const stats = h("div", { class: "stats", "aria-live": "off" });
   const relayBanner = h("div", { class: "relay-banner", hidden: true, role: "region", "aria-label": "Pending permission requests" });
-  const threadRoot = h("div", { class: "thread", "aria-label": "Conversation thread" });
+  const prefs = viewPrefs();
+  const threadRoot = h("div", { class: `thread${prefs["hide-reasoning"] ? " hide-reasoning" : ""}${prefs["hide-subagents"] ? " hide-subagents" : ""}`, "aria-label": "Conversation thread" });
   const empty = h("p", { class: "muted thread__empty" }, "Waiting for events…");
   const tabThread = h("a", { href: `/c/${encodeURIComponent(cid)}`, "data-link": true, role: "tab", id: "tab-thread" }, "Thread");
   const tabGraph = h("a", { href: `/c/${encodeURIComponent(cid)}/graph`, "data-link": true, role: "tab", id: "tab-graph" }, "Graph");
@@ -155,6 +184,8 @@ function conversationPage(cid, tab) {
       { class: "toolbar", role: "toolbar", "aria-label": "Thread controls" },
       h("button", { type: "button", class: "btn", onclick: () => thread.expandAll() }, "Expand all"),
       h("button", { type: "button", class: "btn", onclick: () => thread.collapseAll() }, "Collapse all"),
+      toggle("Hide reasoning", "hide-reasoning"),
+      toggle("Hide subagents", "hide-subagents"),
       h("button", { type: "button", class: "btn", onclick: () => stream.drop(), title: "Drop the live connection; it resumes from the last event received" }, "Reconnect"),
     ),
     relayBanner,
@@ -210,8 +241,13 @@ function conversationPage(cid, tab) {
       ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}`],
       ["LLM calls", u.calls.toLocaleString()],
     ];
-    if (model.errors) items.push(["Errors", String(model.errors)]);
     stats.replaceChildren(...items.map(([k, v]) => h("div", { class: "stat" }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
+    if (model.errors) {
+      stats.append(
+        h("div", { class: "stat" }, h("span", { class: "stat__label" }, "Errors"),
+          h("button", { type: "button", class: "btn btn--link stat__value error-text", title: "Show the next error (x)", onclick: focusNextError }, String(model.errors))),
+      );
+    }
     relayBanner.hidden = pending.length === 0;
     if (pending.length) {
       relayBanner.replaceChildren(
@@ -221,23 +257,34 @@ function conversationPage(cid, tab) {
     }
   };
 
-  function focusRelay(view) {
-    // Open the branches that hold it, then focus its Allow button.
-    let level = view.level;
-    while (level && level.owner) {
+  /** Open every subagent region that holds `view` (outermost first), then scroll to it. */
+  function reveal(view) {
+    const chain = [];
+    for (let level = view.level; level && level.owner; level = level.owner.level) chain.push(level);
+    for (const level of chain.reverse()) {
       const owner = level.owner;
       const entry = owner.parts && owner.parts.branchEls && owner.parts.branchEls.get(level);
       if (entry) {
         entry.details.open = true;
         entry.details._build();
       }
-      level = owner.level;
     }
     thread.flush();
-    if (view.el) {
-      view.el.scrollIntoView({ block: "center" });
-      (view.parts.allow || view.el).focus();
-    }
+    if (view.el) view.el.scrollIntoView({ block: "center" });
+  }
+
+  function focusRelay(view) {
+    reveal(view);
+    if (view.el) (view.parts.allow || view.el).focus();
+  }
+
+  let errorCursor = 0;
+  function focusNextError() {
+    const errors = model.errorViews;
+    if (!errors.length) return;
+    const view = errors[errorCursor++ % errors.length];
+    reveal(view);
+    if (view.el) view.el.focus();
   }
 
   const flush = frameScheduler(() => {
@@ -294,7 +341,8 @@ function conversationPage(cid, tab) {
     else if (key === "r") {
       const pending = model.pendingRelays();
       if (pending.length) focusRelay(pending[0].view);
-    } else if (key === "g") navigate(`/c/${encodeURIComponent(cid)}/graph`);
+    } else if (key === "x") focusNextError();
+    else if (key === "g") navigate(`/c/${encodeURIComponent(cid)}/graph`);
     else if (key === "t") navigate(`/c/${encodeURIComponent(cid)}`);
     else if (key === "?") help.showModal();
     else return;

@@ -72,6 +72,7 @@ export class ConversationModel {
     this.seenEventIds = new Set();
     this.usage = { input: 0, output: 0, cacheRead: 0, cacheCreation: 0, calls: 0 };
     this.errors = 0;
+    this.errorViews = [];
     this.dirtyViews = new Set();
     this.dirtyLevels = new Set();
     this.dirtyMeta = false;
@@ -289,6 +290,7 @@ export class ConversationModel {
         this._restamp(node.run);
         const view = this._newView(node, "error", { message: ev.message });
         node.view = view;
+        this.errorViews.push(view);
         this._append(level, view);
         return;
       }
