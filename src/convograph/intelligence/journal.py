@@ -125,6 +125,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_content_key ON events (content_key);
 CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_base_key ON events (base_key);
+CREATE INDEX IF NOT EXISTS events_session ON events (workspace, session_id, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
 );
@@ -226,6 +227,16 @@ class SqliteJournal:
                 "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
                 " FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                 (seq, limit),
+            ).fetchall()
+        return [JournalRecord(*row) for row in rows]
+
+    def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
+        """One session's records with ``seq < before_seq`` in seq order (indexed; semantic layers)."""
+        with self._read_lock:
+            rows = self._read.execute(
+                "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
+                " FROM events WHERE workspace = ? AND session_id = ? AND seq < ? ORDER BY seq",
+                (workspace, session_id, before_seq),
             ).fetchall()
         return [JournalRecord(*row) for row in rows]
 
@@ -362,6 +373,15 @@ class MemoryJournal:
     def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
         with self._lock:
             return [self._records[s] for s in sorted(s for s in self._records if s > seq)[:limit]]
+
+    def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
+        """One session's records with ``seq < before_seq`` in seq order."""
+        with self._lock:
+            return [
+                r
+                for s, r in sorted(self._records.items())
+                if s < before_seq and r.workspace == workspace and r.session_id == session_id
+            ]
 
     def last_seq(self) -> int:
         with self._lock:
