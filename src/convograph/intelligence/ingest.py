@@ -34,9 +34,13 @@ from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
 from convograph.intelligence.writer import GraphNames, ensure_schema, rename_collided_events, write_batch
 
-__all__ = ["GraphApplier", "resolve_node_ids"]
+__all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
 
 log = logging.getLogger(__name__)
+
+Stage = Callable[[GraphEngine, GraphNames, Sequence[JournalRecord], Sequence[EventFacts]], None]
+"""A later layer: ``(engine, names, records, facts)`` after layer 1 wrote the batch (facts align
+with records). It must be idempotent: batches are retried and replayed."""
 _decoder = msgspec.json.Decoder(dict[str, Any])
 
 
@@ -78,6 +82,7 @@ class GraphApplier:
         handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
         on_applied: Callable[[int], None] | None = None,
         linger_s: float = 0.005,
+        stages: Sequence[Stage] = (),
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -87,6 +92,7 @@ class GraphApplier:
         self.offload_threshold = offload_threshold
         self.handlers = handlers
         self.linger_s = linger_s
+        self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
         self.cursor_key = f"{self.names.prefix}__applied__:{journal.journal_id}"
         self._schema_ready: set[str] = set()
         self._applied = 0
@@ -256,3 +262,5 @@ class GraphApplier:
             self._ensure_schema(graph)
             rename_collided_events(self.engine, graph, workspace, renames.get(workspace, []))
             write_batch(self.engine, graph, rows)
+        for stage in self.stages:
+            stage(self.engine, self.names, records, facts)
