@@ -1,0 +1,256 @@
+"""The semantic layers (kernel + foundation) as a stage of the graph applier.
+
+`SemanticLayer.apply(engine, graph, workspace, facts)` runs after layer 1 has written a batch:
+it folds each touched session's new events (in seq order) with the kernel, foundation and
+conversation steps and writes the derived entities as ``UNWIND`` statements (one per label and
+one per relationship type and endpoint labels), every node MERGEd on ``{node_id, workspace}``.
+
+Determinism: the per-session fold state is a cache of "the session's log up to ``last_seq``".
+It is used only when the batch continues the session strictly after ``last_seq``; otherwise
+(first sight after a restart, a retried batch, a rewound applier, a dead letter isolated record
+by record) the state is rebuilt by folding the session's earlier journal records again. The
+fold is pure in the ordered log, so every path yields the same ids, and MERGE makes repeated
+writes no-ops: no duplicate iterations, no self-loops (upstream §10 B2/B3).
+
+Complexity: O(events in the batch) folding plus, per rebuilt session, O(that session's prefix)
+(one indexed journal read when the journal offers ``read_session``, else a scan).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from convograph.intelligence.engine import EngineError, GraphEngine
+from convograph.intelligence.foundation import fold_foundation
+from convograph.intelligence.journal import Journal, JournalRecord
+from convograph.intelligence.kernel import Derived, Fact, SessionFold, fold_kernel
+from convograph.intelligence.layer1 import EventFacts
+from convograph.intelligence.writer import GraphNames
+
+__all__ = ["FOLD_STEPS", "SemanticLayer", "fold_session", "session_prefix"]
+
+FoldStep = Callable[[SessionFold, Fact, Derived], None]
+
+
+def _conversation_step(state: SessionFold, fact: Fact, out: Derived) -> None:
+    from convograph.intelligence.conversations import fold_conversation
+
+    fold_conversation(state, fact, out)
+
+
+FOLD_STEPS: tuple[FoldStep, ...] = (fold_kernel, fold_foundation, _conversation_step)
+"""The per-event pipeline, in order (kernel before foundation: steps read the kernel cursors)."""
+
+_LABELS = (
+    "OrchestratorRun",
+    "Iteration",
+    "ContentBlock",
+    "Prompt",
+    "Cancellation",
+    "ContextCompaction",
+    "Delegation",
+    "Agent",
+    "SkillLoad",
+    "RecipeRun",
+    "RecipeStep",
+    "Recipe",
+)
+_INDEXES = (
+    *((label, "node_id") for label in _LABELS),
+    ("Iteration", "session_id"),
+    ("OrchestratorRun", "session_id"),
+    ("Delegation", "sub_session_id"),
+)
+_decoder = msgspec.json.Decoder(dict[str, Any])
+
+_SESSIONS = """
+UNWIND $rows AS r
+MERGE (s:Session {node_id: r[0], workspace: $ws})
+SET s.session_id = coalesce(s.session_id, r[0]),
+    s.status = coalesce(s.status, 'running'),
+    s.status_rank = coalesce(s.status_rank, 0),
+    s.has_events = coalesce(s.has_events, false) OR r[1],
+    s.has_fork = coalesce(s.has_fork, false) OR r[2],
+    s.has_sub_start = coalesce(s.has_sub_start, false) OR r[3],
+    s.has_root_start = coalesce(s.has_root_start, false) OR r[4],
+    s.has_end = coalesce(s.has_end, false) OR r[5],
+    s.parent_id = coalesce(s.parent_id, r[6]),
+    s.agent_name = coalesce(s.agent_name, r[7])
+WITH s
+SET s.session_type = CASE WHEN s.has_fork THEN 'forked'
+                          WHEN s.has_sub_start THEN 'sub'
+                          WHEN s.has_root_start THEN 'root'
+                          WHEN s.has_events THEN 'incomplete'
+                          ELSE 'stub' END
+"""
+_NODES = """
+UNWIND $rows AS r
+MERGE (n:{label} {{node_id: r[0], workspace: $ws}})
+SET n += r[1]
+"""
+_EDGES = """
+UNWIND $rows AS r
+MERGE (a:{src} {{node_id: r[0], workspace: $ws}})
+MERGE (b:{dst} {{node_id: r[1], workspace: $ws}})
+MERGE (a)-[:{kind}]->(b)
+"""
+_CHUNK = 5000
+
+
+class SessionReader(Protocol):
+    def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]: ...
+
+
+def session_prefix(journal: Journal, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
+    """The session's journal records with ``seq < before_seq``, in seq order.
+
+    Uses ``journal.read_session`` when the journal has it (an indexed read); otherwise scans the
+    journal in pages (O(journal size), only on a cache miss)."""
+    reader = getattr(journal, "read_session", None)
+    if reader is not None:
+        records: list[JournalRecord] = reader(workspace, session_id, before_seq)
+        return records
+    out: list[JournalRecord] = []
+    position = 0
+    while position < before_seq - 1:
+        page = journal.read_after(position, 5000)
+        if not page:
+            break
+        for record in page:
+            if record.seq >= before_seq:
+                return out
+            if record.workspace == workspace and record.session_id == session_id:
+                out.append(record)
+        position = page[-1].seq
+    return out
+
+
+def fold_session(
+    state: SessionFold, facts: Iterable[Fact], out: Derived, steps: Sequence[FoldStep] = FOLD_STEPS
+) -> None:
+    """Fold ``facts`` (one session, seq order) into ``state``, adding entities to ``out``."""
+    for fact in facts:
+        for step in steps:
+            step(state, fact, out)
+        state.last_seq = fact.seq
+
+
+def _record_fact(record: JournalRecord) -> Fact:
+    return Fact(
+        record.seq,
+        record.session_id,
+        record.event,
+        record.epoch_ms,
+        record.base_id,
+        _decoder.decode(record.data),
+    )
+
+
+class SemanticLayer:
+    """Applier stage for the kernel and foundation layers. ``max_sessions`` bounds the cache."""
+
+    def __init__(
+        self, journal: Journal, *, max_sessions: int = 20_000, steps: Sequence[FoldStep] = FOLD_STEPS
+    ) -> None:
+        self.journal = journal
+        self.max_sessions = max_sessions
+        self.steps = tuple(steps)
+        self._states: OrderedDict[tuple[str, str], SessionFold] = OrderedDict()
+        self._schema_ready: set[str] = set()
+        self.rebuilds = 0
+
+    def _state_for(self, workspace: str, session_id: str, first_seq: int) -> SessionFold:
+        key = (workspace, session_id)
+        state = self._states.get(key)
+        if state is not None and state.last_seq < first_seq:
+            self._states.move_to_end(key)
+            return state
+        # missing, or this batch replays what the cache already folded: rebuild from the journal
+        self.rebuilds += 1
+        state = SessionFold(workspace, session_id)
+        prefix = session_prefix(self.journal, workspace, session_id, first_seq)
+        fold_session(state, (_record_fact(r) for r in prefix), Derived(), self.steps)
+        self._states[key] = state
+        while len(self._states) > self.max_sessions:
+            self._states.popitem(last=False)
+        return state
+
+    def plan(self, workspace: str, facts: Sequence[Fact]) -> Derived:
+        """Fold a workspace's share of a batch (any interleaving of sessions, seq order within)."""
+        by_session: dict[str, list[Fact]] = {}
+        for fact in facts:
+            by_session.setdefault(fact.session_id, []).append(fact)
+        out = Derived()
+        for session_id, items in by_session.items():
+            items.sort(key=lambda f: f.seq)
+            state = self._state_for(workspace, session_id, items[0].seq)
+            fold_session(state, items, out, self.steps)
+        return out
+
+    def ensure_schema(self, engine: GraphEngine, graph: str) -> None:
+        if graph in self._schema_ready:
+            return
+        for label, prop in _INDEXES:
+            with contextlib.suppress(EngineError):  # already indexed
+                engine.execute(graph, f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        self._schema_ready.add(graph)
+
+    def apply(self, engine: GraphEngine, graph: str, workspace: str, facts: Sequence[Fact]) -> int:
+        """Plan and write; returns the number of statements issued."""
+        self.ensure_schema(engine, graph)
+        return write_derived(engine, graph, workspace, self.plan(workspace, facts))
+
+    def stage(
+        self,
+        engine: GraphEngine,
+        names: GraphNames,
+        records: Sequence[JournalRecord],
+        facts: Sequence[EventFacts],
+    ) -> None:
+        """`convograph.intelligence.ingest.Stage` form: one `apply` per workspace of the batch."""
+        by_workspace: dict[str, list[Fact]] = {}
+        for record, item in zip(records, facts, strict=True):
+            by_workspace.setdefault(record.workspace, []).append(
+                Fact(record.seq, record.session_id, record.event, record.epoch_ms, item.node_id, item.data)
+            )
+        for workspace, items in by_workspace.items():
+            self.apply(engine, names.graph(workspace), workspace, items)
+
+    def forget(self) -> None:
+        """Drop every cached state (they are rebuilt from the journal on demand)."""
+        self._states.clear()
+        self._schema_ready.clear()
+
+
+def _chunks(rows: list[Any]) -> Iterable[list[Any]]:
+    for start in range(0, len(rows), _CHUNK):
+        yield rows[start : start + _CHUNK]
+
+
+def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived) -> int:
+    """Sessions first (typing), then nodes per label, then edges per (type, endpoint labels)."""
+    statements = 0
+    if out.sessions:
+        rows = [
+            [f.node_id, f.events, f.fork, f.sub, f.root, f.end, f.parent, f.agent]
+            for f in out.sessions.values()
+        ]
+        for chunk in _chunks(rows):
+            engine.execute(graph, _SESSIONS, {"rows": chunk, "ws": workspace})
+            statements += 1
+    for label, nodes in out.nodes.items():
+        statement = _NODES.format(label=label)
+        for chunk in _chunks([[node_id, props] for node_id, props in nodes.items()]):
+            engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
+            statements += 1
+    for (kind, src, dst), pairs in out.edges.items():
+        statement = _EDGES.format(kind=kind, src=src, dst=dst)
+        for chunk in _chunks([[a, b] for a, b in pairs]):
+            engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
+            statements += 1
+    return statements
