@@ -28,6 +28,7 @@ from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connec
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.ingest import GraphApplier
 from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
+from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.writer import GraphNames
 
@@ -83,6 +84,7 @@ class IntelligenceService:
         offload_threshold: int = 4096,
         embedded: EmbeddedFalkorDB | None = None,
         owns_engine: bool = False,
+        semantic_layers: bool = False,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -99,6 +101,7 @@ class IntelligenceService:
             names=self.names,
             batch_size=batch_size,
             offload_threshold=offload_threshold,
+            stages=(SemanticLayer(journal).stage,) if semantic_layers else (),
         )
         self._started = False
 
@@ -122,6 +125,7 @@ class IntelligenceService:
         else:
             engine = connect_engine(graph_url)
         journal = SqliteJournal(root / "journal.sqlite3", synchronous=synchronous)
+        options.setdefault("semantic_layers", True)  # kernel + foundation layers (docs/querying.md)
         service = cls(
             journal,
             engine,
