@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,10 +18,6 @@ from convograph.intelligence.engine import EmbeddedFalkorDB, FalkorEngine
 from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
-
-CI_SMALL = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "ci-small.ndjson"
-if not CI_SMALL.exists():  # repo checked out elsewhere: the workload sits beside it as ../shared
-    CI_SMALL = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "ci-small.ndjson"
 
 SID = "f881e0a0-c055-4ee4-84ed-ff44703150ea"
 CHILD = "a1b2c3d4e5f67890-abcdef1234567890_foundation:explorer"
