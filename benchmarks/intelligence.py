@@ -3,7 +3,8 @@
     python -m benchmarks.intelligence            # ~2 minutes: ci-small, ci-large (300 sessions)
     python -m benchmarks.intelligence --quick    # smoke run (seconds)
 
-What is measured (all on the embedded FalkorDB child, ``IntelligenceService.open``):
+What is measured (all on the embedded FalkorDB child, ``IntelligenceService.open``; data layer 1
+only unless ``--semantic-layers``):
 
 1. **HTTP batch ingest**: a real uvicorn server (subprocess) with the Litestar router; the client
    POSTs NDJSON batches (1,000 envelopes each, 2 connections); the clock stops when
@@ -51,7 +52,7 @@ SERVER = textwrap.dedent(
     from convograph.intelligence.http import create_intelligence_router
     from convograph.intelligence.service import IntelligenceService
 
-    service = IntelligenceService.open(sys.argv[1])
+    service = IntelligenceService.open(sys.argv[1], semantic_layers=sys.argv[3] == "1")
     app = Litestar(route_handlers=[create_intelligence_router(service)], on_shutdown=[service.close])
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
     """
@@ -156,12 +157,18 @@ def generate(path: Path, sessions: int, seed: int = 7, workspaces: int = 5) -> l
 class Server:
     """``uvicorn`` subprocess serving the intelligence router on an embedded FalkorDB."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, semantic_layers: bool = False) -> None:
         self.port = free_port()
         script = data_dir / "server.py"
         script.write_text(SERVER)
         self.proc = subprocess.Popen(
-            [sys.executable, str(script), str(data_dir / "data"), str(self.port)],
+            [
+                sys.executable,
+                str(script),
+                str(data_dir / "data"),
+                str(self.port),
+                "1" if semantic_layers else "0",
+            ],
             cwd=data_dir,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -195,9 +202,11 @@ class Server:
             self.proc.wait(5)
 
 
-def http_batch_ingest(lines: list[bytes], workdir: Path, batch: int = 1000, connections: int = 2) -> float:
+def http_batch_ingest(
+    lines: list[bytes], workdir: Path, batch: int = 1000, connections: int = 2, semantic_layers: bool = False
+) -> float:
     """Events/s from the first POST until the last event is queryable."""
-    server = Server(workdir)
+    server = Server(workdir, semantic_layers)
     try:
         chunks = [b"\n".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
         headers = {"content-type": "application/x-ndjson"}
@@ -217,9 +226,11 @@ def http_batch_ingest(lines: list[bytes], workdir: Path, batch: int = 1000, conn
     return len(lines) / elapsed
 
 
-def http_single_ingest(lines: list[bytes], workdir: Path, clients: int = 8) -> float:
+def http_single_ingest(
+    lines: list[bytes], workdir: Path, clients: int = 8, semantic_layers: bool = False
+) -> float:
     """Events/s with one envelope per POST (the hook client's shape), ``clients`` concurrent."""
-    server = Server(workdir)
+    server = Server(workdir, semantic_layers)
     try:
         per_client = [lines[i::clients] for i in range(clients)]
         start = time.perf_counter()
@@ -242,8 +253,10 @@ def http_single_ingest(lines: list[bytes], workdir: Path, clients: int = 8) -> f
     return len(lines) / elapsed
 
 
-def in_process_ingest(lines: list[bytes], data_dir: Path) -> tuple[float, IntelligenceService]:
-    service = IntelligenceService.open(data_dir)
+def in_process_ingest(
+    lines: list[bytes], data_dir: Path, semantic_layers: bool = False
+) -> tuple[float, IntelligenceService]:
+    service = IntelligenceService.open(data_dir, semantic_layers=semantic_layers)
     start = time.perf_counter()
     for i in range(0, len(lines), 2000):
         service.ingest_many(lines[i : i + 2000])
@@ -307,7 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
-    results: dict[str, Any] = {"machine": f"{os.cpu_count()} cores (shared)"}
+    results: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores (shared)",
+        "semantic_layers": args.semantic_layers,
+    }
     with tempfile.TemporaryDirectory(prefix="cg-bench-ci-") as tmp:
         root = Path(tmp)
         small = (WORKLOADS / "ci-small.ndjson").read_bytes().splitlines()
@@ -317,18 +333,20 @@ def main(argv: list[str] | None = None) -> int:
             for name, lines in (("ci-small", small), ("ci-large", large)):
                 workdir = root / f"http-{name}"
                 workdir.mkdir()
-                rate = http_batch_ingest(lines, workdir)
+                rate = http_batch_ingest(lines, workdir, semantic_layers=args.semantic_layers)
                 results[f"http_batch_{name}_events_per_s"] = round(rate)
             single = large[: args.single_events]
             workdir = root / "http-single"
             workdir.mkdir()
             results["http_single_events"] = len(single)
-            results["http_single_events_per_s"] = round(http_single_ingest(single, workdir))
+            results["http_single_events_per_s"] = round(
+                http_single_ingest(single, workdir, semantic_layers=args.semantic_layers)
+            )
         query_lines = large
         if args.query_sessions:
             # one workspace: the questions then run on a single graph holding every event
             query_lines = generate(root / "ci-query.ndjson", args.query_sessions, seed=11, workspaces=1)
-        rate, service = in_process_ingest(query_lines, root / "inproc")
+        rate, service = in_process_ingest(query_lines, root / "inproc", args.semantic_layers)
         results["in_process_ci-large_events_per_s"] = round(rate)
         results["in_process_events"] = len(query_lines)
         try:
