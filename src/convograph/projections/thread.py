@@ -42,7 +42,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -124,6 +124,8 @@ class ThreadBuilder:
 
     ``add(node, parent_id)`` places a new node; ``update(node)`` refreshes the views of a node that
     changed (a streamed delta, a redelivered call). ``views`` is the live top-level list.
+    ``track_changes=True`` (the incremental projectors) records changed view ids and what updates
+    need; without it (one-shot projections) merged text is joined once, when ``views`` is read.
     """
 
     def __init__(
@@ -149,6 +151,7 @@ class ThreadBuilder:
         self._promoted: set[str] = set()
         self._members: dict[int, list[str]] = {}
         self._texts: dict[str, str] = {}
+        self._pieces: dict[int, tuple[TextContent | ReasoningContent, list[str]]] = {}
         self._signatures: dict[str, str | None] = {}
         self._calls: dict[str, ViewNode] = {}
         self._call_nodes: set[str] = set()
@@ -162,6 +165,8 @@ class ThreadBuilder:
 
     @property
     def views(self) -> list[ViewNode]:
+        if self._pieces:
+            self._join_pieces()
         return self._top.items
 
     def take_changed(self) -> set[str]:
@@ -326,6 +331,39 @@ class ThreadBuilder:
                 level = self._place_cross(node, parent_id, level, parent_kind, parent_run)  # type: ignore[arg-type]
         self._add_in(node, level, kind)
 
+    def add_all(self, pairs: Iterable[tuple[Node, str | None]]) -> None:
+        """`add` for many nodes: the same placement, with the loop's lookups hoisted (one-shot
+        projections spend most of their time here)."""
+        placed = self._placed
+        placed_get = placed.get
+        top = self._top
+        has_continuation = self._has_continuation
+        pending = self._pending
+        kind_of = _KIND_OF_TYPE
+        adders = _ADDERS
+        lifecycle = _LIFECYCLE_KINDS
+        for node, parent_id in pairs:
+            run_id = node.run_id
+            kind = kind_of.get(type(node)) or node.kind
+            if pending and run_id in pending:
+                self._drop_pending(run_id)
+            level = top
+            if parent_id is not None:
+                parent = placed_get(parent_id)
+                if parent is not None:
+                    level, parent_kind, parent_run = parent
+                    if parent_run == run_id:
+                        has_continuation.add(parent_id)
+                    else:
+                        level = self._place_cross(node, parent_id, level, parent_kind, parent_run)
+            if kind in lifecycle:
+                self._add_in(node, level, kind)
+                continue
+            placed[node.id] = (level, kind, run_id)
+            handler = adders.get(kind)
+            if handler is not None:
+                handler(self, node, level)
+
     @property
     def top_level(self) -> _Level:
         return self._top
@@ -392,7 +430,10 @@ class ThreadBuilder:
             self._pending[run_id] = (level, view)
 
     def update(self, node: Node) -> None:
-        """Refresh the views of an already placed node whose value changed."""
+        """Refresh the views of an already placed node whose value changed (needs a builder made
+        with ``track_changes=True``: only that one keeps what an update needs)."""
+        if not self.track_changes:
+            raise RuntimeError("ThreadBuilder.update needs track_changes=True")
         handler = _UPDATERS.get(node.kind)
         if handler is not None and node.id in self._placed:
             handler(self, node)
@@ -412,33 +453,46 @@ class ThreadBuilder:
         is_reasoning = isinstance(node, ReasoningNode)
         if is_reasoning and self.options.hide_reasoning:
             return
+        incremental = self.track_changes
         text = node.content
-        self._texts[node.id] = text
         signature = node.signature if isinstance(node, ReasoningNode) else None
-        self._signatures[node.id] = signature
+        if incremental:
+            self._texts[node.id] = text
+            self._signatures[node.id] = signature
         items = level.items
         kind = node.kind
         if items:
             last = items[-1]
             if last.run_id == node.run_id and last.content.kind == kind:
-                members = self._members[id(last)]
-                members.append(node.id)
                 content = last.content
                 assert isinstance(content, TextContent | ReasoningContent)
-                content.text += text
+                if incremental:
+                    self._members[id(last)].append(node.id)
+                    content.text += text
+                    self.changed.add(last.id)
+                else:  # joined once at the end: merging n pieces stays O(total length)
+                    entry = self._pieces.get(id(last))
+                    if entry is None:
+                        self._pieces[id(last)] = (content, [content.text, text])
+                    else:
+                        entry[1].append(text)
                 if isinstance(content, ReasoningContent) and signature is not None:
                     content.signature = signature
                 self._view_of[node.id] = last
-                if self.track_changes:
-                    self.changed.add(last.id)
                 return
         new_content: TextContent | ReasoningContent = (
             ReasoningContent(text=text, signature=signature) if is_reasoning else TextContent(text=text)
         )
         view = self._new_view(node, new_content)
-        self._members[id(view)] = [node.id]
+        if incremental:
+            self._members[id(view)] = [node.id]
         self._view_of[node.id] = view
         self._append(level, view)
+
+    def _join_pieces(self) -> None:
+        for content, pieces in self._pieces.values():
+            content.text = "".join(pieces)
+        self._pieces.clear()
 
     def _update_text(self, node: TextNode | ReasoningNode) -> None:
         view = self._view_of.get(node.id)
@@ -762,13 +816,11 @@ def build_thread(
 ) -> ThreadBuilder:
     """A `ThreadBuilder` filled from ``source`` (see `project_thread`)."""
     builder = ThreadBuilder(options=options, registry=registry, track_changes=track_changes)
-    add = builder.add
     with paused_gc():
         if isinstance(source, Graph):
             if active is not None:
                 raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
-            for node, parent_id in graph_arrival_order(source):
-                add(node, parent_id)
+            builder.add_all(graph_arrival_order(source))
             return builder
         from convograph.projections.sources import fill_from_conversation
 
