@@ -20,7 +20,9 @@ Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has t
    next message; ``harness_end`` closes the open message; a block of an ended run rejoins that run's
    last message.
 7. Run status: ``harness_start`` -> streaming, ``harness_end`` -> complete (unless an error came
-   first and the end's ``reason`` is not ``"final"``), a run-level ``error`` -> error. Lifecycle-less runs inherit from their nearest ancestor.
+   first and the end's ``reason`` is not ``"final"``), a run-level ``error`` -> error. Lifecycle-less
+   runs inherit from their nearest ancestor. An ``error`` while the run has an unresolved tool call
+   is that call's result (a tool exception), not a run failure.
 """
 
 from __future__ import annotations
