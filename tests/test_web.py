@@ -221,3 +221,32 @@ def test_client_model_tracks_relays_usage_and_repl() -> None:
     child = repls[2]["branches"]
     assert child
     assert child[0][0]["runId"] == "run-rlm-child-1"
+
+
+@needs_node
+def test_client_model_merges_and_extends_text_exactly() -> None:
+    """Deltas append to their view; a delta to an earlier merged stream keeps arrival order per
+    stream (the server's rule: a merged view's text is its members' texts in order)."""
+    run = {"runId": "p", "parentId": "a"}
+    deltas = [{"type": "text", **run, "id": "t1", "content": f"{n} "} for n in range(2000)]
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        *deltas,
+        {"type": "text", **run, "id": "t2", "content": "second "},
+        {"type": "text", **run, "id": "t1", "content": "late-first "},
+        {"type": "text", **run, "id": "t2", "content": "more"},
+        {"type": "tool_call", "runId": "a", "id": "a/x", "name": "exec", "input": {}},
+        *[
+            {"type": "tool_progress", "runId": "a", "id": f"pg{n}", "toolCallId": "a/x", "name": "exec",
+             "content": {"channel": "stdout", "data": f"line {n}\n"}}
+            for n in range(300)
+        ],
+    ]  # fmt: skip
+    result = run_model({"t": [with_seq(events)]})
+    thread = result["t"]["thread"]
+    texts = [v for v in thread if v["content"]["kind"] == "text"]
+    assert len(texts) == 1
+    first = "".join(f"{n} " for n in range(2000)) + "late-first "
+    assert texts[0]["content"]["text"] == first + "second more"
+    expected = to_jsonable(project_thread(reduce_events(create_graph(), with_seq(events))))
+    assert shape(thread) == shape(expected)

@@ -348,7 +348,10 @@ export class ConversationModel {
         node.text += event.content;
         if (event.signature) node.signature = event.signature;
         if (view) {
-          view.text = view.members.map((m) => m.text).join("");
+          // O(delta) for the usual case (the stream being extended is the view's newest member);
+          // a delta to an earlier merged member rebuilds the text.
+          if (view.members[view.members.length - 1] === node) view.text += event.content;
+          else view.text = view.members.map((m) => m.text).join("");
           this.dirtyViews.add(view);
         }
         return;
@@ -428,13 +431,13 @@ export class ConversationModel {
       return;
     }
     const view = this._newView(node, "tool_call", {
-      name: ev.name, input: ev.input ?? null, output: undefined, hasOutput: false, progress: [],
+      name: ev.name, input: ev.input ?? null, output: undefined, hasOutput: false, progress: null,
     });
     if (this.results.has(node.id)) {
       view.output = this.results.get(node.id);
       view.hasOutput = true;
     }
-    view.progress = this.progress.get(node.id) ?? [];
+    view.progress = this.progress.get(node.id) ?? null;
     node.view = view;
     this.calls.set(node.id, view);
     this._append(level, view);
@@ -453,7 +456,7 @@ export class ConversationModel {
     // No call seen: a denied call (input from its relay) or an orphan result.
     const view = this._newView(node, "tool_call", {
       name: ev.name, input: this.relayParams.get(ev.id) ?? null, output: ev.output, hasOutput: true,
-      progress: this.progress.get(ev.id) ?? [],
+      progress: this.progress.get(ev.id) ?? null,
     }, ev.id);
     this.calls.set(ev.id, view);
     node.view = view;
@@ -464,10 +467,10 @@ export class ConversationModel {
     const ev = node.event;
     let entries = this.progress.get(ev.toolCallId);
     if (!entries) {
-      entries = [];
+      entries = { count: 0, stdout: "", stderr: "", metrics: null, other: [] };
       this.progress.set(ev.toolCallId, entries);
     }
-    entries.push({ name: ev.name, content: ev.content });
+    foldProgress(entries, ev.content);
     const call = this.calls.get(ev.toolCallId);
     if (call) {
       call.progress = entries;
@@ -564,5 +567,22 @@ export class ConversationModel {
       return { id: v.id, runId: v.runId, role: v.role, content, status: v.status, branches: v.branches.map(conv) };
     });
     return conv(this.top);
+  }
+}
+
+const MAX_OTHER_PROGRESS = 50;
+
+/** Fold one tool_progress content into a call's progress state, in O(size of the content): the
+ * `exec` accumulator of convograph.projections.progress (stdout / stderr chunks appended, the
+ * latest metrics snapshot kept), plus the latest few contents of any other shape. */
+function foldProgress(state, content) {
+  state.count += 1;
+  if (content && typeof content === "object" && (content.channel === "stdout" || content.channel === "stderr") && typeof content.data === "string") {
+    state[content.channel] += content.data;
+  } else if (content && typeof content === "object" && typeof content.pid === "number") {
+    state.metrics = content;
+  } else {
+    state.other.push(content);
+    if (state.other.length > MAX_OTHER_PROGRESS) state.other.shift();
   }
 }

@@ -7,7 +7,7 @@
 // lazily the first time their <details> opens, so a 10k-node conversation with collapsed
 // subagents creates only the elements on screen.
 
-import { formatTokens, h, oneLine, payloadText, shortId } from "./util.js";
+import { formatTokens, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
@@ -281,17 +281,22 @@ export class ThreadView {
   _updateTool(view) {
     const parts = view.parts;
     parts.title.textContent = view.name;
-    parts.summaryLine.textContent = oneLine(view.input);
-    parts.input.textContent = payloadText(view.input);
+    if (parts.shownInput !== view.input) {
+      parts.shownInput = view.input;
+      parts.summaryLine.textContent = oneLine(view.input);
+      parts.input.textContent = payloadText(view.input);
+    }
     const state = toolState(view);
     parts.toolState.className = `tool__state tool__state--${state}`;
     parts.toolState.textContent = state;
     view.el.dataset.toolState = state;
-    if (view.progress && view.progress.length) {
+    if (view.progress && view.progress.count !== parts.shownProgress) {
+      parts.shownProgress = view.progress.count;
       parts.progressBox.hidden = false;
       parts.progress.textContent = progressText(view.progress);
     }
-    if (view.hasOutput) {
+    if (view.hasOutput && parts.shownOutput !== view.output) {
+      parts.shownOutput = view.output;
       parts.outputBox.hidden = false;
       parts.output.textContent = payloadText(view.output);
     }
@@ -454,26 +459,20 @@ function toolState(view) {
   return view.status === "streaming" ? "running" : "no result";
 }
 
-function progressText(entries) {
-  // The `exec` accumulator of convograph.projections.progress, plus a generic fallback.
-  let stdout = "";
-  let stderr = "";
-  let metrics = null;
-  const other = [];
-  for (const { content } of entries) {
-    if (content && typeof content === "object" && (content.channel === "stdout" || content.channel === "stderr") && typeof content.data === "string") {
-      if (content.channel === "stdout") stdout += content.data;
-      else stderr += content.data;
-    } else if (content && typeof content === "object" && typeof content.pid === "number") {
-      metrics = content;
-    } else other.push(typeof content === "string" ? content : JSON.stringify(content));
-  }
+function progressText(state) {
   const lines = [];
-  if (stdout) lines.push(stdout);
-  if (stderr) lines.push(`[stderr] ${stderr}`);
-  if (metrics) lines.push(`[pid ${metrics.pid}] cpu ${metrics.cpuPercent ?? "?"}% · rss ${metrics.rssKb ?? "?"} KB · ${metrics.wallMs ?? "?"} ms`);
-  if (other.length) lines.push(other.slice(-20).join("\n"));
-  return payloadText(lines.join("\n"));
+  if (state.stdout) lines.push(tail(state.stdout));
+  if (state.stderr) lines.push(`[stderr] ${tail(state.stderr)}`);
+  const m = state.metrics;
+  if (m) lines.push(`[pid ${m.pid}] cpu ${m.cpuPercent ?? "?"}% · rss ${m.rssKb ?? "?"} KB · ${m.wallMs ?? "?"} ms`);
+  for (const content of state.other) lines.push(typeof content === "string" ? content : JSON.stringify(content));
+  return lines.join("\n");
+}
+
+/** The end of a long log (the newest output matters most), saying how much was left out. */
+function tail(text) {
+  if (text.length <= MAX_PAYLOAD_CHARS) return text;
+  return `… (${(text.length - MAX_PAYLOAD_CHARS).toLocaleString()} earlier characters not shown)\n${text.slice(-MAX_PAYLOAD_CHARS)}`;
 }
 
 function userText(content) {
