@@ -317,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-http", action="store_true", help="only the in-process ingest and the questions"
     )
+    parser.add_argument(
+        "--semantic-layers",
+        action="store_true",
+        help="also build layers 2/3 (default: layer 1 only, issue 7)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
