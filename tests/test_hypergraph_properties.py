@@ -3,7 +3,7 @@ reduce or operation leaves all earlier versions identical."""
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import islice, pairwise
 from typing import Any
 
 import msgspec
@@ -245,3 +245,109 @@ def test_extending_an_old_version_equals_building_fresh(cut: int, extra: int) ->
     for event in CHAT[cut : cut + extra]:
         old = reduce_conversation(old, event)
     assert dump(forked)[1:] == dump(old)[1:]
+
+
+# --- arbitrary streams ------------------------------------------------------------------------------
+
+RUNS = ["A", "B", "P1", "P2", "S", "u"]
+IDS = ["x", "y", "A/x", "A/y", "r1", "t"]
+
+
+@st.composite
+def wire_events(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(
+        st.sampled_from(
+            [
+                "harness_start",
+                "harness_end",
+                "text",
+                "reasoning",
+                "tool_call",
+                "tool_result",
+                "tool_progress",
+                "user",
+                "error",
+                "usage",
+                "relay",
+                "relay_resolved",
+                "repl_input",
+                "repl_progress",
+                "repl_output",
+                "connected",
+            ]
+        )
+    )
+    run = draw(st.sampled_from(RUNS))
+    ident = draw(st.sampled_from(IDS))
+    event: dict[str, Any] = {"type": kind, "runId": run}
+    if draw(st.booleans()):
+        event["parentId"] = draw(st.sampled_from(RUNS + IDS + ["u:user", "ghost"]))
+    if draw(st.integers(0, 3)) == 0:
+        event["eventId"] = f"e{draw(st.integers(0, 30))}"
+    extra: dict[str, dict[str, Any]] = {
+        "text": {"id": ident, "content": "c"},
+        "reasoning": {"id": ident, "content": "r"},
+        "tool_call": {"id": ident, "name": "bash", "input": {}},
+        "tool_result": {
+            "id": ident,
+            "name": "bash",
+            "output": draw(st.sampled_from([1, {"status": "denied"}])),
+        },
+        "tool_progress": {"id": f"p{ident}", "toolCallId": ident, "name": "exec", "content": {}},
+        "user": {"content": "hi"},
+        "error": {"message": "boom"},
+        "usage": {"inputTokens": 1, "outputTokens": 2},
+        "relay": {"id": ident, "kind": "permission", "toolCallId": ident, "tool": "bash"},
+        "relay_resolved": {"relayId": ident, "approved": draw(st.booleans())},
+        "repl_input": {"id": ident, "code": "1"},
+        "repl_progress": {"id": ident, "chunk": "o"},
+        "repl_output": {"id": ident, "stdout": "o"},
+        "connected": {"sessionId": "s"},
+    }
+    event.update(extra.get(kind, {}))
+    if kind in ("relay_resolved", "connected"):
+        event.pop("runId")
+    if kind == "error" and draw(st.booleans()):
+        event.pop("runId")
+    return event
+
+
+def check_invariants(conv: Conversation) -> None:
+    chunk_ids = [c.id for c in q.iter_chunks(conv)]
+    blocks = list(q.iter_blocks(conv))
+    messages = list(q.iter_messages(conv))
+    assert len({b.id for b in blocks}) == len(blocks)
+    assert len({m.id for m in messages}) == len(messages)
+    # every chunk in exactly one block, every block in exactly one message
+    in_blocks = [cid for b in blocks for cid in b.chunk_ids]
+    assert sorted(in_blocks) == sorted(chunk_ids)
+    in_messages = [bid for m in messages for bid in m.block_ids]
+    assert sorted(in_messages) == sorted(b.id for b in blocks)
+    ids = {m.id for m in messages}
+    for message in messages:
+        assert message.parent_id is None or message.parent_id in ids
+    for thread in q.thread_ids(conv):
+        path = default_active(conv, thread).message_ids
+        assert len(set(path)) == len(path)
+        for earlier, later in pairwise(path):
+            parent = q.get_message(conv, later).parent_id
+            summary = q.get_message(conv, earlier).summary
+            assert parent == earlier or summary is not None or q.get_message(conv, later).summary
+    for run in q.run_ids(conv):
+        assert q.run_status(conv, run) in ("streaming", "complete", "error", "aborted")
+
+
+@SETTINGS
+@given(st.lists(wire_events(), max_size=40), st.lists(st.integers(0, 6), max_size=6))
+def test_any_stream_keeps_the_invariants(events: list[dict[str, Any]], ops: list[int]) -> None:
+    conv = create_conversation()
+    versions = []
+    for i, event in enumerate(events):
+        conv = reduce_conversation(conv, event)
+        if ops and i % 7 == 0:
+            conv = _random_step(conv, ops[i % len(ops)], i)
+        versions.append((conv, dump(conv)))
+    check_invariants(close_stream(conv))
+    for version, snapshot in versions:
+        check_invariants(version)
+        assert dump(version) == snapshot
