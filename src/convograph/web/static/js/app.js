@@ -305,10 +305,11 @@ function conversationPage(cid, tab) {
   let dagTimer = null;
   function scheduleDag() {
     if (dagTimer) return;
+    // Every 2 s, or 5x the last layout fetch when that is slower (a big graph's layout is work).
     dagTimer = setTimeout(() => {
       dagTimer = null;
       if (dag && !graphPanel.hidden) dag.load();
-    }, 2000);
+    }, Math.max(2000, 5 * (dag.loadMs ?? 0)));
   }
 
   const stream = followStream(`${cidPath(cid)}/stream`, {
@@ -362,7 +363,15 @@ function conversationPage(cid, tab) {
   }
 
   // Test and debugging hooks (read-only views of the model, plus the reconnect control).
-  window.convograph = { model, thread, stream, cid };
+  window.convograph = {
+    model,
+    thread,
+    stream,
+    cid,
+    get dag() {
+      return dag;
+    },
+  };
 
   return {
     cid,

@@ -62,8 +62,10 @@ export class DagView {
   }
 
   async load() {
+    const started = performance.now();
     try {
       this.layout = await api(`${cidPath(this.cid)}/dag`);
+      this.loadMs = performance.now() - started;
     } catch (error) {
       this.info.textContent = `Could not load the layout: ${error.message}`;
       return;
