@@ -259,6 +259,14 @@ def test_explorer_runs_a_query(demo_server: ServerProcess, probe: PageProbe) -> 
         "() => document.querySelector('.page--explorer [role=status]').textContent.includes('row')"
     )
     assert page.locator(".history li").count() >= 2
+    # A question saved under a name is listed, survives a reload and runs on click.
+    page.fill("#cypher", "RETURN 40 + 2 AS answer")
+    page.fill("#save-name", "The answer")
+    page.click("text=Save question")
+    page.reload()
+    page.click(".saved >> text=The answer")
+    page.wait_for_selector(".results td")
+    assert page.locator(".results td").all_inner_texts() == ["42"]
     probe.shot("explorer")
 
 

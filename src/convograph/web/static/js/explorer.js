@@ -31,6 +31,23 @@ export const EXAMPLES = [
 ];
 
 const HISTORY_KEY = "convograph.explorer.history";
+const SAVED_KEY = "convograph.explorer.saved";
+
+function load(key) {
+  try {
+    return JSON.parse(localStorage.getItem(key) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function store(key, value) {
+  try {
+    localStorage.setItem(key, JSON.stringify(value));
+  } catch {
+    /* not persisted */
+  }
+}
 const WORKSPACE_KEY = "convograph.explorer.workspace";
 
 export class ExplorerView {
@@ -44,6 +61,14 @@ export class ExplorerView {
     this.status = h("p", { class: "muted", role: "status", "aria-live": "polite" });
     this.results = h("div", { class: "results" });
     this.history = h("ul", { class: "history" });
+    this.saved = h("ul", { class: "examples saved", "aria-label": "Saved questions" });
+    this.saveName = h("input", { class: "input input--small", id: "save-name", placeholder: "Name this question", "aria-label": "Name for the saved question" });
+    const saveForm = h("form", { class: "row save-form" }, this.saveName, h("button", { type: "submit", class: "btn" }, "Save question"));
+    saveForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.save();
+    });
+    this.saveForm = saveForm;
     const examples = h(
       "ul",
       { class: "examples", "aria-label": "Example questions" },
@@ -73,14 +98,16 @@ export class ExplorerView {
             this.query,
             h("p", { id: "cypher-help", class: "muted small" }, "$workspace is set from the selector (\"*\" queries every workspace you may read). Ctrl+Enter runs the query. Results are bounded by the server."),
             h("div", { class: "row" }, this.run),
+            this.saveForm,
             this.status,
             this.results,
           ),
-          h("aside", { class: "explorer__side" }, h("h2", {}, "Example questions"), examples, h("h2", {}, "History"), this.history),
+          h("aside", { class: "explorer__side" }, h("h2", {}, "Example questions"), examples, h("h2", {}, "Saved questions"), this.saved, h("h2", {}, "History"), this.history),
         ),
       ),
     );
     this.renderHistory();
+    this.renderSaved();
     this.loadWorkspaces();
   }
 
@@ -130,6 +157,43 @@ export class ExplorerView {
     } finally {
       this.run.disabled = false;
     }
+  }
+
+  /** Save the current query under a name (this device); a name saved again is replaced. */
+  save() {
+    const name = this.saveName.value.trim();
+    const query = this.query.value.trim();
+    if (!name || !query) {
+      this.saveName.focus();
+      return;
+    }
+    const items = load(SAVED_KEY).filter((item) => item.name !== name);
+    items.unshift({ name, query, workspace: this.workspace.value.trim() || "*" });
+    store(SAVED_KEY, items);
+    this.saveName.value = "";
+    this.renderSaved();
+  }
+
+  renderSaved() {
+    const items = load(SAVED_KEY);
+    this.saved.replaceChildren(
+      ...(items.length
+        ? items.map((item) =>
+            h(
+              "li",
+              { class: "saved__item" },
+              h("button", { type: "button", class: "btn btn--link", title: item.query, onclick: () => {
+                this.workspace.value = item.workspace || "*";
+                this.use(item.query, true);
+              } }, item.name),
+              h("button", { type: "button", class: "btn btn--icon btn--ghost", "aria-label": `Delete saved question ${item.name}`, onclick: () => {
+                store(SAVED_KEY, load(SAVED_KEY).filter((other) => other.name !== item.name));
+                this.renderSaved();
+              } }, "×"),
+            ),
+          )
+        : [h("li", { class: "muted small" }, "Name a query and save it to keep it here.")]),
+    );
   }
 
   remember(query) {
