@@ -212,7 +212,7 @@ def q6(d: Data) -> Any:
 
 def q7(d: Data) -> Any:
     out = []
-    for sid, events in d.by_session.items():
+    for events in d.by_session.values():
         current: dict[str, Any] | None = None
         for e in events:
             if e["event"] == "recipe:start":
@@ -412,4 +412,6 @@ def test_dataset_has_the_shapes_the_questions_need(data: Data) -> None:
     assert {"root", "forked", "incomplete", "stub"} <= kinds
     assert q10(data)["largest"] >= 2
     assert any(s["agent"] == "self" for s in data.spawned)
-    assert q12(data) and q13(data)[0]["compactions"] > 0 and q7(data)
+    assert q12(data)
+    assert q13(data)[0]["compactions"] > 0
+    assert q7(data)
