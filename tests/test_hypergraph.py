@@ -566,3 +566,28 @@ def test_late_blocks_rejoin_the_ended_run_and_a_restart_opens_a_new_turn() -> No
     restarted = reduce_conversation(conv, HS)
     assert kinds(restarted, "msg:2") == ["harness_start"]
     assert q.run_status(restarted, "A") == "streaming"
+
+
+def test_a_reused_call_id_pairs_each_call_with_its_own_result() -> None:
+    conv = build(
+        HS,
+        {"type": "tool_call", "runId": "A", "id": "tc", "name": "bash", "input": {"i": 1}},
+        {"type": "tool_result", "runId": "A", "id": "tc", "name": "bash", "output": "one"},
+        {"type": "text", "runId": "A", "id": "t", "content": "again"},
+        {"type": "tool_call", "runId": "A", "id": "tc", "name": "bash", "input": {"i": 2}},
+    )
+    second = q.tool_call_for_block(conv, "block:tc#2")
+    assert second is not None
+    assert (second.input, second.status, second.result_block_id) == ({"i": 2}, "pending", None)
+    first = q.tool_call_for_block(conv, "block:tc")
+    assert first is not None
+    assert (first.input, first.output, first.status) == ({"i": 1}, "one", "complete")
+    assert q.message_health(conv, "msg:2").unresolved_call_ids == ("tc",)
+    done = reduce_conversation(
+        conv, {"type": "tool_result", "runId": "A", "id": "tc", "name": "bash", "output": "two"}
+    )
+    latest = q.tool_call(done, "tc")
+    assert latest is not None
+    assert (latest.output, latest.result_block_id) == ("two", "block:tc:result#2")
+    assert q.diagnostics(done) == ()
+    assert q.tool_call(done, "tc", 0).output == "one"  # type: ignore[union-attr]

@@ -259,7 +259,7 @@ class _Store:
         "block_ids",
         "blocks",
         "broken",
-        "call_block",
+        "call_blocks",
         "chosen",
         "chunk_block",
         "closed",
@@ -282,9 +282,9 @@ class _Store:
         "pending",
         "progress",
         "relay_block",
-        "relay_by_call",
         "relays",
-        "result_block",
+        "relays_by_call",
+        "result_blocks",
         "run_usage",
         "runs",
         "seen",
@@ -318,9 +318,11 @@ class _Store:
         self.runs: dict[str, _Run] = {}
         self.threads: dict[str, _Thread] = {}
         # write-once indexes: an entry exists at a version iff its index is below that version's count
-        self.call_block: dict[str, int] = {}
-        self.result_block: dict[str, int] = {}
-        self.relay_by_call: dict[str, int] = {}
+        # per tool-call id, every call / result / relay block in order: the k-th call pairs with
+        # the k-th result (an agent may reuse a call id across iterations, spec §9 #5)
+        self.call_blocks: dict[str, Ints] = {}
+        self.result_blocks: dict[str, Ints] = {}
+        self.relays_by_call: dict[str, Ints] = {}
         self.relay_block: dict[str, int] = {}
         self.relays: Ints = array("q")
         self.progress: dict[str, Ints] = {}

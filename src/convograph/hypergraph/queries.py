@@ -537,15 +537,29 @@ def _live(index: int | None, limit: int) -> int | None:
     return index if index is not None and index < limit else None
 
 
-def tool_call(conv: Conversation, call_id: str) -> ToolCallInfo | None:
-    """Everything known about one tool call, or None if neither call nor result has arrived."""
+def _nth(items: Sequence[int], k: int) -> int | None:
+    return items[k] if 0 <= k < len(items) else None
+
+
+def tool_call(conv: Conversation, call_id: str, occurrence: int = -1) -> ToolCallInfo | None:
+    """Everything known about one tool call, or None if neither call nor result has arrived.
+
+    A call id reused by an agent across iterations has several occurrences: the k-th
+    ``tool_call`` pairs with the k-th result and the k-th relay of that id; ``occurrence`` picks
+    one (default: the latest). O(log n + progress chunks)."""
     s = conv._store
     nb = conv._n_blocks
-    call_b = _live(s.call_block.get(call_id), nb)
-    result_b = _live(s.result_block.get(call_id), nb)
-    relay_b = _live(s.relay_by_call.get(call_id), nb)
+    calls = prefix(s.call_blocks.get(call_id, EMPTY), nb)
+    results = prefix(s.result_blocks.get(call_id, EMPTY), nb)
+    count = max(len(calls), len(results))
+    if count == 0:
+        return None
+    k = occurrence if occurrence >= 0 else count + occurrence
+    call_b = _nth(calls, k)
+    result_b = _nth(results, k)
     if call_b is None and result_b is None:
         return None
+    relay_b = _nth(prefix(s.relays_by_call.get(call_id, EMPTY), nb), k)
     relay_event: Relay | None = None
     if relay_b is not None:
         relay_event = s.events[s.blocks[relay_b].chunks[0]]  # type: ignore[assignment]
@@ -577,7 +591,11 @@ def tool_call(conv: Conversation, call_id: str) -> ToolCallInfo | None:
                     status = "denied"
                 elif "error" in output:
                     status, error = "error", str(output["error"])
-    progress = prefix(s.progress.get(call_id, EMPTY), conv._n_chunks)
+    progress: Sequence[int] = prefix(s.progress.get(call_id, EMPTY), conv._n_chunks)
+    if len(calls) > 1 and progress:  # keep the progress between this call and the next one
+        low = s.blocks[calls[k]].chunks[0] if k < len(calls) else 0
+        high = s.blocks[calls[k + 1]].chunks[0] if k + 1 < len(calls) else conv._n_chunks
+        progress = [i for i in progress if low <= i < high]
     return ToolCallInfo(
         call_id=call_id,
         name=name,
@@ -595,19 +613,27 @@ def tool_call(conv: Conversation, call_id: str) -> ToolCallInfo | None:
 
 
 def tool_call_for_block(conv: Conversation, block_id: str) -> ToolCallInfo | None:
-    """The tool call a tool_call / tool_result / tool_error / tool_progress / relay block belongs to."""
+    """The tool call (the right occurrence of its id) that a tool_call / tool_result / tool_error /
+    tool_progress / relay block belongs to. O(log n)."""
     block = _block(conv, block_id)
-    event: Any = conv._store.events[block.chunks[0]]
-    call_id: str
-    if block.kind in ("tool_call", "tool_result"):
-        call_id = event.id
-    elif block.kind in ("tool_progress", "relay"):
+    s = conv._store
+    event: Any = s.events[block.chunks[0]]
+    if block.kind == "tool_call":
+        call_id: str = event.id
+        occurrence = bisect_left(s.call_blocks.get(call_id, EMPTY), block.index)
+    elif block.kind in ("tool_result", "tool_error"):
+        call_id = event.id if block.kind == "tool_result" else block.key.removesuffix(":result")
+        occurrence = bisect_left(s.result_blocks.get(call_id, EMPTY), block.index)
+    elif block.kind == "relay":
         call_id = event.tool_call_id
-    elif block.kind == "tool_error":
-        call_id = block.key.removesuffix(":result")
+        occurrence = bisect_left(s.relays_by_call.get(call_id, EMPTY), block.index)
+    elif block.kind == "tool_progress":
+        call_id = event.tool_call_id
+        calls = prefix(s.call_blocks.get(call_id, EMPTY), conv._n_blocks)
+        occurrence = max(0, bisect_left(calls, block.index) - 1)
     else:
         return None
-    return tool_call(conv, call_id)
+    return tool_call(conv, call_id, occurrence)
 
 
 def _relay_record(conv: Conversation, block_index: int) -> RelayInfo:
@@ -619,9 +645,8 @@ def _relay_record(conv: Conversation, block_index: int) -> RelayInfo:
     status: Literal["pending", "approved", "denied", "resolved"]
     if decision is not None:
         status = "approved" if decision.approved else "denied"
-    elif (
-        _live(s.call_block.get(event.tool_call_id), conv._n_blocks) is not None
-        or _live(s.result_block.get(event.tool_call_id), conv._n_blocks) is not None
+    elif prefix(s.call_blocks.get(event.tool_call_id, EMPTY), conv._n_blocks) or prefix(
+        s.result_blocks.get(event.tool_call_id, EMPTY), conv._n_blocks
     ):
         status = "resolved"
     else:
@@ -721,10 +746,9 @@ def message_health(conv: Conversation, message_id: str) -> MessageHealth:
         if block.kind == "error":
             has_error = True
         elif block.kind == "tool_call":
-            call_event: Any = s.events[block.chunks[0]]
-            call_id: str = call_event.id
-            if _live(s.result_block.get(call_id), conv._n_blocks) is None:
-                unresolved.append(call_id)
+            info = tool_call_for_block(conv, block.id)
+            if info is not None and info.status == "pending":
+                unresolved.append(info.call_id)
         if block.run not in runs_seen:
             runs_seen.add(block.run)
             statuses.add(run_status(conv, block.run))

@@ -53,6 +53,7 @@ from convograph.events.types import (
     _Event,
 )
 from convograph.hypergraph.model import (
+    EMPTY,
     MAIN_THREAD,
     PAGE,
     STREAM_RUN_ID,
@@ -338,7 +339,7 @@ def _tool_error_call(s: _Store, run_id: str, event: Any) -> str | None:
     extra = event.extra
     if extra is not None:
         call_id = extra.get("toolCallId")
-        if isinstance(call_id, str) and call_id in s.call_block:
+        if isinstance(call_id, str) and call_id in s.call_blocks:
             return call_id
     open_calls = s.outstanding.get(run_id)
     if open_calls:
@@ -573,16 +574,18 @@ def _on_tool_call(
     if not new:
         return
     call_id: str = event.id
-    if call_id not in s.call_block:
-        s.call_block[call_id] = block.index
-        if call_id not in s.result_block:
-            s.outstanding.setdefault(run.id, []).append(call_id)
+    calls = s.call_blocks.setdefault(call_id, array("q"))
+    calls.append(block.index)
+    if len(s.result_blocks.get(call_id, EMPTY)) < len(calls):  # not answered before it arrived
+        s.outstanding.setdefault(run.id, []).append(call_id)
 
 
 def _record_result(s: _Store, run: _Run, call_id: str, block: _Block, new: bool) -> None:
     if not new:
         return
-    if call_id in s.result_block:
+    results = s.result_blocks.setdefault(call_id, array("q"))
+    results.append(block.index)
+    if len(results) > max(1, len(s.call_blocks.get(call_id, EMPTY))):
         s.diagnostics.append(
             Diagnostic(
                 code="duplicate_result",
@@ -592,7 +595,6 @@ def _record_result(s: _Store, run: _Run, call_id: str, block: _Block, new: bool)
             s.version + 1,
         )
         return
-    s.result_block[call_id] = block.index
     open_calls = s.outstanding.get(run.id)
     if open_calls and call_id in open_calls:
         open_calls.remove(call_id)
@@ -617,7 +619,7 @@ def _on_relay(
         return
     s.relay_block[event.id] = block.index
     s.relays.append(block.index)
-    s.relay_by_call.setdefault(event.tool_call_id, block.index)
+    s.relays_by_call.setdefault(event.tool_call_id, array("q")).append(block.index)
 
 
 def _on_user(
