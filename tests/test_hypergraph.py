@@ -591,3 +591,30 @@ def test_a_reused_call_id_pairs_each_call_with_its_own_result() -> None:
     assert (latest.output, latest.result_block_id) == ("two", "block:tc:result#2")
     assert q.diagnostics(done) == ()
     assert q.tool_call(done, "tc", 0).output == "one"  # type: ignore[union-attr]
+
+
+def test_concurrent_reduces_on_one_version_each_get_their_own_result() -> None:
+    import threading
+
+    base = build(*agent_with_provider_runs()[:4])
+    results: dict[int, Conversation] = {}
+
+    def work(n: int) -> None:
+        conv = base
+        for i in range(50):
+            conv = reduce_conversation(
+                conv, {"type": "text", "runId": f"W{n}", "id": "t", "content": f"{i} "}
+            )
+        results[n] = conv
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for n, conv in results.items():
+        (block,) = q.run_blocks(conv, f"W{n}")
+        assert q.block_text(conv, block.id) == "".join(f"{i} " for i in range(50))
+        assert conv.chunk_count == base.chunk_count + 50
+        assert {r for r in q.run_ids(conv) if r.startswith("W")} == {f"W{n}"}
+    assert base.chunk_count == 4
