@@ -90,6 +90,10 @@ SAMPLES: list[dict[str, Any]] = [
         "durationMs": 12.5,
         "truncated": False,
     },
+    {"type": "edit", "messageId": "msg:1", "content": "try again", "runId": "edit-1"},
+    {"type": "regenerate", "messageId": "msg:2"},
+    {"type": "switch_branch", "messageId": "msg:3"},
+    {"type": "summarize", "firstId": "msg:1", "lastId": "msg:4", "text": "short", "model": "m"},
 ]
 
 
@@ -224,7 +228,7 @@ def test_ndjson_reports_every_bad_line_and_keeps_good_ones() -> None:
 
 
 def test_repl_output_numbers() -> None:
-    event = parse_event(SAMPLES[-1])
+    event = parse_event(next(sample for sample in SAMPLES if sample["type"] == "repl_output"))
     assert isinstance(event, ReplOutput)
     assert event.duration_ms == 12.5
 

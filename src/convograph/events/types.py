@@ -18,20 +18,25 @@ import msgspec
 
 __all__ = [
     "EVENT_TYPES",
+    "Command",
     "Connected",
     "ContentPart",
     "DocumentPart",
+    "Edit",
     "Error",
     "Event",
     "HarnessEnd",
     "HarnessStart",
     "ImagePart",
     "Reasoning",
+    "Regenerate",
     "Relay",
     "RelayResolved",
     "ReplInput",
     "ReplOutput",
     "ReplProgress",
+    "Summarize",
+    "SwitchBranch",
     "Text",
     "TextPart",
     "ToolCall",
@@ -227,6 +232,44 @@ class ReplOutput(_RunEvent, frozen=True, tag="repl_output"):
     truncated: bool | None = None
 
 
+# --- user commands (convograph additions: steering a conversation through its log) ------------------
+
+
+class Edit(_Event, frozen=True, tag="edit"):
+    """Replace ``messageId`` by a new sibling branch holding ``content`` (the original is kept)."""
+
+    message_id: str
+    content: str | list[ContentPart]
+    run_id: str | None = None
+
+
+class Regenerate(_Event, frozen=True, tag="regenerate"):
+    """Open an empty sibling of assistant message ``messageId``; the next run's output fills it."""
+
+    message_id: str
+    run_id: str | None = None
+
+
+class SwitchBranch(_Event, frozen=True, tag="switch_branch"):
+    """Make the branch through ``messageId`` the active one."""
+
+    message_id: str
+
+
+class Summarize(_Event, frozen=True, tag="summarize"):
+    """Replace the active messages ``firstId``..``lastId`` by a summary holding ``text``."""
+
+    first_id: str
+    last_id: str
+    text: str
+    model: str | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+
+
+Command = Edit | Regenerate | SwitchBranch | Summarize
+"""User commands: recorded in the log like any event, applied by `convograph.hypergraph.commands`."""
+
 Event = (
     Connected
     | HarnessStart
@@ -244,6 +287,10 @@ Event = (
     | ReplInput
     | ReplProgress
     | ReplOutput
+    | Edit
+    | Regenerate
+    | SwitchBranch
+    | Summarize
 )
 """Every event the library understands."""
 
@@ -264,6 +311,10 @@ EVENT_CLASSES: Final[tuple[type[_Event], ...]] = (
     ReplInput,
     ReplProgress,
     ReplOutput,
+    Edit,
+    Regenerate,
+    SwitchBranch,
+    Summarize,
 )
 
 EVENT_TYPES: Final[frozenset[str]] = frozenset(str(cls.__struct_config__.tag) for cls in EVENT_CLASSES)
