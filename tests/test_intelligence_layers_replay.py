@@ -1,0 +1,168 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
+"""Semantic layers on a real FalkorDB: replays, shuffles, restarts and small batches converge."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convograph.intelligence.blobs import MemoryBlobStore
+from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.journal import MemoryJournal
+from convograph.intelligence.service import IntelligenceService
+from convograph.intelligence.writer import GraphNames
+from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
+
+DATASET = Path(__file__).resolve().parent / "fixtures" / "ci_layers.ndjson"
+LINES: list[dict[str, Any]] = [json.loads(x) for x in DATASET.read_text(encoding="utf-8").splitlines()]
+WS = LINES[0]["workspace"]
+SEMANTIC = (
+    "OrchestratorRun",
+    "Iteration",
+    "ContentBlock",
+    "Prompt",
+    "Cancellation",
+    "ContextCompaction",
+    "Delegation",
+    "Agent",
+    "SkillLoad",
+    "RecipeRun",
+    "RecipeStep",
+    "Recipe",
+)
+
+
+def shuffled_across_sessions(lines: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """A random interleaving of the sessions that keeps each session's own order."""
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        queues.setdefault(line["data"]["session_id"], []).append(line)
+    rng = random.Random(seed)
+    order = [sid for sid, q in queues.items() for _ in q]
+    rng.shuffle(order)
+    cursors = dict.fromkeys(queues, 0)
+    out = []
+    for sid in order:
+        out.append(queues[sid][cursors[sid]])
+        cursors[sid] += 1
+    return out
+
+
+class Graphs:
+    def __init__(self, engine: FalkorEngine) -> None:
+        self.engine = engine
+        self.prefixes: list[str] = []
+
+    def service(self, journal: MemoryJournal | None = None, prefix: str | None = None, **options: Any) -> Any:
+        if prefix is None:
+            prefix = f"r{uuid.uuid4().hex[:10]}:"
+            self.prefixes.append(prefix)
+        svc = IntelligenceService(
+            journal or MemoryJournal(),
+            self.engine,
+            MemoryBlobStore(),
+            names=GraphNames(prefix),
+            semantic_layers=True,
+            **options,
+        )
+        svc.start()
+        return svc
+
+
+@pytest.fixture
+def graphs(falkor: FalkorEngine) -> Iterator[Graphs]:
+    made = Graphs(falkor)
+    yield made
+    for graph in falkor.graphs():
+        if any(graph.startswith(p) for p in made.prefixes):
+            falkor.delete_graph(graph)
+
+
+def picture(service: IntelligenceService) -> dict[str, Any]:
+    """Counts per label set and relationship type, and the ids of every semantic entity."""
+    labels = service.cypher("MATCH (n) RETURN labels(n) AS l, count(*) AS c", workspace=WS).results
+    types = service.cypher("MATCH ()-[r]->() RETURN type(r) AS t, count(*) AS c", workspace=WS).results
+    ids = service.cypher(
+        "MATCH (n) WHERE any(l IN labels(n) WHERE l IN $semantic) RETURN labels(n)[0] AS l, n.node_id AS id",
+        {"semantic": list(SEMANTIC)},
+        workspace=WS,
+    ).results
+    return {
+        "labels": sorted((tuple(r["l"]), r["c"]) for r in labels),
+        "types": sorted((r["t"], r["c"]) for r in types),
+        "ids": sorted((r["l"], r["id"]) for r in ids),
+    }
+
+
+def ingest(service: IntelligenceService, lines: list[dict[str, Any]]) -> None:
+    service.ingest_many(lines)
+    assert service.wait_applied(timeout=120)
+    assert service.applier.dead_lettered == 0, service.applier.last_error
+
+
+def test_replaying_the_log_twice_shuffled_across_sessions_gives_identical_graphs(graphs: Graphs) -> None:
+    first = graphs.service()
+    ingest(first, LINES)
+    expected = picture(first)
+    assert dict(expected["types"])["SOURCED_FROM"] > 0
+    for seed in (1, 2):
+        other = graphs.service()
+        ingest(other, shuffled_across_sessions(LINES, seed))
+        assert picture(other) == expected
+        other.close()
+    first.close()
+
+
+def test_no_self_loops_and_no_duplicate_iterations(graphs: Graphs) -> None:
+    service = graphs.service()
+    ingest(service, LINES)
+    loops = service.cypher("MATCH (n)-[r]->(n) RETURN count(r) AS c", workspace=WS).results
+    assert loops == [{"c": 0}]
+    per_request = service.cypher(
+        "MATCH (i:Iteration)-[:SOURCED_FROM]->(e:ProviderRequestEvent) "
+        "WITH e, count(i) AS n RETURN max(n) AS most, count(e) AS requests",
+        workspace=WS,
+    ).results
+    requests = sum(1 for line in LINES if line["event"] == "provider:request")
+    assert per_request == [{"most": 1, "requests": requests}]
+    service.close()
+
+
+def test_redelivery_rewind_and_restart_add_nothing(graphs: Graphs) -> None:
+    journal = MemoryJournal()
+    service = graphs.service(journal)
+    ingest(service, LINES)
+    expected = picture(service)
+    result = service.ingest_many(LINES)  # the hook client re-sends everything
+    assert result.accepted == 0
+    prefix = service.names.prefix
+    cursor_key = service.applier.cursor_key
+    service.close()
+    # restart mid-way: a new process (empty fold cache) whose graph store is behind the journal
+    half = journal.last_seq() // 2
+    service.engine.set_meta(cursor_key, str(half))
+    restarted = graphs.service(journal, prefix=prefix)
+    assert restarted.wait_applied(timeout=120)
+    assert restarted.applier.dead_lettered == 0
+    layer = restarted.applier.stages[0].__self__
+    assert layer.rebuilds > 0  # fold states were rebuilt from the journal, mid-session
+    assert picture(restarted) == expected
+    restarted.close()
+
+
+def test_tiny_batches_give_the_same_graph(graphs: Graphs) -> None:
+    whole = graphs.service()
+    ingest(whole, LINES)
+    tiny = graphs.service(batch_size=37)
+    for start in range(0, len(LINES), 101):
+        tiny.ingest_many(LINES[start : start + 101])
+    assert tiny.wait_applied(timeout=120)
+    assert picture(tiny) == picture(whole)
+    whole.close()
+    tiny.close()
