@@ -185,7 +185,7 @@ def iter_edges(conv: Conversation) -> Iterator[HyperEdge]:
             yield _summary_edge(conv, message)
         elif message.parent >= 0:
             yield _seq("msg", s.messages[message.parent].id, message.id)
-    for run in s.runs.values():
+    for run in tuple(s.runs.values()):
         chunks = run_chunk_indexes(conv, run)
         for a, b in itertools.pairwise(chunks):
             yield _seq("chunk", chunk_id(a), chunk_id(b))

@@ -377,7 +377,7 @@ def thread_ids(conv: Conversation) -> tuple[str, ...]:
     s = conv._store
     out = [
         t.id
-        for t in s.threads.values()
+        for t in tuple(s.threads.values())
         if t.messages and t.messages[0] < conv._n_messages and t.id != MAIN_THREAD
     ]
     main = s.threads.get(MAIN_THREAD)
@@ -421,7 +421,7 @@ def iter_messages(conv: Conversation) -> Iterator[Message]:
 def run_ids(conv: Conversation) -> tuple[str, ...]:
     """Runs in order of first arrival. O(runs)."""
     n = conv._n_chunks
-    return tuple(r.id for r in conv._store.runs.values() if 0 <= r.first_chunk < n)
+    return tuple(r.id for r in tuple(conv._store.runs.values()) if 0 <= r.first_chunk < n)
 
 
 def _run(conv: Conversation, run_id: str) -> _Run:
