@@ -186,7 +186,7 @@ def replay(store: _Store, version: int) -> _Store:
 def apply_entry(store: _Store, entry: Any) -> bool:
     """Apply one entry with stamp ``store.version + 1``; False when nothing changes."""
     if isinstance(entry, _Event):
-        return _apply_event(store, entry)  # type: ignore[arg-type]
+        return _apply_event(store, entry)
     changed: bool = entry.apply(store)
     return changed
 
@@ -252,12 +252,12 @@ _RESULTS: Final = (ToolResult, ReplOutput)
 # --- event application -----------------------------------------------------------------------------
 
 
-def _apply_event(s: _Store, event: Event) -> bool:
+def _apply_event(s: _Store, event: Any) -> bool:
     cls = type(event)
     tool_error: str | None = None
     if cls is Text or cls is Reasoning:  # the hot path: streamed deltas
-        run_id: str = event.run_id  # type: ignore[assignment]
-        key = f"{run_id}:{event.id}"  # type: ignore[union-attr]
+        run_id: str = event.run_id
+        key = f"{run_id}:{event.id}"
     else:
         key_of = _KEYS.get(cls)
         if key_of is None:
