@@ -30,6 +30,7 @@ Mapping (docs/querying.md has the table):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ __all__ = [
     "conversation_envelopes",
     "conversation_target",
     "feed_conversation",
+    "feed_conversation_async",
     "fold_conversation",
 ]
 
@@ -136,9 +138,10 @@ def _snake(name: str) -> str:
 
 
 def feed_conversation(service: Any, cid: str, stored: Sequence[Any]) -> int:
-    """Append ``stored`` to ``service`` (an `IntelligenceService`; ``None`` = off). Returns the
-    number of envelopes accepted; logs and returns 0 on any failure (the log stays the truth)."""
-    if service is None or not stored or not hasattr(service, "ingest_many"):
+    """Append ``stored`` to ``service`` (an `IntelligenceService`, a late-bound proxy of one, or
+    ``None`` = off). Returns the number of envelopes accepted; logs and returns 0 on any failure,
+    including a service that is not running (the conversation log stays the truth)."""
+    if service is None or not stored:
         return 0
     try:
         envelopes = conversation_envelopes(cid, stored)
@@ -149,6 +152,13 @@ def feed_conversation(service: Any, cid: str, stored: Sequence[Any]) -> int:
     except Exception as exc:  # the graph is derived data; never fail the conversation append
         log.warning("conversation %s: not fed to the intelligence graph: %s", cid, exc)
         return 0
+
+
+async def feed_conversation_async(service: Any, cid: str, stored: Sequence[Any]) -> int:
+    """`feed_conversation` off the event loop (the journal append is a blocking SQLite commit)."""
+    if service is None or not stored:
+        return 0
+    return await asyncio.to_thread(feed_conversation, service, cid, stored)
 
 
 class _Run(msgspec.Struct):

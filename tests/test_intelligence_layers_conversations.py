@@ -1,0 +1,166 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
+"""Conversation events build the same Session / Delegation / ToolCall / Iteration entities."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from convograph.events import parse_event
+from convograph.intelligence.blobs import MemoryBlobStore
+from convograph.intelligence.conversations import (
+    conversation_envelopes,
+    conversation_target,
+    feed_conversation,
+)
+from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.journal import MemoryJournal
+from convograph.intelligence.service import IntelligenceService
+from convograph.intelligence.writer import GraphNames
+from convograph.store.base import StoredEvent
+from tests.test_intelligence_layers_queries import load_questions
+from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
+
+CID = "acme:conv-1"
+T0 = 1772442000000
+
+
+def conversation() -> list[dict[str, Any]]:
+    """A user turn; the main agent reads a file and delegates; the sub-agent's bash fails."""
+    events: list[dict[str, Any]] = [
+        {"type": "user", "runId": "u1", "content": "Fix the flaky test"},
+        {"type": "harness_start", "runId": "r1", "parentId": "u1:user", "agentId": "main"},
+        {"type": "text", "runId": "r1", "id": "t1", "content": "Let me look."},
+        {"type": "tool_call", "runId": "r1", "id": "tc1", "name": "read_file", "input": {"path": "a.py"}},
+        {"type": "tool_call", "runId": "r1", "id": "tc2", "name": "delegate", "input": {"agent": "explorer"}},
+        {"type": "usage", "runId": "r1", "inputTokens": 100, "outputTokens": 20},
+        {
+            "type": "tool_result",
+            "runId": "r1",
+            "id": "tc1",
+            "name": "read_file",
+            "output": {"result": "x = 1"},
+        },
+        {"type": "harness_start", "runId": "r2", "parentId": "tc2", "agentId": "explorer"},
+        {"type": "tool_call", "runId": "r2", "id": "tc3", "name": "bash", "input": {"command": "pytest"}},
+        {"type": "usage", "runId": "r2", "inputTokens": 50, "outputTokens": 10, "cacheReadTokens": 7},
+        {"type": "tool_result", "runId": "r2", "id": "tc3", "name": "bash", "output": {"error": "exit 1"}},
+        {"type": "usage", "runId": "r2", "inputTokens": 30, "outputTokens": 5},
+        {"type": "harness_end", "runId": "r2", "agentId": "explorer", "reason": "done"},
+        {
+            "type": "tool_result",
+            "runId": "r1",
+            "id": "tc2",
+            "name": "delegate",
+            "output": {"result": "found"},
+        },
+        {"type": "usage", "runId": "r1", "inputTokens": 200, "outputTokens": 40},
+        {"type": "harness_end", "runId": "r1", "agentId": "main", "reason": "done"},
+    ]
+    for index, event in enumerate(events):
+        event["timestamp"] = T0 + 10 * index
+    return events
+
+
+def stored(events: list[dict[str, Any]], first_seq: int = 1) -> list[StoredEvent]:
+    return [
+        StoredEvent(seq=first_seq + i, conversation_id=CID, event=parse_event(e), received_at=1.0)
+        for i, e in enumerate(events)
+    ]
+
+
+def test_target_workspace_from_prefix() -> None:
+    assert conversation_target("acme:conv-1") == ("acme", "conv-1")
+    assert conversation_target("plain-id") == ("conversations", "plain-id")
+    assert conversation_target(":x") == ("conversations", ":x")
+
+
+def test_envelopes_are_structural_and_keyed_by_seq() -> None:
+    envelopes = conversation_envelopes(CID, stored(conversation()))
+    assert [e["event"] for e in envelopes].count("conversation:text") == 0
+    first = envelopes[0]
+    assert first["workspace"] == "acme"
+    assert first["idempotency_key"] == "convograph-conversation:acme:conv-1:1"
+    assert first["data"]["session_id"] == "conv-1"
+    assert first["data"]["timestamp"].startswith("2026-03-02T09:00:00.000")
+    call = next(e for e in envelopes if e["event"] == "conversation:tool_call")
+    assert call["data"]["tool_call_id"] == "tc1"
+    assert call["data"]["tool_input"] == {"path": "a.py"}
+
+
+def test_feed_never_raises() -> None:
+    class Down:
+        def ingest_many(self, bodies: Any) -> Any:
+            raise RuntimeError("not running")
+
+    assert feed_conversation(Down(), CID, stored(conversation())) == 0
+    assert feed_conversation(None, CID, stored(conversation())) == 0
+
+
+@pytest.fixture
+def layered(falkor: FalkorEngine) -> Iterator[IntelligenceService]:
+    names = GraphNames(f"c{uuid.uuid4().hex[:10]}:")
+    service = IntelligenceService(
+        MemoryJournal(), falkor, MemoryBlobStore(), names=names, semantic_layers=True
+    )
+    service.start()
+    yield service
+    service.close()
+    for graph in falkor.graphs():
+        if graph.startswith(names.prefix):
+            falkor.delete_graph(graph)
+
+
+def ask(service: IntelligenceService, number: int) -> list[dict[str, Any]]:
+    return [dict(r) for r in service.cypher(load_questions()[number], workspace="acme").results]
+
+
+def test_conversation_answers_the_same_questions(layered: IntelligenceService) -> None:
+    events = stored(conversation())
+    assert feed_conversation(layered, CID, events) == 15  # the text fragment is not forwarded
+    assert feed_conversation(layered, CID, events) == 0  # re-feeding adds nothing
+    assert layered.wait_applied(timeout=60)
+    assert layered.applier.dead_lettered == 0
+    child = "conv-1::agent::r2"
+    assert ask(layered, 1) == [{"kind": "forked", "sessions": 1}, {"kind": "root", "sessions": 1}]
+    assert ask(layered, 2) == [
+        {"agent": "explorer", "input": 80, "output": 15, "cache_read": 7},
+        {"agent": "main", "input": 300, "output": 60, "cache_read": 0},
+    ]
+    assert ask(layered, 3) == [{"tool": "bash", "failures": 1, "calls": 1}]
+    assert ask(layered, 4) == [{"root": "conv-1", "descendants": 1}]
+    assert ask(layered, 9) == [
+        {"run": "conv-1::agent::r2::run::1", "iterations": 2},
+        {"run": "conv-1::run::1", "iterations": 2},
+    ]
+    assert ask(layered, 11) == [{"agent": "explorer", "delegations": 1, "succeeded": 1}]
+    assert ask(layered, 16) == [{"prompt": "conv-1::prompt::1", "output": 60}]
+    assert ask(layered, 18) == [{"tool": "delegate", "requested": "explorer", "child": child}]
+    assert ask(layered, 19) == [{"most_calls": 2, "attached_calls": 3}]
+    durations = layered.cypher(
+        "MATCH (t:ToolCall {workspace: $workspace}) RETURN t.tool_name AS tool, t.duration_ms AS ms ORDER BY tool",
+        workspace="acme",
+    ).results
+    assert [dict(r) for r in durations] == [
+        {"tool": "bash", "ms": 20},
+        {"tool": "delegate", "ms": 90},
+        {"tool": "read_file", "ms": 30},
+    ]
+    sourced = layered.cypher(
+        "MATCH (:ToolCall {workspace: $workspace})-[:SOURCED_FROM]->(e:ConversationEvent) RETURN count(e) AS c",
+        workspace="acme",
+    ).results
+    assert sourced == [{"c": 6}]
+
+
+def test_child_run_arriving_in_a_later_batch(layered: IntelligenceService) -> None:
+    """Split feeds (as separate POSTs) give the same entities as one feed."""
+    events = conversation()
+    feed_conversation(layered, CID, stored(events[:8]))
+    feed_conversation(layered, CID, stored(events[8:], first_seq=9))
+    assert layered.wait_applied(timeout=60)
+    assert ask(layered, 18) == [{"tool": "delegate", "requested": "explorer", "child": "conv-1::agent::r2"}]
+    assert ask(layered, 19) == [{"most_calls": 2, "attached_calls": 3}]
