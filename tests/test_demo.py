@@ -268,3 +268,34 @@ def test_demo_refuses_a_busy_port(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"port {port}" in done.stderr
     assert "--port 0" in done.stderr
+
+
+def test_hook_envelopes_mirror_the_session_tree() -> None:
+    from convograph.demo.intelligence import hook_envelopes
+    from convograph.intelligence.envelope import parse_envelope
+
+    envelopes = hook_envelopes(research_script().events(decisions={"relay-write-report": False}))
+    for envelope in envelopes:
+        parse_envelope(envelope)
+    names = [e["event"] for e in envelopes]
+    assert names.count("session:start") == 1
+    assert names.count("session:fork") == 3  # two researchers and the code reader
+    forks = {e["data"]["session_id"]: e["data"]["parent"] for e in envelopes if e["event"] == "session:fork"}
+    assert forks["demo-run-code-reader"] == "demo-run-researcher-qdrant"
+    assert (
+        names.count("tool:pre") == names.count("tool:post") + names.count("tool:error") - 1
+    )  # denied: no pre
+    assert "llm:error" in names
+    keys = [e["idempotency_key"] for e in envelopes]
+    assert len(keys) == len(set(keys))
+
+
+async def test_player_posts_envelopes_before_conversations(tmp_path: Path) -> None:
+    from convograph.demo.intelligence import hook_envelopes
+    from convograph.demo.player import post_envelopes
+
+    config = ServerConfig(data_dir=tmp_path, database_url="memory://")
+    async with AsyncTestClient(create_app(config)) as client:
+        envelopes = hook_envelopes(rlm_script().events())
+        assert await post_envelopes(client, envelopes) == len(envelopes)
+        assert await post_envelopes(client, envelopes) == 0  # replayed: duplicates

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from convograph.demo import DEMO_CONVERSATIONS, play_all
+from convograph.demo.intelligence import hook_envelopes
 from tests.support.server import ServerProcess, start_server
 
 CHROMIUM = Path(os.environ.get("CONVOGRAPH_CHROMIUM", "/usr/bin/chromium"))
@@ -45,9 +46,11 @@ def require_chromium() -> None:
 
 
 def seed_demo(url: str) -> None:
-    """Every bundled demo conversation, fast, stopping at pending relays."""
+    """Every bundled demo conversation, fast, stopping at pending relays, plus their hook
+    envelopes for the explorer (workspace ``demo``), as ``convograph demo`` does."""
     scripts = [factory() for factory in DEMO_CONVERSATIONS]
-    asyncio.run(play_all(url, scripts, speed=None, wait_for_relays=False))
+    envelopes = [e for s in scripts for e in hook_envelopes(s.events(), prefix=s.conversation_id)]
+    asyncio.run(play_all(url, scripts, speed=None, wait_for_relays=False, envelopes=envelopes))
 
 
 @pytest.fixture(scope="package")

@@ -18,7 +18,7 @@ import tempfile
 import time
 import webbrowser
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -79,6 +79,29 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _envelopes(base_url: str, scripts: list[Any], headers: dict[str, str] | None) -> list[dict[str, Any]]:
+    """Hook envelopes for the explorer (workspace ``demo``), or none when the server does not run
+    the context-intelligence service (then the explorer has nothing to show; say so)."""
+    from convograph.demo.intelligence import hook_envelopes
+
+    try:
+        paths = httpx.get(f"{base_url}/openapi.json", headers=headers, timeout=10).json().get("paths", {})
+    except (httpx.HTTPError, ValueError):
+        paths = {}
+    if "/events" not in paths:
+        console.print("  (context intelligence is off on this server: the graph explorer stays empty)")
+        return []
+    console.print(
+        "  the graph explorer (/explore) holds the same sessions in workspace 'demo'",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out: list[dict[str, Any]] = []
+    for script in scripts:
+        out += hook_envelopes(script.events(), prefix=script.conversation_id)
+    return out
 
 
 @app.command()
@@ -155,7 +178,10 @@ def demo(
         if browser:
             webbrowser.open(first)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        results = asyncio.run(play_all(base_url, scripts, speed=None if fast else speed, headers=headers))
+        envelopes = _envelopes(base_url, scripts, headers)
+        results = asyncio.run(
+            play_all(base_url, scripts, speed=None if fast else speed, headers=headers, envelopes=envelopes)
+        )
         total = sum(r.posted for r in results)
         console.print(
             f"Played {len(results)} conversations ({total} new events). Still serving {base_url}/ — Ctrl-C to stop.",

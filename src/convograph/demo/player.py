@@ -23,7 +23,7 @@ import httpx
 
 from convograph.demo.conversations import AwaitRelay, Script, Step
 
-__all__ = ["DemoError", "PlayResult", "play_all", "play_script"]
+__all__ = ["DemoError", "PlayResult", "play_all", "play_script", "post_envelopes"]
 
 
 class DemoError(RuntimeError):
@@ -106,6 +106,18 @@ async def play_script(
     return PlayResult(cid, posted + accepted, duplicates + dup, None)
 
 
+async def post_envelopes(client: httpx.AsyncClient, envelopes: Sequence[dict[str, Any]]) -> int:
+    """Post context-intelligence hook envelopes to ``POST /events``; returns how many were queued
+    (not duplicates). Raises `DemoError` naming the first refusal."""
+    queued = 0
+    for envelope in envelopes:
+        response = await client.post("/events", json=envelope)
+        if response.status_code != 202:
+            raise DemoError(f"POST /events answered {response.status_code}: {response.text[:500]}")
+        queued += response.json().get("status") == "queued"
+    return queued
+
+
 async def play_all(
     base_url: str,
     scripts: Sequence[Script],
@@ -114,10 +126,14 @@ async def play_all(
     wait_for_relays: bool = True,
     stagger: float = 1.5,
     headers: dict[str, str] | None = None,
+    envelopes: Sequence[dict[str, Any]] = (),
 ) -> list[PlayResult]:
     """Play every script concurrently, each starting ``stagger`` seconds (at speed 1) after the
-    previous one, so the conversation list fills up the way a busy server's would."""
+    previous one, so the conversation list fills up the way a busy server's would. ``envelopes``
+    (context-intelligence hook events) are posted first, so the explorer has data at once."""
     async with httpx.AsyncClient(base_url=base_url, timeout=30.0, headers=headers) as client:
+        if envelopes:
+            await post_envelopes(client, envelopes)
 
         async def delayed(n: int, script: Script) -> PlayResult:
             if speed is not None and n:

@@ -6,19 +6,23 @@ import { api, h, payloadText } from "./util.js";
 export const EXAMPLES = [
   {
     title: "Recent sessions",
-    query: "MATCH (s:Session {workspace: $workspace})\nRETURN s.node_id AS session, s.started_at AS started\nORDER BY started DESC\nLIMIT 25",
+    query: "MATCH (s:Session {workspace: $workspace})\nRETURN s.node_id AS session, s.agent_name AS agent, s.started_at AS started\nORDER BY started DESC\nLIMIT 25",
+  },
+  {
+    title: "Which agent spawned which",
+    query: "MATCH (p:Session {workspace: $workspace})-[:HAS_FORK]->(c:Session)\nRETURN p.node_id AS parent, c.node_id AS child, c.agent_name AS agent\nLIMIT 50",
   },
   {
     title: "Most used tools",
     query: "MATCH (s:Session {workspace: $workspace})-[:HAS_TOOL_CALL]->(tc:ToolCall)\nRETURN tc.tool_name AS tool, count(*) AS calls\nORDER BY calls DESC\nLIMIT 20",
   },
   {
-    title: "Failed tool calls",
-    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:ToolErrorEvent)\nRETURN s.node_id AS session, e.tool_name AS tool, e.timestamp AS at\nLIMIT 50",
+    title: "Errors (tools and LLM calls)",
+    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:Event)\nWHERE e:ToolErrorEvent OR e:LlmErrorEvent\nRETURN s.node_id AS session, labels(e)[2] AS kind, e.occurred_at AS at\nORDER BY at\nLIMIT 50",
   },
   {
-    title: "Subagent delegations",
-    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:DelegateEvent)\nRETURN s.node_id AS session, e.agent AS agent, e.sub_session_id AS child\nLIMIT 50",
+    title: "LLM calls per session",
+    query: "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e:LlmResponseEvent)\nRETURN s.node_id AS session, count(e) AS llm_calls\nORDER BY llm_calls DESC\nLIMIT 25",
   },
   {
     title: "Events by label",
@@ -123,9 +127,11 @@ export class ExplorerView {
         method: "POST",
         body: { query: "MATCH (s:Session) RETURN DISTINCT s.workspace AS workspace LIMIT 200", workspace: "*" },
       });
-      for (const row of data.results ?? []) {
-        if (row.workspace) this.workspaces.append(h("option", { value: row.workspace }));
-      }
+      const found = (data.results ?? []).map((row) => row.workspace).filter(Boolean);
+      for (const name of found) this.workspaces.append(h("option", { value: name }));
+      // With no choice made yet, start in the first workspace that has data ($workspace-scoped
+      // examples return nothing under "*").
+      if (!localStorage.getItem(WORKSPACE_KEY) && this.workspace.value === "*" && found.length) this.workspace.value = found[0];
     } catch {
       /* no graph yet, or not allowed: the input still takes any name */
     }
