@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from convograph.events import (
     Event,
     HarnessEnd,
@@ -139,9 +141,5 @@ def chat_stream() -> Iterator[Event]:
     while True:
         for event in _turn(turn):
             n += 1
-            yield event.__class__(**{**_fields(event), "event_id": f"e{n}"})
+            yield msgspec.structs.replace(event, event_id=f"e{n}")
         turn += 1
-
-
-def _fields(event: Event) -> dict[str, object]:
-    return {name: getattr(event, name) for name in event.__struct_fields__}
