@@ -3,7 +3,9 @@
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
 writes them with `write_batch`. When only a few records are waiting it lingers ``linger_s``
-(5 ms) first, so events arriving one POST at a time still travel in batches. The cursor lives in the graph engine beside the graphs it
+(5 ms) first, so events arriving one POST at a time still travel in batches. While a batch is
+written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
+works in its own process and the socket wait releases the GIL, so planning and writing overlap. The cursor lives in the graph engine beside the graphs it
 describes (``{prefix}__applied__:{journal_id}``) and is re-read before every batch, so a graph
 that loses data (an older snapshot, a restarted server, a new server) replays from where *its*
 data ends, at start-up and while running. Delivery into the graph is at-least-once;
@@ -24,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -31,7 +34,7 @@ import msgspec
 from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
-from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
+from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
 from convograph.intelligence.writer import GraphNames, ensure_schema, rename_collided_events, write_batch
 
 __all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
@@ -65,6 +68,24 @@ def resolve_node_ids(
         )
         renames.setdefault(record.workspace, {})[record.base_id] = {"base": record.base_id, "winner": winner}
     return ids, {ws: list(g.values()) for ws, g in renames.items()}
+
+
+class _Planned:
+    """A batch ready to write: its records, their facts, layer-1 rows and collision renames."""
+
+    __slots__ = ("batch", "facts", "records", "renames")
+
+    def __init__(
+        self,
+        records: Sequence[JournalRecord],
+        facts: list[EventFacts],
+        batch: GraphBatch,
+        renames: dict[str, list[dict[str, str]]],
+    ) -> None:
+        self.records = records
+        self.facts = facts
+        self.batch = batch
+        self.renames = renames
 
 
 class GraphApplier:
@@ -150,44 +171,79 @@ class GraphApplier:
 
     def _run(self) -> None:
         backoff = 0.05
-        while not self._stop.is_set():
-            try:
-                self._sync_cursor()
-            except EngineUnavailable as exc:
-                self.last_error = f"graph engine unavailable: {exc}"
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            records = self.journal.read_after(self._applied, self.batch_size)
-            if not records:
-                self._wake.wait(0.25)
-                self._wake.clear()
-                continue
-            if len(records) < self.batch_size // 4 and self.linger_s > 0:
-                # events trickling in one by one: wait a moment so one batch carries many of them
-                self._stop.wait(self.linger_s)
-                records = self.journal.read_after(self._applied, self.batch_size)
-            try:
-                self.apply(records)
-            except EngineUnavailable as exc:
-                self.last_error = f"graph engine unavailable: {exc}"
-                log.warning("%s; retrying in %.2fs", self.last_error, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            except Exception as exc:
-                log.warning("batch of %d failed (%s); isolating records", len(records), exc)
+        planner = ThreadPoolExecutor(1, thread_name_prefix="convograph-ci-planner")
+        prefetched: Future[_Planned] | None = None
+        try:
+            while not self._stop.is_set():
                 try:
-                    self._isolate(records)
-                except EngineUnavailable as unavailable:
-                    self.last_error = f"graph engine unavailable: {unavailable}"
+                    if self._sync_cursor():
+                        prefetched = None  # the store went back: the prefetched batch is not next any more
+                except EngineUnavailable as exc:
+                    self.last_error = f"graph engine unavailable: {exc}"
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
-            backoff = 0.05
-            self._advance(records[-1].seq)
+                planned: _Planned | None = None
+                if prefetched is not None:
+                    try:
+                        planned = prefetched.result()
+                    except Exception as exc:  # planning failed: redo it inline below, isolating if needed
+                        log.warning("prefetched planning failed (%s)", exc)
+                    prefetched = None
+                if planned is None:
+                    records = self.journal.read_after(self._applied, self.batch_size)
+                    if not records:
+                        self._wake.wait(0.25)
+                        self._wake.clear()
+                        continue
+                    if len(records) < self.batch_size // 4 and self.linger_s > 0:
+                        # events trickling in one by one: wait a moment so one batch carries many
+                        self._stop.wait(self.linger_s)
+                        records = self.journal.read_after(self._applied, self.batch_size)
+                    try:
+                        planned = self._plan(records)
+                    except Exception as exc:
+                        log.warning("planning %d records failed (%s); isolating records", len(records), exc)
+                        try:
+                            self._isolate(records)
+                        except EngineUnavailable as unavailable:
+                            self.last_error = f"graph engine unavailable: {unavailable}"
+                            self._stop.wait(backoff)
+                            backoff = min(backoff * 2, 5.0)
+                            continue
+                        self._advance(records[-1].seq)
+                        continue
+                batch: Sequence[JournalRecord] = planned.records
+                # plan the following batch while this one is written (the engine runs in another
+                # process and the socket wait releases the GIL, so both cores work)
+                following = self.journal.read_after(batch[-1].seq, self.batch_size)
+                if len(following) >= self.batch_size // 4:
+                    prefetched = planner.submit(self._plan, following)
+                try:
+                    self._write(planned)
+                except EngineUnavailable as exc:
+                    self.last_error = f"graph engine unavailable: {exc}"
+                    log.warning("%s; retrying in %.2fs", self.last_error, backoff)
+                    prefetched = None
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                except Exception as exc:
+                    log.warning("batch of %d failed (%s); isolating records", len(batch), exc)
+                    try:
+                        self._isolate(batch)
+                    except EngineUnavailable as unavailable:
+                        self.last_error = f"graph engine unavailable: {unavailable}"
+                        prefetched = None
+                        self._stop.wait(backoff)
+                        backoff = min(backoff * 2, 5.0)
+                        continue
+                backoff = 0.05
+                self._advance(batch[-1].seq)
+        finally:
+            planner.shutdown(wait=True, cancel_futures=True)
 
-    def _sync_cursor(self) -> None:
+    def _sync_cursor(self) -> bool:
         """Rewind if the graph store is behind us (it restarted empty or from an older snapshot)."""
         stored = self.engine.get_meta(self.cursor_key)
         position = int(stored) if stored else 0
@@ -198,6 +254,8 @@ class GraphApplier:
             with self._cond:
                 self._applied = position
             self._schema_ready.clear()
+            return True
+        return False
 
     def _advance(self, seq: int) -> None:
         self.engine.set_meta(self.cursor_key, str(seq))
@@ -223,6 +281,10 @@ class GraphApplier:
 
     def apply(self, records: Sequence[JournalRecord]) -> None:
         """Apply ``records`` to the graph (no cursor change). Raises on failure."""
+        self._write(self._plan(records))
+
+    def _plan(self, records: Sequence[JournalRecord]) -> _Planned:
+        """Everything but the graph writes: ids, blob offload, layer-1 rows. Thread-safe."""
         groups: dict[tuple[str, str], list[str]] = {}
         by_workspace: dict[str, list[str]] = {}
         for record in records:
@@ -256,11 +318,14 @@ class GraphApplier:
                     created_by=record.created_by,
                 )
             )
-        batch = plan_batch(facts, self.handlers)
-        for workspace, rows in batch.workspaces.items():
+        return _Planned(records, facts, plan_batch(facts, self.handlers), renames)
+
+    def _write(self, planned: _Planned) -> None:
+        """The graph writes of a planned batch, then the later-layer stages."""
+        for workspace, rows in planned.batch.workspaces.items():
             graph = self.names.graph(workspace)
             self._ensure_schema(graph)
-            rename_collided_events(self.engine, graph, workspace, renames.get(workspace, []))
+            rename_collided_events(self.engine, graph, workspace, planned.renames.get(workspace, []))
             write_batch(self.engine, graph, rows)
         for stage in self.stages:
-            stage(self.engine, self.names, records, facts)
+            stage(self.engine, self.names, planned.records, planned.facts)
