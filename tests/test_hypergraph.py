@@ -34,7 +34,7 @@ def texts(conv: Conversation, message_id: str) -> list[str]:
     out = []
     for block in q.blocks_of(conv, message_id):
         if block.kind in ("text", "reasoning"):
-            out.append("".join(c.event.content for c in q.chunks_of(conv, block.id)))  # type: ignore[union-attr]
+            out.append(q.block_text(conv, block.id))
     return out
 
 

@@ -57,9 +57,7 @@ def tiers(conv: Conversation) -> dict[str, Any]:
         "status": {r: q.run_status(conv, r) for r in sorted(q.run_ids(conv))},
         "unresolved": q.unresolved_parents(conv),
         "calls": sorted(
-            (b.id, q.tool_call_for_block(conv, b.id))  # type: ignore[arg-type]
-            for b in q.iter_blocks(conv)
-            if b.kind == "tool_call"
+            (b.id, q.tool_call_for_block(conv, b.id)) for b in q.iter_blocks(conv) if b.kind == "tool_call"
         ),
     }
 
