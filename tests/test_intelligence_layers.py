@@ -49,7 +49,13 @@ def _fact(record: JournalRecord) -> Fact:
 def _picture(out: Derived) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str, str]]]:
     nodes = frozenset((label, node_id) for label, rows in out.nodes.items() for node_id in rows)
     edges = frozenset((kind, a, b) for (kind, _s, _d), pairs in out.edges.items() for a, b in pairs)
-    return nodes, edges
+    sourced = frozenset(
+        ("SOURCED_FROM", node_id, event)
+        for rows in out.sources.values()
+        for node_id, ev in rows.items()
+        for event in ev
+    )
+    return nodes, edges | sourced
 
 
 def _plan_all(layer: SemanticLayer, facts: list[Fact]) -> Derived:
@@ -62,6 +68,9 @@ def _merge(into: Derived, out: Derived) -> None:
             into.node(label, node_id, props)
     for key, pairs in out.edges.items():
         into.edges.setdefault(key, {}).update(pairs)
+    for label, rows in out.sources.items():
+        for node_id, events in rows.items():
+            into.sources.setdefault(label, {}).setdefault(node_id, {}).update(events)
     for node_id, flags in out.sessions.items():
         mine = into.session(node_id)
         for name in ("events", "fork", "sub", "root", "end"):

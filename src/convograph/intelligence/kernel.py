@@ -85,6 +85,7 @@ class Derived:
         self.nodes: dict[str, dict[str, dict[str, Any]]] = {}
         self.sessions: dict[str, SessionFlags] = {}
         self.edges: dict[tuple[str, str, str], dict[tuple[str, str], None]] = {}
+        self.sources: dict[str, dict[str, dict[str, None]]] = {}
 
     def node(self, label: str, node_id: str, props: dict[str, Any] | None = None) -> str:
         """Merge ``props`` (``None`` values dropped) into the node's row; later values win."""
@@ -105,14 +106,17 @@ class Derived:
             self.edges.setdefault((kind, src_label, dst_label), {})[(src, dst)] = None
 
     def sourced(self, label: str, node_id: str, fact: Fact) -> None:
-        """``(entity)-[:SOURCED_FROM]->(:Event)`` to the event's real node id (upstream B5)."""
-        self.edge("SOURCED_FROM", label, node_id, "Event", fact.node_id)
+        """``(entity)-[:SOURCED_FROM]->(:Event)`` to the event's real node id (upstream B5).
+        Written with the entity's own row (one MERGE less per edge than a separate edge row)."""
+        self.node(label, node_id)
+        self.sources.setdefault(label, {}).setdefault(node_id, {})[fact.node_id] = None
 
     def count(self) -> int:
         return (
             sum(len(rows) for rows in self.nodes.values())
             + len(self.sessions)
             + sum(len(pairs) for pairs in self.edges.values())
+            + sum(len(events) for rows in self.sources.values() for events in rows.values())
         )
 
 

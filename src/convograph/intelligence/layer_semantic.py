@@ -92,6 +92,10 @@ _NODES = """
 UNWIND $rows AS r
 MERGE (n:{label} {{node_id: r[0], workspace: $ws}})
 SET n += r[1]
+WITH n, r
+UNWIND r[2] AS eid
+MATCH (e:Event {{node_id: eid, workspace: $ws}})
+MERGE (n)-[:SOURCED_FROM]->(e)
 """
 _EDGES = """
 UNWIND $rows AS r
@@ -233,7 +237,8 @@ def _chunks(rows: list[Any]) -> Iterable[list[Any]]:
 
 
 def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived) -> int:
-    """Sessions first (typing), then nodes per label, then edges per (type, endpoint labels)."""
+    """Sessions first (typing), then nodes per label (with their ``SOURCED_FROM`` edges), then
+    edges per (type, endpoint labels)."""
     statements = 0
     if out.sessions:
         rows = [
@@ -245,7 +250,9 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
             statements += 1
     for label, nodes in out.nodes.items():
         statement = _NODES.format(label=label)
-        for chunk in _chunks([[node_id, props] for node_id, props in nodes.items()]):
+        sources = out.sources.get(label, {})
+        rows = [[node_id, props, list(sources.get(node_id, ()))] for node_id, props in nodes.items()]
+        for chunk in _chunks(rows):
             engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
             statements += 1
     for (kind, src, dst), pairs in out.edges.items():
