@@ -213,19 +213,39 @@ class _Message(msgspec.Struct, gc=False):
     summary: tuple[tuple[int, ...], SummaryInfo] | None = None
 
 
-class _Run(msgspec.Struct, gc=False):
+class _Run:
     """A run. ``blocks`` is append-only; the ``last_*`` fields and ``ended`` are reducer state read
-    at the head only. Its chunks are its blocks' chunks, in block order."""
+    at the head only. Its chunks are its blocks' chunks, in block order. (A slotted class, not a
+    gc=False Struct like the others: the reducer sets its fields on every new block, and slot
+    writes are ~3x cheaper.)"""
 
-    id: str
-    thread: str
-    parent_id: str | None
-    blocks: Ints = msgspec.field(default_factory=_ints)
-    first_chunk: int = -1
-    last_key: str | None = None
-    last_block: _Block | None = None
-    last_message: _Message | None = None
-    ended: bool = False
+    __slots__ = (
+        "blocks",
+        "ended",
+        "first_chunk",
+        "id",
+        "last_block",
+        "last_cls",
+        "last_id",
+        "last_key",
+        "last_message",
+        "parent_id",
+        "thread",
+    )
+
+    def __init__(self, run_id: str, thread: str, parent_id: str | None) -> None:
+        self.id = run_id
+        self.thread = thread
+        self.parent_id = parent_id
+        self.blocks: Ints = array("q")
+        self.first_chunk = -1
+        self.last_key: str | None = None
+        self.last_id: str | None = None
+        """Own ``id`` of the event that opened the last block (the delta fast path compares it)."""
+        self.last_cls: type[Any] | None = None
+        self.last_block: _Block | None = None
+        self.last_message: _Message | None = None
+        self.ended = False
 
 
 class _Thread:

@@ -257,6 +257,24 @@ def _apply_event(s: _Store, event: Any) -> bool:
     tool_error: str | None = None
     if cls is Text or cls is Reasoning:  # the hot path: streamed deltas
         run_id: str = event.run_id
+        run = s.runs.get(run_id)
+        if (
+            run is not None
+            and run.last_cls is cls
+            and run.last_id == event.id
+            and not s.closed
+            and not (s.closed_runs and run_id in s.closed_runs)
+        ):  # another delta of the run's open text/reasoning block: no key to build
+            open_block: _Block = run.last_block  # type: ignore[assignment]
+            index = s.n_chunks
+            tail = s.events.tail
+            tail.append(event)
+            if len(tail) == PAGE:
+                s.events.seal()
+            s.chunk_block.append(open_block.index)
+            open_block.chunks.append(index)
+            s.n_chunks = index + 1
+            return True
         key = f"{run_id}:{event.id}"
     else:
         key_of = _KEYS.get(cls)
@@ -275,8 +293,8 @@ def _apply_event(s: _Store, event: Any) -> bool:
         _reopen(s, run_id)
     run = s.runs.get(run_id)
     index = s.n_chunks
-    if run is not None and run.last_key == key and cls is not User:  # extend the run's block
-        block: _Block = run.last_block  # type: ignore[assignment]
+    if run is not None and run.last_key == key and run.last_cls is cls and cls is not User:
+        block: _Block = run.last_block  # type: ignore[assignment]  # extend the run's block
         tail = s.events.tail
         tail.append(event)
         if len(tail) == PAGE:
@@ -483,6 +501,8 @@ def add_block(
         run.first_chunk = index
     run.blocks.append(block_index)
     run.last_key = key
+    run.last_id = getattr(event, "id", None)
+    run.last_cls = type(event)
     run.last_block = block
     run.last_message = message
     message.blocks.append(block_index)
