@@ -8,7 +8,7 @@ Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has t
 4. Block key as upstream (``<runId>:<id>`` for text/reasoning, ``<id>`` for tool_call / relay /
    repl_input, ``<id>:result``, ``<id>:progress``, ``<id>:output``, ``<runId>:<type>``), except
    tool_progress joins ``<toolCallId>:progress`` and a tool exception joins ``<callId>:result``. The
-   chunk joins the run's last block when the key matches, else opens a new block whose id is
+   chunk joins the run's last block when key and event type match, else opens a new block whose id is
    ``block:<key>``, or ``block:<key>#<k>`` for the k-th reuse of a key: ids never collide.
 5. A run's first event resolves ``parentId``: a run id -> same thread (a provider ``call``, threaded
    after the parent's current last block); a tool_call / relay / tool_progress / repl_input block ->
