@@ -251,8 +251,10 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
     for label, nodes in out.nodes.items():
         statement = _NODES.format(label=label)
         sources = out.sources.get(label, {})
-        rows = [[node_id, props, list(sources.get(node_id, ()))] for node_id, props in nodes.items()]
-        for chunk in _chunks(rows):
+        node_rows: list[list[Any]] = [
+            [node_id, props, list(sources.get(node_id, ()))] for node_id, props in nodes.items()
+        ]
+        for chunk in _chunks(node_rows):
             engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
             statements += 1
     for (kind, src, dst), pairs in out.edges.items():
