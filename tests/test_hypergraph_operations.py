@@ -252,3 +252,60 @@ def test_operations_reject_what_they_cannot_do() -> None:
     with pytest.raises(KeyError):
         edit_message(conv, "msg:404", "x")
     assert list_siblings(conv, "summary:1")[0].id == "summary:1"
+
+
+def test_a_run_still_streaming_when_the_user_regenerates_stays_on_its_own_branch() -> None:
+    conv = reduce_conversation_events(
+        create_conversation(),
+        [
+            {"type": "user", "runId": "u0", "content": "question"},
+            {"type": "harness_start", "runId": "a", "parentId": "u0:user"},
+            {"type": "text", "runId": "a:p1", "parentId": "a", "id": "t", "content": "old "},
+        ],
+    )
+    regen = regenerate(conv, "msg:2")
+    assert default_active(regen).tip_id == "msg:3"
+    after = reduce_conversation_events(
+        regen,
+        [
+            {"type": "text", "runId": "a:p1", "parentId": "a", "id": "t", "content": "answer"},
+            {"type": "tool_call", "runId": "a", "id": "a/x", "name": "bash"},
+            {"type": "tool_result", "runId": "a", "id": "a/x", "name": "bash", "output": 1},
+            {"type": "text", "runId": "a:p2", "parentId": "a", "id": "t", "content": "old tail"},
+            {"type": "harness_start", "runId": "b", "parentId": "u0:user"},
+            {"type": "text", "runId": "b:p1", "parentId": "b", "id": "t", "content": "new answer"},
+            {"type": "harness_end", "runId": "a"},
+            {"type": "harness_end", "runId": "b"},
+        ],
+    )
+    old = [b.run_id for b in q.blocks_of(after, "msg:2")]
+    new = [b.run_id for b in q.blocks_of(after, "msg:3")]
+    assert set(old) == {"a", "a:p1", "a:p2"}
+    assert set(new) == {"b", "b:p1"}
+    assert path_text(after) == ["question", "new answer"]
+    assert default_active(after).message_ids == ("msg:1", "msg:3")
+    assert len(q.thread_messages(after, "main")) == 3
+
+
+def test_a_run_still_streaming_when_the_user_edits_does_not_answer_the_edit() -> None:
+    conv = reduce_conversation_events(
+        create_conversation(),
+        [
+            {"type": "user", "runId": "u0", "content": "question"},
+            {"type": "harness_start", "runId": "a", "parentId": "u0:user"},
+            {"type": "text", "runId": "a", "id": "t", "content": "old"},
+        ],
+    )
+    edited = edit_message(conv, "msg:1", "better question", run_id="u1")
+    after = reduce_conversation_events(
+        edited,
+        [
+            {"type": "text", "runId": "a", "id": "t", "content": " answer"},
+            {"type": "harness_end", "runId": "a"},
+            {"type": "harness_start", "runId": "b", "parentId": "u1:user"},
+            {"type": "text", "runId": "b", "id": "t", "content": "new answer"},
+        ],
+    )
+    assert path_text(after) == ["better question", "new answer"]
+    assert q.block_text(after, "block:a:t") == "old answer"
+    assert q.message_of(after, "block:a:harness_end").id == "msg:2"

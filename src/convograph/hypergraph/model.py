@@ -222,6 +222,7 @@ class _Run:
     __slots__ = (
         "blocks",
         "ended",
+        "epoch",
         "first_chunk",
         "id",
         "last_block",
@@ -246,19 +247,24 @@ class _Run:
         self.last_block: _Block | None = None
         self.last_message: _Message | None = None
         self.ended = False
+        self.epoch = 0
+        """The thread epoch the run belongs to (its parent run's, else the thread's at its start)."""
 
 
 class _Thread:
     """A conversational level. ``messages`` is append-only; ``open``/``after_result``/``tip`` are head
     state (the versioned tip lives in ``_Store.tips``)."""
 
-    __slots__ = ("after_result", "count", "id", "messages", "open", "tip")
+    __slots__ = ("after_result", "count", "epoch", "id", "messages", "open", "tip")
 
     def __init__(self, thread_id: str) -> None:
         self.id = thread_id
         self.messages: Ints = array("q")
         self.count = 0
         """Non-summary messages created so far (numbers the ids)."""
+        self.epoch = 0
+        """Bumped by every operation that moves the tip (edit, regenerate, switch): runs that
+        started before keep writing on their own branch."""
         self.open: _Message | None = None
         self.tip: _Message | None = None
         self.after_result = False

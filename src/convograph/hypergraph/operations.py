@@ -65,6 +65,7 @@ class OperationError(ValueError):
 
 def _new_run(s: _Store, run_id: str, thread: str) -> _Run:
     run = _Run(run_id, thread, None)
+    run.epoch = s.threads[thread].epoch
     s.runs[run_id] = run
     s.status.set(run_id, "complete", s.version + 1)
     return run
@@ -81,6 +82,7 @@ class _NewBranchMessage(msgspec.Struct, frozen=True):
 
     def apply(self, s: _Store) -> bool:
         thread = s.threads[self.thread]
+        thread.epoch += 1
         parent = s.messages[self.parent] if self.parent >= 0 else None
         message = new_message(s, thread, parent, self.role)
         if parent is not None:
@@ -102,6 +104,7 @@ class _Placeholder(msgspec.Struct, frozen=True):
 
     def apply(self, s: _Store) -> bool:
         thread = s.threads[self.thread]
+        thread.epoch += 1
         parent = s.messages[self.parent] if self.parent >= 0 else None
         message = new_message(s, thread, parent, "assistant")
         if parent is not None:
@@ -123,6 +126,7 @@ class _Switch(msgspec.Struct, frozen=True):
             if s.chosen.get_at(parent, s.version) != child:
                 s.chosen.set(parent, child, stamp)
         thread = s.threads[self.thread]
+        thread.epoch += 1
         set_tip(s, thread, s.messages[self.path[-1]])
         thread.open = None
         thread.after_result = False

@@ -382,8 +382,11 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
             thread_id, spawn, parent_run = resolved
     run = _Run(run_id, thread_id, parent_id)
     s.runs[run_id] = run
-    if thread_id not in s.threads:
-        s.threads[thread_id] = _Thread(thread_id)
+    thread = s.threads.get(thread_id)
+    if thread is None:
+        thread = s.threads[thread_id] = _Thread(thread_id)
+    parent = s.runs.get(parent_run) if parent_run is not None else None
+    run.epoch = parent.epoch if parent is not None and parent.thread == thread_id else thread.epoch
     if spawn is not None:
         _link(s, run_id, parent_run, spawn, stamp)
     seen: set[str] = set()
@@ -465,6 +468,16 @@ def _place(s: _Store, run: _Run, cls: type[Any], thread: _Thread) -> _Message:
         thread.open = None
         thread.after_result = False
         return new_message(s, thread, thread.tip, "user")
+    if run.epoch != thread.epoch and cls is not HarnessStart:
+        # The run started before an edit / regenerate / switch moved the tip: it keeps writing on
+        # its own branch, never into the new one.
+        home = run.last_message
+        if home is None:
+            link = s.links.get(run.id)
+            parent = s.runs.get(link[1]) if link is not None and link[1] is not None else None
+            home = parent.last_message if parent is not None else None
+        if home is not None:
+            return home
     if run.ended and run.last_message is not None and cls is not HarnessStart:
         return run.last_message  # a late block (e.g. usage after harness_end) of an ended run
     message = thread.open
@@ -529,7 +542,7 @@ def _new_block(
     message = _place(s, run, cls, thread)
     kind = "tool_error" if tool_error is not None else event.type
     block = add_block(s, run, key, kind, event, index, message)
-    if cls in _RESULTS or tool_error is not None:
+    if (cls in _RESULTS or tool_error is not None) and message is thread.open:
         thread.after_result = True
     return block
 
