@@ -18,7 +18,8 @@ Per event (all O(1) amortised at the head of a lineage; docs/hypergraph.md has t
 6. A new block joins its thread's open message in **arrival order**. A ``user`` block is a message
    of its own at the thread's tip. A text/reasoning block after a tool result / repl_output opens the
    next message; ``harness_end`` closes the open message; a block of an ended run rejoins that run's
-   last message.
+   last message; a run that started before an operation moved the tip (an older thread epoch)
+   keeps writing into its own last message.
 7. Run status: ``harness_start`` -> streaming, ``harness_end`` -> complete (unless an error came
    first and the end's ``reason`` is not ``"final"``), a run-level ``error`` -> error. Lifecycle-less
    runs inherit from their nearest ancestor. An ``error`` while the run has an unresolved tool call
