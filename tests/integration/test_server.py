@@ -478,3 +478,73 @@ def test_postgres_down_with_spool_accepts_and_answers_202(tmp_path: Path) -> Non
         assert body["spooled"] is True
         assert body["last_seq"] is None
         assert (tmp_path / "spool.db").exists()
+
+
+def test_branches_edit_select_regenerate_persist_across_restart(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    conversation = [
+        {"type": "user", "runId": "u1", "content": "Which retry policy is safer?"},
+        {"type": "harness_start", "runId": "a1", "parentId": "u1:user"},
+        {"type": "text", "runId": "a1", "id": "t1", "content": "Policy B."},
+        {"type": "harness_end", "runId": "a1"},
+    ]
+    server = start_server(data_dir, "--no-intelligence")
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            post(http, "branch-1", conversation)
+            path = http.get("/v1/conversations/branch-1/path").json()["path"]
+            assert [m["role"] for m in path] == ["user", "assistant"]
+            user_id, answer_id = path[0]["id"], path[1]["id"]
+            assert path[0]["siblings"] == [user_id]
+            assert "u1:user" in path[0]["viewIds"]
+
+            edited = http.post(
+                f"/v1/conversations/branch-1/messages/{user_id}/edit", json={"content": "Which is faster?"}
+            )
+            assert edited.status_code == 200, edited.text
+            new_path = edited.json()["path"]
+            assert [m["role"] for m in new_path] == ["user"]
+            assert new_path[0]["siblings"] == [user_id, new_path[0]["id"]]
+            assert new_path[0]["index"] == 1
+            thread = http.get("/v1/conversations/branch-1/thread").json()
+            assert [v["content"]["content"] for v in thread if v["content"]["kind"] == "user"] == [
+                "Which is faster?"
+            ]
+            flat = http.get("/v1/conversations/branch-1/thread", params={"model": "flat"}).json()
+            assert any(v["content"]["kind"] == "text" for v in flat)
+
+            selected = http.post(f"/v1/conversations/branch-1/messages/{user_id}/select")
+            assert [m["id"] for m in selected.json()["path"]] == [user_id, answer_id]
+            regenerated = http.post(f"/v1/conversations/branch-1/messages/{answer_id}/regenerate")
+            assert regenerated.status_code == 200
+            assert len(regenerated.json()["path"][1]["siblings"]) == 2
+
+            assert (
+                http.post(
+                    "/v1/conversations/branch-1/messages/msg:999/edit", json={"content": "x"}
+                ).status_code
+                == 404
+            )
+            refused = http.post(f"/v1/conversations/branch-1/messages/{user_id}/regenerate")
+            assert refused.status_code == 409
+            assert refused.json()["error"]["code"] == "not_applicable"
+            assert (
+                http.post(
+                    f"/v1/conversations/branch-1/messages/{user_id}/edit", json={"text": "x"}
+                ).status_code
+                == 400
+            )
+            final = http.get("/v1/conversations/branch-1/path").json()["path"]
+            commands = [
+                json.loads(line)["type"]
+                for line in http.get("/v1/conversations/branch-1/events").text.splitlines()
+            ]
+            assert commands[-3:] == ["edit", "switch_branch", "regenerate"]
+    finally:
+        server.stop()
+    server = start_server(data_dir, "--no-intelligence", port=server.port)
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.get("/v1/conversations/branch-1/path").json()["path"] == final
+    finally:
+        server.stop()

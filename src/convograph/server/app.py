@@ -20,6 +20,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from convograph import __version__
 from convograph.server.auth import KeyRing, Scope
+from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController
 from convograph.server.errors import ApiError, exception_handlers
@@ -73,7 +74,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         if message.get("type") == "http.response.start" and "state" in holder:
             holder["state"].metrics.observe_request(scope.get("method", "?"), message["status"])
 
-    route_handlers: list[Any] = [ConversationController, healthz, metrics, openapi_json]
+    route_handlers: list[Any] = [ConversationController, BranchController, healthz, metrics, openapi_json]
     if config.intelligence:
         route_handlers.append(_intelligence_router(intelligence))
     route_handlers.extend(_optional_routes(config))

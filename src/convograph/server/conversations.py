@@ -14,6 +14,7 @@ from litestar.response import Stream
 
 from convograph.events import Event, RelayResolved, encode_event
 from convograph.jsonable import to_jsonable
+from convograph.projections import project_dag, project_messages, project_thread
 from convograph.server.bodies import parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
@@ -63,6 +64,12 @@ async def _existing(state: ServerState, cid: FromPath[str]) -> LiveState:
     if live.last_seq == 0:
         raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
     return live
+
+
+def _model(model: str) -> str:
+    if model not in ("hypergraph", "flat"):
+        raise ApiError(400, f"model must be hypergraph or flat, got {model!r}")
+    return model
 
 
 def _memo(live: LiveState, key: tuple[Any, ...], build: Any) -> bytes:
@@ -198,11 +205,19 @@ class ConversationController(Controller):
         )
 
     @get("/{cid:str}/thread", guards=[require("read")], summary="Thread projection")
-    async def thread(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
-        from convograph.projections import project_thread
-
+    async def thread(
+        self,
+        request: Request[Any, Any, Any],
+        cid: FromPath[str],
+        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
+    ) -> Response[bytes]:
+        """ViewNodes of the active path (``model=hypergraph``, the default: branches and commands
+        apply) or of the whole flat graph (``model=flat``)."""
         live = await _existing(server_state(request), cid)
-        body = _memo(live, ("thread",), lambda: project_thread(live.graph))
+        if _model(model) == "flat":
+            body = _memo(live, ("thread", "flat"), lambda: project_thread(live.graph))
+        else:
+            body = _memo(live, ("thread",), live.projector.to_jsonable)
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
 
     @get("/{cid:str}/messages", guards=[require("read")], summary="LLM message list")
@@ -211,13 +226,17 @@ class ConversationController(Controller):
         request: Request[Any, Any, Any],
         cid: FromPath[str],
         format: Annotated[str, QueryParameter(name="format")] = "openai",
+        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
     ) -> Response[bytes]:
-        from convograph.projections import project_messages
-
         if format not in MESSAGE_FORMATS:
             raise ApiError(400, f"format must be one of {', '.join(MESSAGE_FORMATS)}, got {format!r}")
         live = await _existing(server_state(request), cid)
-        body = _memo(live, ("messages", format), lambda: project_messages(live.graph, format=format))
+        if _model(model) == "flat":
+            body = _memo(
+                live, ("messages", format, "flat"), lambda: project_messages(live.graph, format=format)
+            )
+        else:
+            body = _memo(live, ("messages", format), lambda: live.projector.messages(format))
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
 
     @get("/{cid:str}/dag", guards=[require("read")], summary="DAG layout (JSON, or SVG with ?format=svg)")
@@ -226,18 +245,22 @@ class ConversationController(Controller):
         request: Request[Any, Any, Any],
         cid: FromPath[str],
         format: Annotated[str, QueryParameter(name="format")] = "json",
+        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
     ) -> Response[bytes]:
-        from convograph.projections import project_dag
-
         if format not in ("json", "svg"):
             raise ApiError(400, f"format must be json or svg, got {format!r}")
         live = await _existing(server_state(request), cid)
+        flat = _model(model) == "flat"
+        key = ("dag", flat)
+        layout = live.memo.get(key)
+        if layout is None:
+            layout = live.memo[key] = project_dag(live.graph) if flat else project_dag(live.conversation)
         if format == "svg":
-            svg = live.memo.get(("dag-svg",))
+            svg = live.memo.get(("dag-svg", flat))
             if svg is None:
-                svg = live.memo[("dag-svg",)] = project_dag(live.graph).to_svg().encode()
+                svg = live.memo[("dag-svg", flat)] = layout.to_svg().encode()
             return Response(svg, media_type="image/svg+xml")
-        body = _memo(live, ("dag",), lambda: project_dag(live.graph))
+        body = _memo(live, ("dag-json", flat), lambda: layout)
         return Response(body, media_type=MediaType.JSON)
 
     @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")

@@ -9,8 +9,8 @@ events are hints: anything missing between the client's cursor and the next hub 
 the log, a buffer overflow switches the client to catching up from the log. Hence no gap and no
 duplicate, by construction. Frames waiting in a buffer go out as one write.
 
-**Cache.** `LiveConversations` keeps the flat graph (and relay state) of recently used
-conversations up to date: events ingested here are applied as they are stored (O(Δ)); anything
+**Cache.** `LiveConversations` keeps the hypergraph (with an incremental thread projector), the
+flat graph and the relay state of recently used conversations up to date: events ingested here are applied as they are stored (O(Δ)); anything
 else is read from the log on the next access. Least recently used conversations are evicted.
 """
 
@@ -24,6 +24,9 @@ from typing import Any, Final
 
 from convograph.events import Event, Relay, RelayResolved
 from convograph.graph import Graph, create_graph, reduce_event
+from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
+from convograph.hypergraph.model import Conversation
+from convograph.projections import ConversationProjector
 from convograph.server.sse import HEARTBEAT_FRAME, event_frame
 from convograph.store import EventLog, StoredEvent
 
@@ -210,23 +213,37 @@ async def stream_frames(
 
 
 class LiveState:
-    """One conversation as of ``last_seq``: its flat graph and its relays."""
+    """One conversation as of ``last_seq``: its hypergraph (kept with an incremental thread
+    projector, commands applied), its flat graph, and its relays."""
 
-    __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "relays")
+    __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "projector", "relays")
 
     def __init__(self) -> None:
         self.graph: Graph = create_graph()
+        self.projector = ConversationProjector()
         self.last_seq = 0
         self.relays: dict[str, Relay] = {}
         self.decisions: dict[str, RelayResolved] = {}
         self.lock = asyncio.Lock()
         self.memo: dict[Any, Any] = {}
-        """Projection results keyed by (name, options, last_seq); cleared when events arrive."""
+        """Projection results keyed by (name, options); cleared when events arrive."""
+
+    @property
+    def conversation(self) -> Conversation:
+        conversation: Conversation = self.projector.conversation
+        return conversation
 
     def apply(self, events: Sequence[Event], last_seq: int) -> None:
         graph = self.graph
+        projector = self.projector
         for event in events:
             graph = reduce_event(graph, event)
+            if isinstance(event, COMMAND_TYPES):
+                changed = reduce_with_commands(projector.conversation, event)
+                if changed is not projector.conversation:
+                    projector.replace(changed)
+                continue
+            projector.apply(event)
             if isinstance(event, Relay):
                 self.relays.setdefault(event.id, event)
             elif isinstance(event, RelayResolved):
