@@ -259,3 +259,24 @@ def test_fold_is_a_function_of_the_session_log() -> None:
     straight_nodes, _ = STRAIGHT
     assert nodes <= straight_nodes
     assert any(label == "Iteration" for label, _ in nodes)
+
+
+BODIES = [json.loads(line) for line in DATASET.read_text(encoding="utf-8").splitlines()]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_any_interleaving_of_sessions_plans_the_same_entities(rng: Any) -> None:
+    """The journal keeps each session's order, not the order between sessions."""
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for body in BODIES:
+        queues.setdefault(body["data"]["session_id"], []).append(body)
+    order = [sid for sid, queue in queues.items() for _ in queue]
+    rng.shuffle(order)
+    cursors = dict.fromkeys(queues, 0)
+    shuffled = []
+    for sid in order:
+        shuffled.append(queues[sid][cursors[sid]])
+        cursors[sid] += 1
+    journal, records = _journal(shuffled)
+    assert _picture(SemanticLayer(journal).plan(WS, [_fact(r) for r in records])) == STRAIGHT
