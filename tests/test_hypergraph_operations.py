@@ -309,3 +309,24 @@ def test_a_run_still_streaming_when_the_user_edits_does_not_answer_the_edit() ->
     assert path_text(after) == ["better question", "new answer"]
     assert q.block_text(after, "block:a:t") == "old answer"
     assert q.message_of(after, "block:a:harness_end").id == "msg:2"
+
+
+def test_active_path_extended_from_the_cache_equals_a_fresh_walk() -> None:
+    events = [e for i in range(6) for e in turn(i, f"A{i}")]
+    conv = create_conversation()
+    for event in events:
+        conv = reduce_conversation(conv, event)
+        default_active(conv)  # warm the cache step by step
+    summed = summarize_range(conv, "msg:1", "msg:4", "S")
+    summed = append_user_message(summed, "more", run_id="u9")
+    default_active(summed)
+    summed = append_user_message(summed, "and more", run_id="u10")
+    fresh = reduce_conversation_events(create_conversation(), events)
+    fresh = append_user_message(
+        append_user_message(summarize_range(fresh, "msg:1", "msg:4", "S"), "more", run_id="u9"),
+        "and more",
+        run_id="u10",
+    )
+    assert default_active(summed) == default_active(fresh)
+    assert default_active(summed).message_ids[:2] == ("summary:1", "msg:5")
+    assert default_active(conv).message_ids == tuple(f"msg:{i}" for i in range(1, 13))

@@ -102,7 +102,8 @@ def _last_raw(conv: Conversation, summary: int) -> int:
 
 def default_active(conv: Conversation, thread_id: str = MAIN_THREAD) -> Active:
     """The thread's active path as selected by the conversation's state (tip and branch choices).
-    O(path)."""
+    O(path) to walk; O(1) when memoised, and one tuple copy when the tip just advanced by one
+    message from a memoised path."""
     s = conv._store
     tip = s.tips.get_at(thread_id, conv._version)
     # The path is a function of the tip and of the summaries that exist: memoise on both, so a
@@ -112,13 +113,22 @@ def default_active(conv: Conversation, thread_id: str = MAIN_THREAD) -> Active:
     cached: Active | None = s.active_cache.get(key)
     if cached is not None:
         return cached
-    path = _with_summaries(conv, raw_path(conv, thread_id))
-    active = Active(
-        thread_id=thread_id,
-        tip_id=s.messages[tip].id if tip is not None else None,
-        message_ids=tuple(s.messages[i].id for i in path),
-    )
     cache = s.active_cache
+    base = None
+    if tip is not None and s.messages[tip].parent >= 0:
+        # The usual step: one message appended after the previous tip, whose path is cached.
+        # Appending never changes which summaries apply to the prefix.
+        base = cache.get((thread_id, s.messages[tip].parent, summaries))
+    if base is not None and tip is not None:
+        tip_id = s.messages[tip].id
+        active = Active(thread_id=thread_id, tip_id=tip_id, message_ids=(*base.message_ids, tip_id))
+    else:
+        path = _with_summaries(conv, raw_path(conv, thread_id))
+        active = Active(
+            thread_id=thread_id,
+            tip_id=s.messages[tip].id if tip is not None else None,
+            message_ids=tuple(s.messages[i].id for i in path),
+        )
     if len(cache) >= _CACHE_SIZE:
         # evict the oldest entry; a concurrent reader may have done it already
         with suppress(KeyError, RuntimeError, StopIteration):
