@@ -130,7 +130,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 class SpawnInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A ``spawn`` hyperedge: ``trigger_block_id`` started ``run_id``, whose first chunk is
-    ``invocation_chunk_id``. ``thread_id`` is where the spawned run's messages live."""
+    ``invocation_chunk_id``. ``thread_id`` is where the spawned run's messages live: the trigger's
+    own thread for ``call``/``reply`` spawns (inline), a nested thread for ``subagent``/``repl``
+    spawns and for runs whose parent arrived after them (render those as branches)."""
 
     id: str
     kind: str
