@@ -87,9 +87,24 @@ def reduce_all(events: list[Any]) -> Conversation:
 # --- interleavings ---------------------------------------------------------------------------------
 
 
+def grandchild_run(k: int) -> list[Event]:
+    """A REPL child of subagent ``S<k>`` (parented to its ``repl_input``)."""
+    run = f"G{k}"
+    out: list[dict[str, Any]] = [
+        {"type": "harness_start", "runId": run, "parentId": f"S{k}:repl"},
+        {"type": "text", "runId": run, "id": "g", "content": "deep"},
+        {"type": "harness_end", "runId": run},
+    ]
+    return [parse_event(e) for e in out]
+
+
 def child_run(k: int, steps: int) -> list[Event]:
     run = f"S{k}"
-    out: list[dict[str, Any]] = [{"type": "harness_start", "runId": run, "parentId": f"R/spawn{k}"}]
+    out: list[dict[str, Any]] = [
+        {"type": "harness_start", "runId": run, "parentId": f"R/spawn{k}"},
+        {"type": "repl_input", "runId": run, "id": f"S{k}:repl", "code": "llm_query()"},
+        {"type": "repl_output", "runId": run, "id": f"S{k}:repl", "stdout": "ok", "done": False},
+    ]
     for i in range(steps):
         out.append({"type": "text", "runId": run, "id": f"{run}:t{i}", "content": f"s{k}-{i} "})
         out.append({"type": "text", "runId": run, "id": f"{run}:t{i}", "content": "more"})
@@ -122,9 +137,9 @@ def root_run(children: int) -> list[Event]:
 @st.composite
 def interleavings(draw: st.DrawFn) -> tuple[list[list[Event]], list[Event]]:
     children = draw(st.integers(min_value=1, max_value=3))
-    runs = [root_run(children)] + [
-        child_run(k, draw(st.integers(min_value=0, max_value=3))) for k in range(children)
-    ]
+    runs = [root_run(children)]
+    runs += [child_run(k, draw(st.integers(min_value=0, max_value=3))) for k in range(children)]
+    runs += [grandchild_run(k) for k in range(children) if draw(st.booleans())]
     cursors = [0] * len(runs)
     merged: list[Event] = []
     while any(c < len(r) for c, r in zip(cursors, runs, strict=True)):
