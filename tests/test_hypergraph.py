@@ -618,3 +618,14 @@ def test_concurrent_reduces_on_one_version_each_get_their_own_result() -> None:
         assert conv.chunk_count == base.chunk_count + 50
         assert {r for r in q.run_ids(conv) if r.startswith("W")} == {f"W{n}"}
     assert base.chunk_count == 4
+
+
+def test_conversations_compare_by_content() -> None:
+    events = agent_with_provider_runs()
+    one = build(*events)
+    two = build(*events)
+    assert one == two
+    assert one is not two
+    assert one != build(*events[:-1])
+    assert one == one.with_view(ViewOptions(hide_reasoning=True))
+    assert one != "not a conversation"

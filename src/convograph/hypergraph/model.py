@@ -453,6 +453,19 @@ class Conversation:
         data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(everything))
         return data
 
+    def __eq__(self, other: object) -> bool:
+        """Same threads, active paths, messages, blocks and chunks (the version number and the
+        view options do not count). O(1) for the same version of one lineage, else O(n)."""
+        if not isinstance(other, Conversation):
+            return NotImplemented
+        if self._store is other._store and self._version == other._version:
+            return True
+        mine, theirs = self.to_jsonable(), other.to_jsonable()
+        del mine["version"], theirs["version"]
+        return mine == theirs
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return (
             f"Conversation(version={self._version}, chunks={self._n_chunks}, "
