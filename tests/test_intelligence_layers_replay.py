@@ -166,3 +166,86 @@ def test_tiny_batches_give_the_same_graph(graphs: Graphs) -> None:
     assert picture(tiny) == picture(whole)
     whole.close()
     tiny.close()
+
+
+def _hook(event: str, ms: int, sid: str, **fields: Any) -> dict[str, Any]:
+    from convograph.intelligence.layer1 import iso_ms
+
+    return {
+        "event": event,
+        "workspace": WS,
+        "data": {"session_id": sid, "timestamp": iso_ms(1772442000000 + ms), **fields},
+    }
+
+
+def self_chain() -> list[list[dict[str, Any]]]:
+    """root → C1 (explorer) → self → C2 (fork metadata says self) → self → C3, per session."""
+    root = [
+        _hook("session:start", 0, "R"),
+        _hook(
+            "delegate:agent_spawned",
+            1,
+            "R",
+            parent_session_id="R",
+            sub_session_id="C1",
+            agent="explorer",
+            tool_call_id="t1",
+        ),
+    ]
+    c1 = [
+        _hook("session:fork", 2, "C1", parent="R", metadata={"agent_name": "explorer"}),
+        _hook(
+            "delegate:agent_spawned",
+            3,
+            "C1",
+            parent_session_id="C1",
+            sub_session_id="C2",
+            agent="self",
+            tool_call_id="t2",
+        ),
+    ]
+    c2 = [
+        _hook("session:fork", 4, "C2", parent="C1", metadata={"agent_name": "self"}),
+        _hook(
+            "delegate:agent_spawned",
+            5,
+            "C2",
+            parent_session_id="C2",
+            sub_session_id="C3",
+            agent="self",
+            tool_call_id="t3",
+        ),
+    ]
+    c3 = [_hook("session:fork", 6, "C3", parent="C2", metadata={"agent_name": "self"})]
+    return [root, c1, c2, c3]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 2, 1, 0), (2, 0, 3, 1)])
+def test_self_delegation_resolves_across_sessions_in_any_order(
+    graphs: Graphs, order: tuple[int, ...]
+) -> None:
+    service = graphs.service()
+    sessions = self_chain()
+    for index in order:  # one batch per session: the chain's links arrive in this order
+        service.ingest_many(sessions[index])
+        assert service.wait_applied(timeout=60)
+    resolved = service.cypher(
+        "MATCH (d:Delegation {workspace: $workspace}) RETURN d.sub_session_id AS child, d.resolved_agent AS agent"
+        " ORDER BY child",
+        workspace=WS,
+    ).results
+    assert resolved == [
+        {"child": "C1", "agent": "explorer"},
+        {"child": "C2", "agent": "explorer"},
+        {"child": "C3", "agent": "explorer"},
+    ]
+    agents = service.cypher(
+        "MATCH (s:Session {workspace: $workspace})-[:HAS_AGENT]->(a:Agent) RETURN s.node_id AS s, a.name AS a ORDER BY s",
+        workspace=WS,
+    ).results
+    assert agents == [
+        {"s": "C1", "a": "explorer"},
+        {"s": "C2", "a": "explorer"},
+        {"s": "C3", "a": "explorer"},
+    ]
+    service.close()

@@ -28,11 +28,18 @@ import msgspec
 from convograph.intelligence.engine import EngineError, GraphEngine
 from convograph.intelligence.foundation import fold_foundation
 from convograph.intelligence.journal import Journal, JournalRecord
-from convograph.intelligence.kernel import Derived, Fact, SessionFold, fold_kernel
+from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, fold_kernel
 from convograph.intelligence.layer1 import EventFacts
 from convograph.intelligence.writer import GraphNames
 
-__all__ = ["FOLD_STEPS", "SemanticLayer", "fold_session", "session_prefix"]
+__all__ = [
+    "FOLD_STEPS",
+    "SemanticLayer",
+    "fold_session",
+    "resolve_self_delegations",
+    "session_prefix",
+    "write_derived",
+]
 
 FoldStep = Callable[[SessionFold, Fact, Derived], None]
 
@@ -104,6 +111,22 @@ MERGE (b:{dst} {{node_id: r[1], workspace: $ws}})
 MERGE (a)-[:{kind}]->(b)
 """
 _CHUNK = 5000
+_RESOLVE_SELF = """
+MATCH (d:Delegation {workspace: $ws})
+WHERE d.agent = 'self' AND d.resolved_agent = 'unresolved'
+MATCH (p:Delegation {workspace: $ws})
+WHERE p.sub_session_id = d.parent_session_id AND p.resolved_agent IS NOT NULL AND p.resolved_agent <> 'unresolved'
+SET d.resolved_agent = p.resolved_agent
+RETURN d.node_id, d.sub_session_id, d.resolved_agent
+"""
+_SELF_AGENT = """
+UNWIND $rows AS r
+MERGE (a:Agent {node_id: 'agent:' + r[1], workspace: $ws})
+SET a.name = r[1]
+MERGE (c:Session {node_id: r[0], workspace: $ws})
+MERGE (c)-[:HAS_AGENT]->(a)
+"""
+SELF_HOPS = 8
 
 
 class SessionReader(Protocol):
@@ -261,5 +284,24 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
         statement = _EDGES.format(kind=kind, src=src, dst=dst)
         for chunk in _chunks([[a, b] for a, b in pairs]):
             engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
+            statements += 1
+    if "Delegation" in out.nodes:
+        statements += resolve_self_delegations(engine, graph, workspace)
+    return statements
+
+
+def resolve_self_delegations(engine: GraphEngine, graph: str, workspace: str) -> int:
+    """``self`` inside a ``self`` child: take the resolution of the delegation that created the
+    delegating session, up to `SELF_HOPS` hops (upstream's resolver). A fixpoint over the stored
+    graph, so it converges whichever delegation arrived first. Returns statements issued."""
+    statements = 0
+    for _ in range(SELF_HOPS):
+        resolved = engine.execute(graph, _RESOLVE_SELF, {"ws": workspace}).rows
+        statements += 1
+        if not resolved:
+            break
+        real = [[child, agent] for _, child, agent in resolved if child and agent not in PSEUDO_AGENTS]
+        if real:
+            engine.execute(graph, _SELF_AGENT, {"rows": real, "ws": workspace})
             statements += 1
     return statements
