@@ -200,6 +200,18 @@ def test_stale_cursors_are_closed() -> None:
     assert len(out.edges[("TRIGGERED", "Prompt", "OrchestratorRun")]) == 1
 
 
+def test_unstorable_values_become_json_text() -> None:
+    out = Derived()
+    out.node(
+        "RecipeStep", "x", {"iteration": {"n": 1}, "tags": ["a", "b"], "mixed": [1, {"k": 2}], "none": None}
+    )
+    assert out.nodes["RecipeStep"]["x"] == {
+        "iteration": '{"n":1}',
+        "tags": ["a", "b"],
+        "mixed": '[1,{"k":2}]',
+    }
+
+
 def test_compaction_pairs_and_cancellation() -> None:
     bodies = [
         _ev("execution:start", 0),

@@ -58,7 +58,13 @@ def conversation() -> list[dict[str, Any]]:
             "output": {"result": "found"},
         },
         {"type": "usage", "runId": "r1", "inputTokens": 200, "outputTokens": 40},
-        {"type": "harness_end", "runId": "r1", "agentId": "main", "reason": "done"},
+        {
+            "type": "harness_end",
+            "runId": "r1",
+            "agentId": "main",
+            "reason": "done",
+            "totalUsage": {"inputTokens": 300, "outputTokens": 60},
+        },
     ]
     for index, event in enumerate(events):
         event["timestamp"] = T0 + 10 * index
@@ -148,6 +154,21 @@ def test_conversation_answers_the_same_questions(layered: IntelligenceService) -
         {"tool": "bash", "ms": 20},
         {"tool": "delegate", "ms": 90},
         {"tool": "read_file", "ms": 30},
+    ]
+    runs = layered.cypher(
+        "MATCH (r:OrchestratorRun {workspace: $workspace}) RETURN r.node_id AS run, r.status AS status,"
+        " r.input_tokens AS input, r.output_tokens AS output, r.iteration_count AS iterations ORDER BY run",
+        workspace="acme",
+    ).results
+    assert [dict(r) for r in runs] == [
+        {
+            "run": "conv-1::agent::r2::run::1",
+            "status": "completed",
+            "input": None,
+            "output": None,
+            "iterations": 2,
+        },
+        {"run": "conv-1::run::1", "status": "completed", "input": 300, "output": 60, "iterations": 2},
     ]
     sourced = layered.cypher(
         "MATCH (:ToolCall {workspace: $workspace})-[:SOURCED_FROM]->(e:ConversationEvent) RETURN count(e) AS c",

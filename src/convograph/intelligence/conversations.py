@@ -307,10 +307,10 @@ def fold_conversation(state: SessionFold, fact: Fact, out: Derived) -> None:
         if isinstance(total, dict):
             props.update(
                 {
-                    "input_tokens": total.get("input_tokens"),
-                    "output_tokens": total.get("output_tokens"),
-                    "cache_read_input_tokens": total.get("cache_read_tokens"),
-                    "cache_creation_input_tokens": total.get("cache_creation_tokens"),
+                    "input_tokens": total.get("inputTokens"),
+                    "output_tokens": total.get("outputTokens"),
+                    "cache_read_input_tokens": total.get("cacheReadTokens"),
+                    "cache_creation_input_tokens": total.get("cacheCreationTokens"),
                 }
             )
         stamp(props, "ended_at", fact.epoch_ms)

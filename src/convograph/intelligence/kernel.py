@@ -72,6 +72,15 @@ class SessionFlags(msgspec.Struct):
     agent: str | None = None
 
 
+def _property(value: Any) -> Any:
+    """A value FalkorDB can store: scalars and lists of scalars as is, anything else as JSON text."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value):
+        return value
+    return _json.encode(value).decode()
+
+
 def stamp(props: dict[str, Any], name: str, epoch_ms: int) -> None:
     """``name`` as fixed-width UTC ISO text (orderable) and ``name_ms`` as epoch milliseconds."""
     props[name] = iso_ms(epoch_ms)
@@ -91,7 +100,7 @@ class Derived:
         """Merge ``props`` (``None`` values dropped) into the node's row; later values win."""
         row = self.nodes.setdefault(label, {}).setdefault(node_id, {})
         if props:
-            row.update({k: v for k, v in props.items() if v is not None})
+            row.update({k: _property(v) for k, v in props.items() if v is not None})
         return node_id
 
     def session(self, node_id: str) -> SessionFlags:
