@@ -131,6 +131,19 @@ def test_no_self_loops_and_no_duplicate_iterations(graphs: Graphs) -> None:
     ).results
     requests = sum(1 for line in LINES if line["event"] == "provider:request")
     assert per_request == [{"most": 1, "requests": requests}]
+    # provenance points at real Event nodes, and every derived span has some
+    dangling = service.cypher(
+        "MATCH ()-[:SOURCED_FROM]->(e) WHERE NOT e:Event OR e.event_name IS NULL RETURN count(e) AS c",
+        workspace=WS,
+    ).results
+    assert dangling == [{"c": 0}]
+    unsourced = service.cypher(
+        "MATCH (n) WHERE (n:OrchestratorRun OR n:Iteration OR n:Prompt OR n:Delegation OR n:SkillLoad"
+        " OR n:RecipeRun OR n:RecipeStep OR n:ContentBlock OR n:ContextCompaction OR n:Cancellation)"
+        " AND NOT (n)-[:SOURCED_FROM]->(:Event) RETURN count(n) AS c",
+        workspace=WS,
+    ).results
+    assert unsourced == [{"c": 0}]
     service.close()
 
 
