@@ -189,6 +189,7 @@ class SemanticLayer:
         self.steps = tuple(steps)
         self._states: OrderedDict[tuple[str, str], SessionFold] = OrderedDict()
         self._schema_ready: set[str] = set()
+        self._high_seq = 0
         self.rebuilds = 0
 
     def _state_for(self, workspace: str, session_id: str, first_seq: int) -> SessionFold:
@@ -240,6 +241,10 @@ class SemanticLayer:
         facts: Sequence[EventFacts],
     ) -> None:
         """`convograph.intelligence.ingest.Stage` form: one `apply` per workspace of the batch."""
+        if records and records[0].seq <= self._high_seq:
+            self._schema_ready.clear()  # a replay: the graph store may have lost our indexes too
+        if records:
+            self._high_seq = max(self._high_seq, records[-1].seq)
         by_workspace: dict[str, list[Fact]] = {}
         for record, item in zip(records, facts, strict=True):
             by_workspace.setdefault(record.workspace, []).append(
