@@ -88,6 +88,10 @@ class GraphEngine(Protocol):
         timeout_ms: int | None = None,
     ) -> QueryRows: ...
 
+    def execute_many(
+        self, graph: str, statements: Sequence[tuple[str, Mapping[str, Any] | None]]
+    ) -> None: ...
+
     def graphs(self) -> list[str]: ...
 
     def get_meta(self, key: str) -> str | None: ...
@@ -258,6 +262,22 @@ class FalkorEngine:
             with contextlib.suppress(Exception):
                 stats[key] = float(getattr(result, key))
         return QueryRows(columns=columns, rows=rows, stats=stats)
+
+    def execute_many(self, graph: str, statements: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
+        """Run write statements in order in one round trip (a pipeline, not a transaction: each
+        statement is atomic on its own, as with `execute`). Raises the first statement's error."""
+        if not statements:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for cypher, params in statements:
+            pipe.execute_command("GRAPH.QUERY", graph, _params_header(params) + cypher, "--compact")  # type: ignore[no-untyped-call]
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
+            raise self._unavailable(exc) from None
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise _classify(reply)
 
     def _unavailable(self, exc: Exception) -> EngineUnavailable:
         """Let the supervisor (if any) restart a dead server, then report the outage."""

@@ -3,9 +3,10 @@
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
 writes them with `write_batch`. When only a few records are waiting it lingers ``linger_s``
-(5 ms) first, so events arriving one POST at a time still travel in batches. While a batch is
+(20 ms) first, so events arriving one POST at a time still travel in batches. While a batch is
 written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
-works in its own process and the socket wait releases the GIL, so planning and writing overlap. The cursor lives in the graph engine beside the graphs it
+works in its own process and the socket wait releases the GIL, so planning and writing overlap.
+The cursor lives in the graph engine beside the graphs it
 describes (``{prefix}__applied__:{journal_id}``) and is re-read before every batch, so a graph
 that loses data (an older snapshot, a restarted server, a new server) replays from where *its*
 data ends, at start-up and while running. Delivery into the graph is at-least-once;
@@ -102,7 +103,7 @@ class GraphApplier:
         offload_threshold: int = 4096,
         handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
         on_applied: Callable[[int], None] | None = None,
-        linger_s: float = 0.005,
+        linger_s: float = 0.02,
         stages: Sequence[Stage] = (),
     ) -> None:
         self.journal = journal

@@ -203,27 +203,23 @@ def rename_collided_events(
 
 
 def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
-    """Write one workspace's rows; returns the number of statements issued."""
+    """Write one workspace's rows in one pipelined round trip; returns the number of statements."""
     ws = batch.workspace
-    statements = 0
+    statements: list[tuple[str, dict[str, Any] | None]] = []
 
-    def run(statement: str, rows: list[dict[str, Any]]) -> None:
-        nonlocal statements
+    def add(statement: str, rows: list[dict[str, Any]]) -> None:
         for chunk in _chunks(rows):
             text, arrays = _positional(statement, list(chunk))
-            engine.execute(graph, text, {"rows": arrays, "ws": ws})
-            statements += 1
+            statements.append((text, {"rows": arrays, "ws": ws}))
 
     if batch.sessions:
-        run(_SESSIONS, [row.to_row() for row in batch.sessions.values()])
+        add(_SESSIONS, [row.to_row() for row in batch.sessions.values()])
     roots = [row.node_id for row in batch.sessions.values() if row.root and not row.forked]
     forked = [row.node_id for row in batch.sessions.values() if row.forked]
     if roots:
-        engine.execute(graph, _ROOT, {"ids": roots, "ws": ws})
-        statements += 1
+        statements.append((_ROOT, {"ids": roots, "ws": ws}))
     if forked:
-        engine.execute(graph, _FORKED, {"ids": forked, "ws": ws})
-        statements += 1
+        statements.append((_FORKED, {"ids": forked, "ws": ws}))
     for labels, rows in batch.events.items():
         # one statement per label set: static labels, and only the keys these events carry
         # (measured: a single statement with FOREACH-per-label and null padding costs ~1.6x more)
@@ -238,10 +234,15 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
         statement = _EVENTS.format(assignments=", ".join(assignments))
         arrays = [[row["id"], row["sid"], *(row["p"].get(key) for key in key_list)] for row in rows]
         for chunk in _chunks(arrays):
-            engine.execute(graph, statement, {"rows": list(chunk), "ws": ws})
-            statements += 1
+            statements.append((statement, {"rows": list(chunk), "ws": ws}))
     if batch.tool_calls:
-        run(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
+        add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
     if batch.forks:
-        run(_FORKS, list(batch.forks.values()))
-    return statements
+        add(_FORKS, list(batch.forks.values()))
+    execute_many = getattr(engine, "execute_many", None)
+    if execute_many is not None:
+        execute_many(graph, statements)  # one round trip: small trickling batches stay cheap
+    else:
+        for text, params in statements:
+            engine.execute(graph, text, params)
+    return len(statements)
