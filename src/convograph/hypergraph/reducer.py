@@ -390,13 +390,14 @@ def _new_run(s: _Store, run_id: str, event: Any) -> _Run:
     run.epoch = parent.epoch if parent is not None and parent.thread == thread_id else thread.epoch
     if spawn is not None:
         _link(s, run_id, parent_run, spawn, stamp)
-    seen: set[str] = set()
-    while s.closed_runs and parent_run is not None and parent_run not in seen:
+    if s.closed_runs and parent_run is not None:
         # a new child of a run closed at a stream end shows that run (and its ancestors) is alive
-        seen.add(parent_run)
-        if parent_run in s.closed_runs:
-            _reopen(s, parent_run)
-        parent_run = link_at(s, parent_run, s.version)[0]
+        seen: set[str] = set()
+        while s.closed_runs and parent_run is not None and parent_run not in seen:
+            seen.add(parent_run)
+            if parent_run in s.closed_runs:
+                _reopen(s, parent_run)
+            parent_run = link_at(s, parent_run, s.version)[0]
     return run
 
 
@@ -498,12 +499,12 @@ def add_block(
     s: _Store, run: _Run, key: str, kind: str, event: Event, index: int, message: _Message
 ) -> _Block:
     """Append chunk ``index`` holding ``event`` as the first chunk of a new block in ``message``."""
-    count = s.key_count.get(key, 0) + 1
-    s.key_count[key] = count
+    key_count = s.key_count
+    count = key_count.get(key, 0) + 1
+    key_count[key] = count
     block_id = f"block:{key}" if count == 1 else f"block:{key}#{count}"
-    block_index = len(s.blocks)
-    chunks = array("q")
-    chunks.append(index)
+    block_index = s.n_blocks
+    chunks = array("q", (index,))
     block = _Block(block_index, block_id, key, kind, run.id, message.index, chunks)
     s.blocks.append(block)
     s.n_blocks = block_index + 1
@@ -514,18 +515,20 @@ def add_block(
     if run.first_chunk < 0:
         run.first_chunk = index
     run.blocks.append(block_index)
+    own_id = getattr(event, "id", None)
     run.last_key = key
-    run.last_id = getattr(event, "id", None)
+    run.last_id = own_id
     run.last_cls = type(event)
     run.last_block = block
     run.last_message = message
     message.blocks.append(block_index)
-    s.key_latest[key] = block_index
+    key_latest = s.key_latest
+    key_latest[key] = block_index
     # An event's own id names its block; results and REPL progress/output reuse the id of the call
     # or input they answer, so they must not take it over.
-    event_id = None if kind in _ANSWERS else getattr(event, "id", None)
+    event_id = None if kind in _ANSWERS else own_id
     if event_id is not None and event_id != key:
-        s.key_latest[event_id] = block_index
+        key_latest[event_id] = block_index
     if s.pending:  # runs waiting for this block (or this run) as their parent
         if key in s.pending:
             _adopt(s, key)
