@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convograph.events import parse_event
 from convograph.intelligence.blobs import MemoryBlobStore
@@ -185,3 +189,43 @@ def test_child_run_arriving_in_a_later_batch(layered: IntelligenceService) -> No
     assert layered.wait_applied(timeout=60)
     assert ask(layered, 18) == [{"tool": "delegate", "requested": "explorer", "child": "conv-1::agent::r2"}]
     assert ask(layered, 19) == [{"most_calls": 2, "attached_calls": 3}]
+
+
+def _conversation_picture(cuts: list[int], refeed: list[int]) -> Any:
+    from convograph.intelligence.envelope import parse_envelope
+    from convograph.intelligence.kernel import Derived, Fact
+    from convograph.intelligence.layer_semantic import SemanticLayer
+
+    events = stored(conversation())
+    bounds = [0, *sorted(set(cuts)), len(events)]
+    journal = MemoryJournal()
+    layer = SemanticLayer(journal)
+    nodes: set[tuple[str, str]] = set()
+    edges: set[tuple[str, str, str]] = set()
+    applied = 0
+    for index, (a, b) in enumerate(pairwise(bounds)):
+        feeds = [events[a:b]] + ([events[:b]] if index in refeed else [])  # a client re-posting
+        for feed in feeds:
+            journal.append([parse_envelope(e) for e in conversation_envelopes(CID, feed)])
+        records = journal.read_after(applied, 10_000)
+        if not records:
+            continue
+        applied = records[-1].seq
+        facts = [
+            Fact(r.seq, r.session_id, r.event, r.epoch_ms, r.base_id, json.loads(r.data)) for r in records
+        ]
+        out: Derived = layer.plan("acme", facts)
+        nodes |= {(label, node_id) for label, rows in out.nodes.items() for node_id in rows}
+        edges |= {(kind, x, y) for (kind, _s, _d), pairs in out.edges.items() for x, y in pairs}
+    return nodes, edges
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=15), max_size=6),
+    refeed=st.lists(st.integers(min_value=0, max_value=6), max_size=3),
+)
+def test_any_split_or_refeed_of_a_conversation_derives_the_same_entities(
+    cuts: list[int], refeed: list[int]
+) -> None:
+    assert _conversation_picture(cuts, refeed) == _conversation_picture([], [])
