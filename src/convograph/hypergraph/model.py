@@ -337,8 +337,8 @@ class _Store:
         self.n_chunks = 0
         self.n_blocks = 0
         self.n_messages = 0
-        self.blocks: list[_Block] = []
-        self.messages: list[_Message] = []
+        self.blocks: Paged[_Block] = Paged()
+        self.messages: Paged[_Message] = Paged()
         self.block_ids: dict[str, int] = {}
         self.message_ids: dict[str, int] = {}
         self.runs: dict[str, _Run] = {}

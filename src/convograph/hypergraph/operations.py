@@ -143,7 +143,7 @@ class _Summarize(msgspec.Struct, frozen=True):
 
     def apply(self, s: _Store) -> bool:
         thread = s.threads[self.thread]
-        index = len(s.messages)
+        index = s.n_messages
         number = _summary_number(s)
         parent = s.messages[self.parent] if self.parent >= 0 else None
         message_id = f"summary:{number}"

@@ -440,7 +440,7 @@ def _link(s: _Store, run_id: str, parent_run: str | None, spawn: _Spawn, stamp: 
 
 def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) -> _Message:
     """A new message in ``thread`` after ``parent``; it becomes the thread's tip."""
-    index = len(s.messages)
+    index = s.n_messages
     thread.count += 1
     number = thread.count
     message_id = f"msg:{number}" if thread.id == MAIN_THREAD else f"msg:{thread.id}:{number}"
