@@ -2,7 +2,8 @@
 
 `create_intelligence_router(service, principal=...)` returns a ``Router`` with:
 
-- ``POST /events`` — one envelope → 202 ``{"status": "queued"|"duplicate", "session_id"}``; a JSON
+- ``POST /events`` — one envelope → 202 ``{"status": "queued"|"duplicate", "session_id"}`` (single
+  envelopes arriving together share one journal commit: group commit, reply after the commit); a JSON
   array or NDJSON body (``application/x-ndjson``) is a batch → 202 ``{"status": "queued",
   "accepted", "duplicates", "last_seq"}``, validated whole (422 listing every bad item, nothing
   stored). ``?replay=true`` is accepted for upstream compatibility (deduplication stays on:
@@ -23,6 +24,7 @@ middleware put one there, else an unrestricted anonymous principal.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +34,15 @@ from litestar.concurrency import sync_to_thread
 from litestar.params import FromPath
 
 from convograph.intelligence.blobs import BlobError
-from convograph.intelligence.envelope import EnvelopeError
+from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.query import AccessDenied, QueryError
-from convograph.intelligence.service import BatchError, IntelligenceService, NotFound
+from convograph.intelligence.service import (
+    BatchError,
+    IngestResult,
+    IntelligenceService,
+    NotFound,
+    check_write,
+)
 
 __all__ = ["Principal", "create_intelligence_router", "error_response"]
 
@@ -82,6 +90,43 @@ def _map_error(exc: Exception) -> Response[bytes]:
     raise exc
 
 
+class _GroupCommit:
+    """Group commit for single-envelope POSTs: envelopes submitted in one event-loop turn share
+    one journal transaction; every caller still gets its reply only after that commit."""
+
+    def __init__(self, service: IntelligenceService) -> None:
+        self.service = service
+        self.pending: list[tuple[Envelope, str | None, asyncio.Future[IngestResult]]] = []
+        self.scheduled = False
+
+    async def submit(self, envelope: Envelope, created_by: str | None) -> IngestResult:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[IngestResult] = loop.create_future()
+        self.pending.append((envelope, created_by, future))
+        if not self.scheduled:
+            self.scheduled = True
+            loop.call_soon(self.flush)
+        return await future
+
+    def flush(self) -> None:
+        self.scheduled = False
+        pending, self.pending = self.pending, []
+        by_author: dict[str | None, list[tuple[Envelope, asyncio.Future[IngestResult]]]] = {}
+        for envelope, created_by, future in pending:
+            by_author.setdefault(created_by, []).append((envelope, future))
+        for created_by, items in by_author.items():
+            try:
+                results = self.service.append_envelopes([e for e, _ in items], created_by=created_by)
+            except Exception as exc:  # nothing of this group was stored: every caller sees the error
+                for _, future in items:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(items, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+
 def _split_body(raw: bytes, content_type: str) -> list[Any] | dict[str, Any]:
     if "ndjson" in content_type or "jsonl" in content_type:
         items: list[Any] = []
@@ -110,6 +155,7 @@ def create_intelligence_router(
 ) -> Router:
     """Routes of contract §4 bound to ``service``; mount with ``Litestar(route_handlers=[router])``."""
     who = principal or _default_principal
+    committer = _GroupCommit(service)
 
     @post("/events", status_code=202, summary="Ingest Amplifier hook events", tags=["context intelligence"])
     async def post_events(request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -117,9 +163,9 @@ def create_intelligence_router(
         try:
             body = _split_body(await request.body(), request.headers.get("content-type", ""))
             if isinstance(body, dict):
-                result = service.ingest(
-                    body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces
-                )
+                envelope = parse_envelope(body)
+                check_write(envelope, caller.allowed_workspaces)
+                result = await committer.submit(envelope, caller.created_by)
                 return _json({"status": result.status, "session_id": result.session_id}, 202)
             batch = service.ingest_many(
                 body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces

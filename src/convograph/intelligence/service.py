@@ -32,7 +32,7 @@ from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.writer import GraphNames
 
-__all__ = ["BatchError", "BatchResult", "IngestResult", "IntelligenceService", "NotFound"]
+__all__ = ["BatchError", "BatchResult", "IngestResult", "IntelligenceService", "NotFound", "check_write"]
 
 
 class IngestResult(msgspec.Struct, frozen=True):
@@ -63,7 +63,8 @@ class NotFound(LookupError):
     """No such blob (or not visible to this key)."""
 
 
-def _check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
+def check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
+    """Raise `AccessDenied` if a key limited to ``allowed`` workspaces may not write ``envelope``."""
     if allowed is not None and envelope.workspace not in allowed:
         raise AccessDenied(f"this API key may not write to workspace {envelope.workspace!r}")
 
@@ -170,11 +171,23 @@ class IntelligenceService:
     ) -> IngestResult:
         """Validate and durably append one envelope. Raises `EnvelopeError` / `AccessDenied`."""
         envelope = parse_envelope(body)
-        _check_write(envelope, allowed_workspaces)
+        check_write(envelope, allowed_workspaces)
         (result,) = self.journal.append([envelope], created_by)
         if result.status == "queued":
             self.applier.notify()
         return IngestResult(result.status, envelope.session_id, result.seq)
+
+    def append_envelopes(
+        self, envelopes: list[Envelope], *, created_by: str | None = None
+    ) -> list[IngestResult]:
+        """Durably append already-validated envelopes in one transaction (group commit).
+
+        The caller has checked write access (`check_write`); results are in input order.
+        """
+        results = self.journal.append(envelopes, created_by) if envelopes else []
+        if any(r.status == "queued" for r in results):
+            self.applier.notify()
+        return [IngestResult(r.status, e.session_id, r.seq) for e, r in zip(envelopes, results, strict=True)]
 
     def ingest_many(
         self,
@@ -197,7 +210,7 @@ class IntelligenceService:
         if errors:
             raise BatchError(errors)
         for envelope in envelopes:
-            _check_write(envelope, allowed_workspaces)
+            check_write(envelope, allowed_workspaces)
         results = self.journal.append(envelopes, created_by) if envelopes else []
         queued = [r.seq for r in results if r.status == "queued" and r.seq is not None]
         if queued:
