@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from convograph.demo import DEMO_CONVERSATIONS, play_all
@@ -51,6 +53,15 @@ def seed_demo(url: str) -> None:
     scripts = [factory() for factory in DEMO_CONVERSATIONS]
     envelopes = [e for s in scripts for e in hook_envelopes(s.events(), prefix=s.conversation_id)]
     asyncio.run(play_all(url, scripts, speed=None, wait_for_relays=False, envelopes=envelopes))
+    # Hook events reach the graph shortly after 202: wait until the demo sessions are queryable.
+    query = {"query": "MATCH (s:Session {workspace: $workspace}) RETURN count(s) AS n", "workspace": "demo"}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = httpx.post(f"{url}/cypher", json=query, timeout=10).json().get("results", [])
+        if rows and rows[0]["n"] > 0:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the demo's hook events never reached the graph")
 
 
 @pytest.fixture(scope="package")

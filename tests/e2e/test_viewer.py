@@ -196,7 +196,7 @@ def test_thread_matches_server_projection(demo_server: ServerProcess, probe: Pag
         last = httpx.get(f"{demo_server.url}/v1/conversations/{cid}").json()["lastSeq"]
         wait_seq(probe, last)
         client = model_json(probe)
-        server = httpx.get(f"{demo_server.url}/v1/conversations/{cid}/thread").json()
+        server = httpx.get(f"{demo_server.url}/v1/conversations/{cid}/thread?model=flat").json()
         assert _shape(client) == _shape(server), cid
 
 
@@ -247,8 +247,10 @@ def test_graph_view_pans_zooms_and_shows_node(demo_server: ServerProcess, probe:
 def test_explorer_runs_a_query(demo_server: ServerProcess, probe: PageProbe) -> None:
     page = probe.page
     page.goto(demo_server.url + "/explore")
-    # The workspace selector starts in the first workspace that has data.
-    page.wait_for_function("() => document.querySelector('#workspace').value === 'demo'")
+    # The workspace selector starts in a workspace that has data, and offers every one.
+    page.wait_for_function("() => document.querySelector('#workspace').value !== '*'")
+    page.wait_for_selector('#workspaces option[value="demo"]', state="attached")
+    page.fill("#workspace", "demo")
     page.click("text=Most used tools")
     page.wait_for_selector(".results td")
     tools = page.locator(".results tbody tr td:first-child").all_inner_texts()
@@ -257,7 +259,7 @@ def test_explorer_runs_a_query(demo_server: ServerProcess, probe: PageProbe) -> 
     page.wait_for_function("() => document.querySelector('.results').textContent.includes('code-reader')")
     page.fill("#cypher", "RETURN 1 AS one, 'convograph' AS name")
     page.locator("#cypher").press("Control+Enter")
-    page.wait_for_selector(".results table")
+    page.wait_for_function("() => document.querySelector('.results th')?.textContent === 'one'")
     assert page.locator(".results th").all_inner_texts() == ["one", "name"]
     assert page.locator(".results td").all_inner_texts() == ["1", "convograph"]
     assert "1 row" in page.locator(".page--explorer [role=status]").inner_text()
@@ -354,7 +356,7 @@ def test_server_with_api_keys_asks_for_one_and_streams(tmp_path: Path, probe: Pa
         page.fill("#api-key", key)
         page.click("#key-dialog button[type=submit]")
         wait_seq(probe, len(events))
-        assert page.locator('article[data-id="repl-5"]').is_visible()
+        page.locator('article[data-id="repl-5"]').wait_for()
         # The key is kept for the tab: the list page loads without asking again.
         page.click("text=Conversations")
         page.wait_for_selector('tr[data-id="e2e-keys"]')
@@ -388,3 +390,48 @@ def test_error_jump_and_hide_toggles(demo_server: ServerProcess, probe: PageProb
     page.click('button[data-toggle="hide-subagents"]')
     page.click('button[data-toggle="hide-reasoning"]')
     assert qdrant.is_visible()
+
+
+def test_edit_switch_and_regenerate_through_the_branch_endpoints(
+    demo_server: ServerProcess, probe: PageProbe
+) -> None:
+    cid = "e2e-steer"
+    post(
+        demo_server.url,
+        cid,
+        [
+            {"type": "user", "runId": "u1", "content": "Which retry policy is safer?"},
+            {"type": "harness_start", "runId": "a1", "parentId": "u1:user", "agentId": "assistant"},
+            {"type": "text", "runId": "a1", "id": "t1", "content": "Policy B: capped, with backoff."},
+            {"type": "harness_end", "runId": "a1"},
+        ],
+    )
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    user = page.locator('article[data-id="u1:user"]')
+    user.locator(".steer >> text=Edit").click()
+    editor = user.locator("textarea.steer-editor")
+    editor.fill("Which retry policy is faster?")
+    user.locator("text=Save as new branch").click()
+    # The edit is a new branch on the server; the thread now shows the active path.
+    edited = page.locator("article.kind--user", has_text="faster")
+    edited.wait_for()
+    assert edited.locator(".steer .switcher__count").inner_text() == "2 / 2"
+    assert page.locator("article.kind--user", has_text="safer?").count() == 0
+    probe.shot("steer-edited")
+    edited.get_by_role("button", name="Previous branch").click()
+    original = page.locator("article.kind--user", has_text="safer?")
+    original.wait_for()
+    assert original.locator(".steer .switcher__count").inner_text() == "1 / 2"
+    assert page.locator('article[data-id="t1"]').is_visible()
+    # The choice is the server's state: a reload shows the same path.
+    page.reload()
+    page.locator("article.kind--user", has_text="safer?").wait_for()
+    page.wait_for_selector('article[data-id="t1"] .steer')
+    page.locator('article[data-id="t1"] .steer >> text=Regenerate').click()
+    page.wait_for_selector(".steer-loose")
+    assert "2 / 2" in page.locator(".steer-loose .switcher__count").inner_text()
+    events = httpx.get(f"{demo_server.url}/v1/conversations/{cid}/events").text
+    kinds = [json.loads(line)["type"] for line in events.splitlines()]
+    assert kinds[-3:] == ["edit", "switch_branch", "regenerate"]
+    probe.shot("steer-regenerated")

@@ -3,7 +3,8 @@
 
 import { DagView } from "./dag.js";
 import { ExplorerView } from "./explorer.js";
-import { ConversationModel } from "./model.js";
+import { ConversationModel, Level } from "./model.js";
+import { modelFromThread, Steering } from "./steer.js";
 import { followStream } from "./stream.js";
 import { ThreadView } from "./thread.js";
 import { api, cidPath, formatTokens, frameScheduler, h, relativeTime } from "./util.js";
@@ -171,6 +172,7 @@ function conversationPage(cid, tab) {
   const connection = h("span", { class: "conn conn--connecting", role: "status", "aria-live": "polite" }, "connecting");
   const stats = h("div", { class: "stats", "aria-live": "off" });
   const relayBanner = h("div", { class: "relay-banner", hidden: true, role: "region", "aria-label": "Pending permission requests" });
+  const steerProblem = h("p", { class: "error-text", role: "alert", hidden: true });
   const prefs = viewPrefs();
   const threadRoot = h("div", { class: `thread${prefs["hide-reasoning"] ? " hide-reasoning" : ""}${prefs["hide-subagents"] ? " hide-subagents" : ""}`, "aria-label": "Conversation thread" });
   const empty = h("p", { class: "muted thread__empty" }, "Waiting for events…");
@@ -189,6 +191,7 @@ function conversationPage(cid, tab) {
       h("button", { type: "button", class: "btn", onclick: () => stream.drop(), title: "Drop the live connection; it resumes from the last event received" }, "Reconnect"),
     ),
     relayBanner,
+    steerProblem,
     empty,
     threadRoot,
   );
@@ -206,13 +209,86 @@ function conversationPage(cid, tab) {
   );
 
   const selection = loadSelection(cid);
-  const thread = new ThreadView(threadRoot, model, {
+  const viewOptions = {
     selection,
     onSelect: () => saveSelection(cid, selection),
     onRelay: (relayId, approved, reason) => api(`${cidPath(cid)}/relays/${encodeURIComponent(relayId)}`, { method: "POST", body: reason ? { approved, reason } : { approved } }).catch((error) => {
       if (error.status === 409) return; // already decided: the stream carries the decision
       throw error;
     }),
+  };
+  const clientThread = new ThreadView(threadRoot, model, viewOptions);
+  let thread = clientThread;
+
+  // Steering (edit / regenerate / switch branch). Once the log holds a command, the active path
+  // is the server's to compute (hypergraph model): the thread is then rendered from its /thread,
+  // refetched (debounced) as events arrive; the client model still drives stats and relays.
+  const COMMANDS = new Set(["edit", "regenerate", "switch_branch", "summarize"]);
+  let serverMode = false;
+  const steering = new Steering(
+    cid,
+    () => {
+      scheduleSteer(0);
+      if (serverMode) scheduleServerThread(0);
+    },
+    (message) => {
+      steerProblem.hidden = !message;
+      steerProblem.textContent = message ?? "";
+    },
+  );
+  const debounce = (fn) => {
+    let timer = null;
+    let running = false;
+    let again = false;
+    const run = async () => {
+      timer = null;
+      if (running) {
+        again = true;
+        return;
+      }
+      running = true;
+      try {
+        await fn();
+      } finally {
+        running = false;
+        if (again) {
+          again = false;
+          schedule(0);
+        }
+      }
+    };
+    const schedule = (delay) => {
+      if (timer !== null) clearTimeout(timer);
+      timer = setTimeout(run, delay);
+    };
+    schedule.cancel = () => clearTimeout(timer);
+    return schedule;
+  };
+  const scheduleSteer = debounce(async () => {
+    await steering.refresh();
+    steering.decorate(threadRoot);
+  });
+  const scheduleServerThread = debounce(async () => {
+    let json;
+    try {
+      json = await api(`${cidPath(cid)}/thread`);
+    } catch {
+      return;
+    }
+    const open = new Set([...threadRoot.querySelectorAll("details.branch[open]")].map((d) => d.closest("article")?.dataset.id));
+    threadRoot.replaceChildren();
+    threadRoot._rendered = 0;
+    thread = new ThreadView(threadRoot, modelFromThread(json, model, Level), viewOptions);
+    thread.flush();
+    for (const id of open) {
+      const details = id && threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"] > .branches > details.branch`);
+      if (details) {
+        details.open = true;
+        details._build();
+      }
+    }
+    empty.hidden = json.length > 0;
+    steering.decorate(threadRoot);
   });
 
   let dag = null;
@@ -274,6 +350,14 @@ function conversationPage(cid, tab) {
   }
 
   function focusRelay(view) {
+    if (serverMode) {
+      const el = threadRoot.querySelector(`article[data-id="${CSS.escape(view.id)}"]`);
+      if (el) {
+        el.scrollIntoView({ block: "center" });
+        (el.querySelector(".btn--allow") || el).focus();
+      }
+      return;
+    }
     reveal(view);
     if (view.el) (view.parts.allow || view.el).focus();
   }
@@ -291,10 +375,13 @@ function conversationPage(cid, tab) {
     // Follow the conversation while the reader is at the bottom (a chat's "stick to bottom").
     const root = document.scrollingElement;
     const follow = !threadPanel.hidden && root.scrollTop > 0 && root.scrollTop + root.clientHeight >= root.scrollHeight - 120;
-    thread.flush();
+    if (serverMode) {
+      model.dirtyViews.clear();
+      model.dirtyLevels.clear();
+    } else thread.flush();
     if (follow) root.scrollTop = root.scrollHeight;
     if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
-    empty.hidden = model.top.items.length > 0;
+    if (!serverMode) empty.hidden = model.top.items.length > 0;
     threadRoot.classList.toggle("thread--large", model.viewCount > 400);
     if (model.dirtyMeta) {
       model.dirtyMeta = false;
@@ -315,8 +402,15 @@ function conversationPage(cid, tab) {
   const stream = followStream(`${cidPath(cid)}/stream`, {
     after: 0,
     onEvents(events) {
-      for (const event of events) model.apply(event);
+      let command = false;
+      for (const event of events) {
+        model.apply(event);
+        if (COMMANDS.has(event.type)) command = true;
+      }
+      if (command) serverMode = true;
       flush();
+      if (serverMode) scheduleServerThread(command ? 0 : 250);
+      scheduleSteer(command ? 0 : 800);
     },
     onState(state) {
       connection.className = `conn conn--${state}`;
@@ -365,7 +459,10 @@ function conversationPage(cid, tab) {
   // Test and debugging hooks (read-only views of the model, plus the reconnect control).
   window.convograph = {
     model,
-    thread,
+    get thread() {
+      return thread;
+    },
+    steering,
     stream,
     cid,
     get dag() {
@@ -378,6 +475,8 @@ function conversationPage(cid, tab) {
     showTab,
     dispose() {
       stream.close();
+      scheduleSteer.cancel();
+      scheduleServerThread.cancel();
       clearTimeout(dagTimer);
       document.removeEventListener("keydown", onKey);
     },

@@ -64,7 +64,7 @@ export class DagView {
   async load() {
     const started = performance.now();
     try {
-      this.layout = await api(`${cidPath(this.cid)}/dag`);
+      this.layout = await api(`${cidPath(this.cid)}/dag?model=flat`); // node ids match the client model
       this.loadMs = performance.now() - started;
     } catch (error) {
       this.info.textContent = `Could not load the layout: ${error.message}`;

@@ -121,7 +121,7 @@ export class ExplorerView {
     if (run) this.execute();
   }
 
-  async loadWorkspaces() {
+  async loadWorkspaces(attempt = 0) {
     try {
       const data = await api("/cypher", {
         method: "POST",
@@ -132,6 +132,9 @@ export class ExplorerView {
       // With no choice made yet, start in the first workspace that has data ($workspace-scoped
       // examples return nothing under "*").
       if (!localStorage.getItem(WORKSPACE_KEY) && this.workspace.value === "*" && found.length) this.workspace.value = found[0];
+      // Hook events are applied to the graph shortly after they are accepted: look again a few
+      // times while the graph is still empty.
+      if (!found.length && attempt < 5 && !this.disposed) this.retry = setTimeout(() => this.loadWorkspaces(attempt + 1), 2000);
     } catch {
       /* no graph yet, or not allowed: the input still takes any name */
     }
@@ -234,6 +237,8 @@ export class ExplorerView {
   }
 
   dispose() {
+    this.disposed = true;
+    clearTimeout(this.retry);
     if (this.controller) this.controller.abort();
   }
 }

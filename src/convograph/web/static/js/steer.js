@@ -1,0 +1,169 @@
+// Steering: edit, regenerate and branch switching through the server's branch endpoints.
+//
+// The server owns the conversation's active path (the hypergraph model): `GET .../path` lists the
+// active messages, each with its sibling branches and the thread-view ids of its blocks. The
+// viewer attaches controls to the first rendered view of each message: a switcher when a message
+// has siblings (`POST .../messages/{sibling}/select`), Edit on user messages
+// (`POST .../messages/{id}/edit`), Regenerate on assistant messages (`POST .../regenerate`).
+// Every command is an event in the log, so it reaches every open viewer through the stream.
+// A server without these endpoints (404 on /path for a conversation that has events) gets no
+// controls.
+
+import { api, cidPath, h } from "./util.js";
+
+export class Steering {
+  /** @param {string} cid  @param {() => void} onCommand called after a command was recorded
+   *  @param {(message: string|null) => void} onProblem shows (or clears) a refusal */
+  constructor(cid, onCommand, onProblem) {
+    this.cid = cid;
+    this.onCommand = onCommand;
+    this.onProblem = onProblem;
+    this.available = null; // unknown until the first /path answer
+    this.path = [];
+    this.busy = false;
+    this.problem = null;
+  }
+
+  async refresh() {
+    if (this.available === false) return;
+    try {
+      const data = await api(`${cidPath(this.cid)}/path`);
+      this.available = true;
+      this.path = data.path ?? [];
+    } catch (error) {
+      if (error.status === 404 && error.data && error.data.error && error.data.error.code === "unknown_conversation") return;
+      if (error.status === 404 || error.status === 405) this.available = false;
+    }
+  }
+
+  /** Attach controls to the rendered views of `root`; idempotent (controls are rebuilt). */
+  decorate(root) {
+    for (const old of root.querySelectorAll(".steer")) old.remove();
+    const loose = root.querySelector(":scope > .steer-loose");
+    if (loose) loose.remove();
+    if (!this.available) return;
+    for (const message of this.path) {
+      const anchor = message.viewIds
+        .map((id) => root.querySelector(`article[data-id="${CSS.escape(id)}"]`))
+        .find((el) => el && !el.hidden);
+      const controls = this._controls(message);
+      if (!controls) continue;
+      if (anchor) anchor.querySelector(".turn__meta").after(controls);
+      else {
+        // A regenerated turn with nothing in it yet: show where it is.
+        root.append(h("div", { class: "turn steer-loose", role: "status" }, h("p", { class: "muted" }, "New reply requested — waiting for the agent's next run."), controls));
+      }
+    }
+  }
+
+  _controls(message) {
+    const buttons = [];
+    const count = message.siblings.length;
+    if (count > 1) {
+      const at = message.index;
+      buttons.push(
+        h("button", { type: "button", class: "btn btn--icon", "aria-label": "Previous branch", disabled: at === 0 || this.busy, onclick: () => this._select(message.siblings[at - 1]) }, "‹"),
+        h("span", { class: "switcher__count", "aria-live": "polite" }, `${at + 1} / ${count}`),
+        h("button", { type: "button", class: "btn btn--icon", "aria-label": "Next branch", disabled: at === count - 1 || this.busy, onclick: () => this._select(message.siblings[at + 1]) }, "›"),
+      );
+    }
+    if (message.role === "user") {
+      buttons.push(h("button", { type: "button", class: "btn btn--small", disabled: this.busy, onclick: (e) => this._edit(message, e.target.closest("article, .steer-loose")) }, "Edit"));
+    } else if (message.role === "assistant") {
+      buttons.push(h("button", { type: "button", class: "btn btn--small", disabled: this.busy, onclick: () => this._command(`messages/${encodeURIComponent(message.id)}/regenerate`, {}) }, "Regenerate"));
+    }
+    if (!buttons.length) return null;
+    return h("div", { class: "steer switcher", role: "group", "aria-label": `${message.role === "user" ? "Your message" : "Reply"}: branches and actions`, "data-message": message.id }, ...buttons);
+  }
+
+  _select(messageId) {
+    return this._command(`messages/${encodeURIComponent(messageId)}/select`, {});
+  }
+
+  _edit(message, article) {
+    if (!article || article.querySelector(".steer-editor")) return;
+    const body = article.querySelector(".turn__text");
+    const editor = h("textarea", { class: "input steer-editor", rows: "3", "aria-label": "Edited message" });
+    editor.value = body ? body.textContent : "";
+    const save = h("button", { type: "button", class: "btn btn--primary" }, "Save as new branch");
+    const cancel = h("button", { type: "button", class: "btn" }, "Cancel");
+    const box = h("div", { class: "steer-edit" }, editor, h("div", { class: "row" }, save, cancel));
+    if (body) body.hidden = true;
+    article.append(box);
+    editor.focus();
+    const close = () => {
+      box.remove();
+      if (body) body.hidden = false;
+    };
+    cancel.addEventListener("click", close);
+    editor.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") close();
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) save.click();
+    });
+    save.addEventListener("click", async () => {
+      const content = editor.value.trim();
+      if (!content) return;
+      save.disabled = true;
+      const ok = await this._command(`messages/${encodeURIComponent(message.id)}/edit`, { content });
+      if (ok) close();
+      else save.disabled = false;
+    });
+  }
+
+  async _command(path, body) {
+    this.busy = true;
+    this.problem = null;
+    this.onProblem(null);
+    try {
+      const data = await api(`${cidPath(this.cid)}/${path}`, { method: "POST", body });
+      if (data && data.path) this.path = data.path;
+      this.onCommand();
+      return true;
+    } catch (error) {
+      this.problem = error.message;
+      this.onProblem(`The server refused: ${error.message}`);
+      return false;
+    } finally {
+      this.busy = false;
+    }
+  }
+}
+
+/** Thread views from the server's /thread JSON, shaped like ConversationModel views (for the
+ * renderer), reading run status, usage and relay decisions from the live client model. */
+export function modelFromThread(json, live, Level) {
+  const top = new Level(null);
+  const build = (items, level) => {
+    for (const v of items) {
+      const c = v.content;
+      const view = { id: v.id, kind: c.kind, runId: v.runId, role: v.role, status: v.status, branches: [], level, seq: null };
+      if (c.kind === "text" || c.kind === "reasoning") view.text = c.text ?? "";
+      if (c.kind === "user") view.content = c.content;
+      if (c.kind === "error") view.message = c.message;
+      if (c.kind === "tool_call") {
+        Object.assign(view, { name: c.name, input: c.input ?? null, hasOutput: "output" in c, output: c.output });
+        const p = c.progress;
+        view.progress = p && typeof p === "object" ? { count: 1, stdout: p.stdout ?? "", stderr: p.stderr ?? "", metrics: p.metrics ?? null, other: [] } : null;
+      }
+      if (c.kind === "relay") {
+        Object.assign(view, { relayKind: c.relayKind, toolCallId: c.toolCallId, tool: c.tool, params: c.params ?? {}, decision: live.decisions.get(v.id) ?? null });
+      }
+      level.items.push(view);
+      for (const branch of v.branches ?? []) {
+        const sub = new Level(view, branch[0] ? branch[0].runId : null);
+        sub.attached = true;
+        view.branches.push(sub);
+        build(branch, sub);
+      }
+    }
+  };
+  build(json, top);
+  return {
+    top,
+    runs: live.runs,
+    statusOf: (run) => live.statusOf(run),
+    usageBelow: (run) => live.usageBelow(run),
+    dirtyLevels: new Set([top]),
+    dirtyViews: new Set(),
+  };
+}
