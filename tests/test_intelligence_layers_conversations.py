@@ -174,6 +174,15 @@ def test_conversation_answers_the_same_questions(layered: IntelligenceService) -
         },
         {"run": "conv-1::run::1", "status": "completed", "input": 300, "output": 60, "iterations": 2},
     ]
+    sessions = layered.cypher(
+        "MATCH (s:Session {workspace: $workspace}) RETURN s.node_id AS id, s.status AS status,"
+        " s.started_at_ms AS start, s.ended_at_ms AS end, s.parent_id AS parent ORDER BY id",
+        workspace="acme",
+    ).results
+    assert [dict(r) for r in sessions] == [
+        {"id": "conv-1", "status": "running", "start": T0 + 10, "end": None, "parent": None},
+        {"id": child, "status": "completed", "start": T0 + 70, "end": T0 + 120, "parent": "conv-1"},
+    ]
     sourced = layered.cypher(
         "MATCH (:ToolCall {workspace: $workspace})-[:SOURCED_FROM]->(e:ConversationEvent) RETURN count(e) AS c",
         workspace="acme",

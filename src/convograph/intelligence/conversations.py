@@ -40,7 +40,7 @@ import msgspec
 
 from convograph.events import event_to_wire
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, stamp, usage_props
-from convograph.intelligence.layer1 import iso_ms, tool_call_node_id
+from convograph.intelligence.layer1 import STATUS_RANK, iso_ms, tool_call_node_id
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -261,13 +261,13 @@ def fold_conversation(state: SessionFold, fact: Fact, out: Derived) -> None:
             if agent is not None and agent not in PSEUDO_AGENTS:
                 out.node("Agent", f"agent:{agent}", {"name": agent})
                 out.edge("HAS_AGENT", "Session", session_id, "Agent", f"agent:{agent}")
-            session_props: dict[str, Any] = {}
-            stamp(session_props, "started_at", fact.epoch_ms)
+            flags.span(started_ms=fact.epoch_ms)
         else:
             session_id = sid
             flags = out.session(sid)
             flags.events = flags.root = True
             flags.agent = agent
+            flags.span(started_ms=fact.epoch_ms)
         count = conv.run_counts.get(session_id, 0) + 1
         conv.run_counts[session_id] = count
         run_id = f"{session_id}::run::{count}"
@@ -331,6 +331,8 @@ def fold_conversation(state: SessionFold, fact: Fact, out: Derived) -> None:
             out.node("Delegation", run.delegation_id, dprops)
             flags = out.session(run.session_id)
             flags.end = True
+            flags.span(ended_ms=fact.epoch_ms)
+            flags.status_rank = STATUS_RANK.get(status, STATUS_RANK["failed"])
     elif kind == "usage":
         iteration_id = _iteration(run, fact, out)
         usage = {

@@ -70,6 +70,16 @@ class SessionFlags(msgspec.Struct):
     end: bool = False
     parent: str | None = None
     agent: str | None = None
+    started_ms: int | None = None
+    ended_ms: int | None = None
+    status_rank: int = 0
+
+    def span(self, started_ms: int | None = None, ended_ms: int | None = None) -> None:
+        """Sessions without layer-1 lifecycle events (conversation sub-agents): min start, max end."""
+        if started_ms is not None and (self.started_ms is None or started_ms < self.started_ms):
+            self.started_ms = started_ms
+        if ended_ms is not None and (self.ended_ms is None or ended_ms > self.ended_ms):
+            self.ended_ms = ended_ms
 
 
 def _property(value: Any) -> Any:

@@ -29,7 +29,7 @@ from convograph.intelligence.engine import EngineError, GraphEngine
 from convograph.intelligence.foundation import fold_foundation
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, fold_kernel
-from convograph.intelligence.layer1 import EventFacts
+from convograph.intelligence.layer1 import STATUS_RANK, EventFacts, iso_ms
 from convograph.intelligence.writer import GraphNames
 
 __all__ = [
@@ -88,6 +88,16 @@ SET s.session_id = coalesce(s.session_id, r[0]),
     s.has_end = coalesce(s.has_end, false) OR r[5],
     s.parent_id = coalesce(s.parent_id, r[6]),
     s.agent_name = coalesce(s.agent_name, r[7])
+WITH s, r,
+  (r[8] IS NOT NULL AND (s.started_at_ms IS NULL OR r[8] < s.started_at_ms)) AS earlier,
+  (r[10] IS NOT NULL AND (s.ended_at_ms IS NULL OR r[10] > s.ended_at_ms)) AS later,
+  (r[12] > s.status_rank) AS promoted
+SET s.started_at_ms = CASE WHEN earlier THEN r[8] ELSE s.started_at_ms END,
+    s.started_at = CASE WHEN earlier THEN r[9] ELSE s.started_at END,
+    s.ended_at_ms = CASE WHEN later THEN r[10] ELSE s.ended_at_ms END,
+    s.ended_at = CASE WHEN later THEN r[11] ELSE s.ended_at END,
+    s.status_rank = CASE WHEN promoted THEN r[12] ELSE s.status_rank END,
+    s.status = CASE WHEN promoted THEN r[13] ELSE s.status END
 WITH s
 SET s.session_type = CASE WHEN s.has_fork THEN 'forked'
                           WHEN s.has_sub_start THEN 'sub'
@@ -111,6 +121,7 @@ MERGE (b:{dst} {{node_id: r[1], workspace: $ws}})
 MERGE (a)-[:{kind}]->(b)
 """
 _CHUNK = 5000
+_STATUS_NAMES = {rank: name for name, rank in STATUS_RANK.items()}
 _RESOLVE_SELF = """
 MATCH (d:Delegation {workspace: $ws})
 WHERE d.agent = 'self' AND d.resolved_agent = 'unresolved'
@@ -270,7 +281,12 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
     statements = 0
     if out.sessions:
         rows = [
-            [f.node_id, f.events, f.fork, f.sub, f.root, f.end, f.parent, f.agent]
+            [
+                *(f.node_id, f.events, f.fork, f.sub, f.root, f.end, f.parent, f.agent),
+                *(f.started_ms, iso_ms(f.started_ms) if f.started_ms is not None else None),
+                *(f.ended_ms, iso_ms(f.ended_ms) if f.ended_ms is not None else None),
+                *(f.status_rank, _STATUS_NAMES[f.status_rank]),
+            ]
             for f in out.sessions.values()
         ]
         for chunk in _chunks(rows):
