@@ -222,7 +222,7 @@ function conversationPage(cid, tab) {
 
   // Steering (edit / regenerate / switch branch). Once the log holds a command, the active path
   // is the server's to compute (hypergraph model): the thread is then rendered from its /thread,
-  // refetched (debounced) as events arrive; the client model still drives stats and relays.
+  // refetched at most every 250 ms as events arrive; the client model still drives stats and relays.
   const COMMANDS = new Set(["edit", "regenerate", "switch_branch", "summarize"]);
   let serverMode = false;
   const steering = new Steering(
@@ -236,7 +236,7 @@ function conversationPage(cid, tab) {
       steerProblem.textContent = message ?? "";
     },
   );
-  const debounce = (fn) => {
+  const throttle = (fn) => {
     let timer = null;
     let running = false;
     let again = false;
@@ -257,18 +257,23 @@ function conversationPage(cid, tab) {
         }
       }
     };
+    // A pending run is kept (not pushed back), so a continuous stream still refreshes every
+    // `delay` ms; an immediate request (delay 0) replaces a later one.
     const schedule = (delay) => {
-      if (timer !== null) clearTimeout(timer);
+      if (timer !== null) {
+        if (delay > 0) return;
+        clearTimeout(timer);
+      }
       timer = setTimeout(run, delay);
     };
     schedule.cancel = () => clearTimeout(timer);
     return schedule;
   };
-  const scheduleSteer = debounce(async () => {
+  const scheduleSteer = throttle(async () => {
     await steering.refresh();
     steering.decorate(threadRoot);
   });
-  const scheduleServerThread = debounce(async () => {
+  const scheduleServerThread = throttle(async () => {
     let json;
     try {
       json = await api(`${cidPath(cid)}/thread`);
