@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import sqlite3
 import threading
@@ -334,6 +335,7 @@ class MemoryJournal:
     def __init__(self) -> None:
         self.journal_id = uuid.uuid4().hex
         self._records: dict[int, JournalRecord] = {}
+        self._order: list[int] = []  # seqs in increasing order (replay appends a bigger seq)
         self._keys: set[tuple[str, str]] = set()
         self._fingerprints: set[tuple[str, str]] = set()
         self._bases: dict[tuple[str, str], set[str]] = {}
@@ -367,12 +369,15 @@ class MemoryJournal:
                     _json.encode(env.data),
                     created_by,
                 )
+                self._order.append(seq)
                 results.append(AppendResult("queued", seq))
         return results
 
     def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
+        """O(log N + limit)."""
         with self._lock:
-            return [self._records[s] for s in sorted(s for s in self._records if s > seq)[:limit]]
+            start = bisect.bisect_right(self._order, seq)
+            return [self._records[s] for s in self._order[start : start + limit]]
 
     def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
         """One session's records with ``seq < before_seq`` in seq order."""
@@ -426,9 +431,11 @@ class MemoryJournal:
             for seq in seqs:
                 record = self._records.pop(seq)
                 del self._dead[seq]
+                self._order.remove(seq)
                 new_seq = self._next
                 self._next += 1
                 self._records[new_seq] = msgspec.structs.replace(record, seq=new_seq)
+                self._order.append(new_seq)
             return len(seqs)
 
     def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
