@@ -7,7 +7,7 @@ writes them with `write_batch`. When only a few records are waiting it lingers `
 written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
 works in its own process and the socket wait releases the GIL, so planning and writing overlap.
 The cursor lives in the graph engine beside the graphs it
-describes (``{prefix}__applied__:{journal_id}``) and is re-read before every batch, so a graph
+describes (``__applied__:{prefix}{journal_id}``) and is re-read before every batch, so a graph
 that loses data (an older snapshot, a restarted server, a new server) replays from where *its*
 data ends, at start-up and while running. Delivery into the graph is at-least-once;
 every write is a commutative MERGE, so redelivery, restarts and replays converge.
@@ -115,7 +115,8 @@ class GraphApplier:
         self.handlers = handlers
         self.linger_s = linger_s
         self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
-        self.cursor_key = f"{self.names.prefix}__applied__:{journal.journal_id}"
+        # outside the graph-name space, so no workspace name can collide with it
+        self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
         self._schema_ready: set[str] = set()
         self._applied = 0
         self._cond = threading.Condition()
