@@ -7,7 +7,15 @@ import importlib
 from convograph.cli.app import app
 
 # Command modules register themselves on import. Add a module here to add commands.
-_COMMAND_MODULES = ("convograph.cli.ingest", "convograph.cli.serve", "convograph.cli.keys", "convograph.cli.query", "convograph.cli.demo", "convograph.cli.view", "convograph.cli.export")
+_COMMAND_MODULES = (
+    "convograph.cli.ingest",
+    "convograph.cli.serve",
+    "convograph.cli.keys",
+    "convograph.cli.query",
+    "convograph.cli.demo",
+    "convograph.cli.view",
+    "convograph.cli.export",
+)
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(_name)
