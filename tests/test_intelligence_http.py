@@ -196,3 +196,23 @@ def test_dead_letter_endpoints(client: TestClient[Litestar], service: Intelligen
     status = client.get("/intelligence/status").json()
     assert status["backlog"] == 0
     assert status["dead_letters"] == 0
+
+
+async def test_concurrent_single_posts_share_commits_and_keep_per_request_outcomes(
+    service: IntelligenceService,
+) -> None:
+    import asyncio
+
+    import httpx
+
+    app = Litestar(route_handlers=[create_intelligence_router(service)])
+    bodies = [ev("prompt:submit", i, prompt=f"p{i}") for i in range(20)]
+    bodies.append(bodies[3])  # the same event twice in the same turn
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ci") as http:
+        responses = await asyncio.gather(*(http.post("/events", json=body) for body in bodies))
+    assert {r.status_code for r in responses} == {202}
+    statuses = [r.json()["status"] for r in responses]
+    assert statuses.count("queued") == 20
+    assert statuses.count("duplicate") == 1
+    assert service.journal.last_seq() == 20
