@@ -415,7 +415,7 @@ function conversationPage(cid, tab) {
       if (command) serverMode = true;
       flush();
       if (serverMode) scheduleServerThread(command ? 0 : 250);
-      scheduleSteer(command ? 0 : 800);
+      scheduleSteer(command || steering.available === null ? 0 : 2000);
     },
     onState(state) {
       connection.className = `conn conn--${state}`;

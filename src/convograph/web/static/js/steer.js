@@ -36,24 +36,50 @@ export class Steering {
     }
   }
 
-  /** Attach controls to the rendered views of `root`; idempotent (controls are rebuilt). */
+  /** Attach controls to the rendered views of `root`. Idempotent and O(DOM turns + path): one
+   * pass indexes the rendered turns; a message whose controls are already in place (same anchor,
+   * same branch position) is left alone, so a refresh of a large path touches almost nothing. */
   decorate(root) {
-    for (const old of root.querySelectorAll(".steer")) old.remove();
     const loose = root.querySelector(":scope > .steer-loose");
     if (loose) loose.remove();
-    if (!this.available) return;
+    if (!this.available) {
+      for (const old of root.querySelectorAll(".steer")) old.remove();
+      return;
+    }
+    const byId = new Map();
+    for (const el of root.querySelectorAll("article[data-id]")) byId.set(el.dataset.id, el);
+    const keep = new Set();
     for (const message of this.path) {
-      const anchor = message.viewIds
-        .map((id) => root.querySelector(`article[data-id="${CSS.escape(id)}"]`))
-        .find((el) => el && !el.hidden);
-      const controls = this._controls(message);
-      if (!controls) continue;
-      if (anchor) anchor.querySelector(".turn__meta").after(controls);
-      else {
+      let anchor = null;
+      for (const id of message.viewIds) {
+        const el = byId.get(id);
+        if (el && !el.hidden) {
+          anchor = el;
+          break;
+        }
+      }
+      const signature = `${message.id}|${message.role}|${message.index}/${message.siblings.length}|${this.busy}`;
+      if (anchor) {
+        const existing = anchor.querySelector(":scope > .steer");
+        if (existing && existing.dataset.sig === signature) {
+          keep.add(existing);
+          continue;
+        }
+        if (existing) existing.remove();
+        const controls = this._controls(message);
+        if (!controls) continue;
+        controls.dataset.sig = signature;
+        anchor.querySelector(":scope > .turn__meta").after(controls);
+        keep.add(controls);
+      } else {
+        const controls = this._controls(message);
+        if (!controls) continue;
         // A regenerated turn with nothing in it yet: show where it is.
         root.append(h("div", { class: "turn steer-loose", role: "status" }, h("p", { class: "muted" }, "New reply requested — waiting for the agent's next run."), controls));
+        keep.add(controls);
       }
     }
+    for (const old of root.querySelectorAll(".steer")) if (!keep.has(old)) old.remove();
   }
 
   _controls(message) {
