@@ -426,3 +426,21 @@ def test_every_older_version_stays_identical(stream: list[dict[str, Any]]) -> No
         versions.append(reduce_event(versions[-1], event))
         snapshots.append(to_jsonable(versions[-1]))
     assert [to_jsonable(version) for version in versions] == snapshots
+
+
+@settings(max_examples=40, deadline=None)
+@given(stream=streams())
+def test_bulk_reads_equal_per_key_reads_at_every_version(stream: list[dict[str, Any]]) -> None:
+    """``iter_nodes()`` and ``edges.items()`` (bulk reads) agree with key-by-key reads, for the
+    newest version and for every older one kept while the lineage grew."""
+    versions = [create_graph()]
+    for event in stream:
+        versions.append(reduce_event(versions[-1], event))
+    for graph in versions:
+        nodes = graph.nodes
+        assert list(graph.iter_nodes()) == [nodes[node_id] for node_id in nodes]
+        assert list(nodes.values()) == [nodes[node_id] for node_id in nodes]
+        assert list(nodes.items()) == [(node_id, nodes[node_id]) for node_id in nodes]
+        edges = graph.edges
+        assert list(edges.items()) == [(source, edges[source]) for source in edges]
+        assert all(graph.children_ids(source) == targets for source, targets in edges.items())

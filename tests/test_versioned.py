@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convograph.versioned import MapView, VersionedList, VersionedListMap, VersionedMap
+from convograph.versioned import ListMapView, MapView, VersionedList, VersionedListMap, VersionedMap
 
 
 def test_map_versions_are_independent() -> None:
@@ -88,3 +88,58 @@ def test_every_version_matches_a_dict_replay(ops: list[tuple[str, str, int]]) ->
         view = MapView(vmap, version)
         assert dict(view) == snapshot
         assert len(view) == len(snapshot)
+
+
+@given(operations)
+def test_bulk_reads_match_per_key_reads_at_every_version(ops: list[tuple[str, str, int]]) -> None:
+    """``items_at`` / ``values_at`` and the views' ``items()`` / ``values()`` (bulk, one dict copy
+    at the newest version) equal key-by-key versioned reads, tombstones and re-sets included."""
+    vmap: VersionedMap[str, int] = VersionedMap()
+    for stamp, (op, key, value) in enumerate(ops, start=1):
+        if op == "set":
+            vmap.set(key, value, stamp)
+        else:
+            vmap.delete(key, stamp)
+    for version in range(len(ops) + 2):
+        view = MapView(vmap, version)
+        per_key = [(key, vmap.get_at(key, version)) for key in vmap.keys_at(version)]
+        assert vmap.items_at(version) == per_key
+        assert list(view.items()) == per_key
+        assert vmap.values_at(version) == [value for _, value in per_key]
+        assert list(view.values()) == [value for _, value in per_key]
+        assert ("a", vmap.get_at("a", version)) in view.items() or "a" not in view
+
+
+def test_bulk_read_is_a_copy_and_ignores_later_writes() -> None:
+    vmap: VersionedMap[str, int] = VersionedMap()
+    vmap.set("a", 1, 1)
+    vmap.set("b", 2, 1)
+    items, values = vmap.items_at(1), vmap.values_at(1)
+    vmap.set("a", 10, 2)
+    vmap.set("c", 3, 2)
+    assert items == [("a", 1), ("b", 2)]
+    assert values == [1, 2]
+    assert vmap.items_at(1) == [("a", 1), ("b", 2)]  # older version: per-key path
+    assert vmap.items_at(2) == [("a", 10), ("b", 2), ("c", 3)]
+    assert vmap.fork_at(1).items_at(0) == [("a", 1), ("b", 2)]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3)), max_size=60), st.integers(0, 300))
+def test_list_map_bulk_reads_match_per_key_reads(appends: list[tuple[str, int]], fanout: int) -> None:
+    """Including a list grown past `SMALL_FANOUT` (stored as a list, returned as a tuple)."""
+    lists: VersionedListMap[str, int] = VersionedListMap()
+    stamp = 0
+    for key, value in appends:
+        stamp += 1
+        lists.append(key, value, stamp)
+    for i in range(fanout):
+        lists.append("wide", i, stamp + 1 + i // 100)
+    last = stamp + 1 + fanout // 100
+    for version in range(last + 2):
+        per_key = [(key, lists.get_at(key, version)) for key in lists.keys_at(version)]
+        bulk = lists.items_at(version)
+        assert bulk == per_key
+        assert all(type(items) is tuple for _, items in bulk)
+        view = ListMapView(lists, version)
+        assert list(view.items()) == per_key
+        assert dict(view.items()) == {key: view[key] for key in view}

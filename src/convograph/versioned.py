@@ -15,6 +15,9 @@ Model:
 
 Complexity (k = number of values a key has had): head read O(1); read at an older version O(log k);
 write O(1) amortised; iteration in insertion order O(n) (+ O(log k) per key for older versions).
+Bulk reads (`VersionedMap.items_at` / ``values_at``, `VersionedListMap.items_at`, and the views'
+``items()`` / ``values()``) copy the newest dict in one C-level pass when nothing newer than the
+requested version has been written, which is what one-shot projections of a finished graph need.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from typing import Final, TypeVar, cast, overload
 
 __all__ = ["Clock", "ListMapView", "MapView", "VersionedList", "VersionedListMap", "VersionedMap"]
@@ -81,9 +84,20 @@ class Clock:
 class VersionedMap[K, V]:
     """A map whose every version stays readable. Keys keep their first-insertion order."""
 
-    __slots__ = ("_born", "_has_tombstones", "_latest", "_older_stamps", "_older_values", "_order", "_since")
+    __slots__ = (
+        "_born",
+        "_has_tombstones",
+        "_last_stamp",
+        "_latest",
+        "_older_stamps",
+        "_older_values",
+        "_order",
+        "_since",
+    )
 
     def __init__(self) -> None:
+        self._last_stamp = -1
+        """Highest stamp written so far (set before the write it announces)."""
         self._latest: dict[K, object] = {}
         self._since: dict[K, int] = {}
         self._older_stamps: dict[K, array[int]] = {}
@@ -138,6 +152,36 @@ class VersionedMap[K, V]:
             return n
         return sum(1 for _ in self.keys_at(version))
 
+    def items_at(self, version: int) -> list[tuple[K, V]]:
+        """Live ``(key, value)`` pairs at ``version`` in first-insertion order, as a new list.
+
+        O(n). When nothing newer than ``version`` was written this is one copy of the newest dict
+        (no per-key versioned read); otherwise each key is read with `get_at`. The copy is taken
+        before the stamp is checked, so a write racing with the read is never mistaken for the
+        requested version.
+        """
+        latest = list(self._latest.items())
+        if self._last_stamp <= version:
+            if self._has_tombstones:
+                return [item for item in latest if item[1] is not TOMBSTONE]  # type: ignore[misc]
+            return latest  # type: ignore[return-value]
+        get_at = self.get_at
+        out: list[tuple[K, V]] = []
+        for key in self.keys_at(version):
+            out.append((key, get_at(key, version)))  # type: ignore[arg-type]
+        return out
+
+    def values_at(self, version: int) -> list[V]:
+        """Live values at ``version`` in first-insertion order of their keys, as a new list. O(n),
+        one dict copy when nothing newer than ``version`` was written (see `items_at`)."""
+        latest = list(self._latest.values())
+        if self._last_stamp <= version:
+            if self._has_tombstones:
+                return [value for value in latest if value is not TOMBSTONE]  # type: ignore[misc]
+            return latest  # type: ignore[return-value]
+        get_at = self.get_at
+        return [get_at(key, version) for key in self.keys_at(version)]  # type: ignore[misc]
+
     # -- writes ------------------------------------------------------------------------------------
 
     def set(self, key: K, value: V, stamp: int) -> None:
@@ -151,6 +195,8 @@ class VersionedMap[K, V]:
             self._put(key, TOMBSTONE, stamp)
 
     def _put(self, key: K, value: object, stamp: int) -> None:
+        if stamp > self._last_stamp:
+            self._last_stamp = stamp
         since = self._since.get(key)
         if since is None:
             self._order.append(key)
@@ -176,9 +222,11 @@ class VersionedMap[K, V]:
 class VersionedListMap[K, V]:
     """Append-only lists keyed by ``K``; a version sees each list's prefix appended by then."""
 
-    __slots__ = ("_born", "_items", "_order", "_stamps")
+    __slots__ = ("_born", "_items", "_last_stamp", "_order", "_stamps")
 
     def __init__(self) -> None:
+        self._last_stamp = -1
+        """Highest stamp written so far (set before the write it announces)."""
         self._items: dict[K, tuple[V, ...] | list[V]] = {}
         self._stamps: dict[K, array[int]] = {}
         self._order: list[K] = []
@@ -208,7 +256,21 @@ class VersionedListMap[K, V]:
         born = self._born
         return len(born) if not born or born[-1] <= version else bisect_right(born, version)
 
+    def items_at(self, version: int) -> list[tuple[K, tuple[V, ...]]]:
+        """``(key, list at version)`` for every key present at ``version``, in first-insertion
+        order, as a new list. O(keys + items); one copy of the newest dict when nothing newer than
+        ``version`` was appended (see `VersionedMap.items_at`)."""
+        latest = [
+            (key, items if type(items) is tuple else tuple(items)) for key, items in list(self._items.items())
+        ]
+        if self._last_stamp <= version:
+            return latest
+        get_at = self.get_at
+        return [(key, get_at(key, version)) for key in self.keys_at(version)]
+
     def append(self, key: K, value: V, stamp: int) -> None:
+        if stamp > self._last_stamp:
+            self._last_stamp = stamp
         items = self._items.get(key)
         self._items[key] = _appended(items, value)
         if items is None:
@@ -284,8 +346,34 @@ class MapView(Mapping[K, V]):
     def __len__(self) -> int:
         return self._map.len_at(self._version)
 
+    def items(self) -> ItemsView[K, V]:
+        """Items in insertion order; iterating reads the version in bulk (`VersionedMap.items_at`)."""
+        return _MapItems(self)
+
+    def values(self) -> ValuesView[V]:
+        """Values in insertion order; iterating reads the version in bulk (`VersionedMap.values_at`)."""
+        return _MapValues(self)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
+
+
+class _MapItems(ItemsView[K, V]):
+    __slots__ = ()
+    _mapping: MapView[K, V]
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        view = self._mapping
+        return iter(view._map.items_at(view._version))
+
+
+class _MapValues(ValuesView[V]):
+    __slots__ = ()
+    _mapping: MapView[object, V]
+
+    def __iter__(self) -> Iterator[V]:
+        view = self._mapping
+        return iter(view._map.values_at(view._version))
 
 
 class ListMapView(Mapping[K, Sequence[V]]):
@@ -309,5 +397,19 @@ class ListMapView(Mapping[K, Sequence[V]]):
     def __len__(self) -> int:
         return self._map.len_at(self._version)
 
+    def items(self) -> ItemsView[K, Sequence[V]]:
+        """Items in insertion order; iterating reads the version in bulk
+        (`VersionedListMap.items_at`)."""
+        return _ListMapItems(self)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
+
+
+class _ListMapItems(ItemsView[K, Sequence[V]]):
+    __slots__ = ()
+    _mapping: ListMapView[K, V]
+
+    def __iter__(self) -> Iterator[tuple[K, Sequence[V]]]:
+        view = self._mapping
+        return iter(view._map.items_at(view._version))
