@@ -222,9 +222,11 @@ class VersionedMap[K, V]:
 class VersionedListMap[K, V]:
     """Append-only lists keyed by ``K``; a version sees each list's prefix appended by then."""
 
-    __slots__ = ("_born", "_items", "_last_stamp", "_order", "_stamps")
+    __slots__ = ("_born", "_items", "_last_stamp", "_order", "_stamps", "_wide")
 
     def __init__(self) -> None:
+        self._wide = False
+        """Set once some key's items outgrew a tuple (a list, copied to a tuple on bulk reads)."""
         self._last_stamp = -1
         """Highest stamp written so far (set before the write it announces)."""
         self._items: dict[K, tuple[V, ...] | list[V]] = {}
@@ -260,11 +262,11 @@ class VersionedListMap[K, V]:
         """``(key, list at version)`` for every key present at ``version``, in first-insertion
         order, as a new list. O(keys + items); one copy of the newest dict when nothing newer than
         ``version`` was appended (see `VersionedMap.items_at`)."""
-        latest = [
-            (key, items if type(items) is tuple else tuple(items)) for key, items in list(self._items.items())
-        ]
+        latest = list(self._items.items())
+        if self._wide:
+            latest = [(key, items if type(items) is tuple else tuple(items)) for key, items in latest]
         if self._last_stamp <= version:
-            return latest
+            return latest  # type: ignore[return-value]
         get_at = self.get_at
         return [(key, get_at(key, version)) for key in self.keys_at(version)]
 
@@ -272,7 +274,10 @@ class VersionedListMap[K, V]:
         if stamp > self._last_stamp:
             self._last_stamp = stamp
         items = self._items.get(key)
-        self._items[key] = _appended(items, value)
+        grown = _appended(items, value)
+        if type(grown) is list and not self._wide:
+            self._wide = True
+        self._items[key] = grown
         if items is None:
             self._stamps[key] = array("q", (stamp,))
             self._order.append(key)
