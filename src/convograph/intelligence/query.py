@@ -120,9 +120,9 @@ def _check_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _targets(
-    engine: GraphEngine, names: GraphNames, workspace: str | None, allowed: frozenset[str] | None
+    graphs: list[str], names: GraphNames, workspace: str | None, allowed: frozenset[str] | None
 ) -> tuple[list[str], bool]:
-    """(workspaces to query, whether $workspace is forced)."""
+    """(workspaces to query, whether $workspace is forced); ``graphs`` are the engine's graphs."""
     if workspace is not None and workspace != "*":
         if allowed is not None and workspace not in allowed:
             raise AccessDenied(f"this API key may not read workspace {workspace!r}")
@@ -131,7 +131,7 @@ def _targets(
         raise QueryError(
             "workspace_required", 'this API key is limited to several workspaces: pass "workspace" (or "*")'
         )
-    existing = [ws for ws in (names.workspace(g) for g in engine.graphs()) if ws is not None]
+    existing = [ws for ws in (names.workspace(g) for g in graphs) if ws is not None]
     if allowed is not None:
         existing = [ws for ws in existing if ws in allowed]
     return sorted(existing), False
@@ -153,8 +153,9 @@ def run_cypher(
         raise QueryError("cypher_error", "query must be a non-blank string")
     check_read_only(query)
     base_params = _check_params(params)
-    targets, forced = _targets(engine, names, workspace, allowed_workspaces)
-    existing = set(engine.graphs())
+    graphs = engine.graphs()  # one GRAPH.LIST per query
+    targets, forced = _targets(graphs, names, workspace, allowed_workspaces)
+    existing = set(graphs)
     plan = [(ws, names.graph(ws)) for ws in targets if names.graph(ws) in existing]
     if not plan:  # nothing stored yet: run on an empty graph so syntax errors and columns still come back
         if names.empty_graph not in existing:

@@ -172,10 +172,7 @@ class IntelligenceService:
         """Validate and durably append one envelope. Raises `EnvelopeError` / `AccessDenied`."""
         envelope = parse_envelope(body)
         check_write(envelope, allowed_workspaces)
-        (result,) = self.journal.append([envelope], created_by)
-        if result.status == "queued":
-            self.applier.notify()
-        return IngestResult(result.status, envelope.session_id, result.seq)
+        return self.append_envelopes([envelope], created_by=created_by)[0]
 
     def append_envelopes(
         self, envelopes: list[Envelope], *, created_by: str | None = None
