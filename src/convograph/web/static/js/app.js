@@ -236,7 +236,7 @@ function conversationPage(cid, tab) {
       steerProblem.textContent = message ?? "";
     },
   );
-  const throttle = (fn) => {
+  const throttle = (fn, { trailing = false } = {}) => {
     let timer = null;
     let running = false;
     let again = false;
@@ -258,10 +258,11 @@ function conversationPage(cid, tab) {
       }
     };
     // A pending run is kept (not pushed back), so a continuous stream still refreshes every
-    // `delay` ms; an immediate request (delay 0) replaces a later one.
+    // `delay` ms — unless `trailing`, where each request pushes the run back (it happens once the
+    // requests stop); an immediate request (delay 0) replaces a later one.
     const schedule = (delay) => {
       if (timer !== null) {
-        if (delay > 0) return;
+        if (delay > 0 && !trailing) return;
         clearTimeout(timer);
       }
       timer = setTimeout(run, delay);
@@ -269,10 +270,15 @@ function conversationPage(cid, tab) {
     schedule.cancel = () => clearTimeout(timer);
     return schedule;
   };
-  const scheduleSteer = throttle(async () => {
-    await steering.refresh();
-    steering.decorate(threadRoot);
-  });
+  // The path is refreshed once the stream goes quiet (trailing), not while an agent streams: it
+  // is a walk of the whole active path on the server, and nobody edits a turn mid-stream.
+  const scheduleSteer = throttle(
+    async () => {
+      await steering.refresh();
+      steering.decorate(threadRoot);
+    },
+    { trailing: true },
+  );
   const scheduleServerThread = throttle(async () => {
     let json;
     try {
@@ -415,7 +421,7 @@ function conversationPage(cid, tab) {
       if (command) serverMode = true;
       flush();
       if (serverMode) scheduleServerThread(command ? 0 : 250);
-      scheduleSteer(command || steering.available === null ? 0 : 2000);
+      scheduleSteer(command || steering.available === null ? 0 : 1500);
     },
     onState(state) {
       connection.className = `conn conn--${state}`;
