@@ -63,7 +63,8 @@ class Envelope(msgspec.Struct, frozen=True):
     """One accepted hook event. ``data`` is the original payload, unchanged.
 
     Derived, immutable facts: ``session_id``, ``epoch_ms`` (UTC milliseconds of ``data.timestamp``),
-    ``fingerprint`` (sha256 of the canonical ``{event, data}``), ``dedupe_key`` (the idempotency
+    ``fingerprint`` (sha256 of the canonical ``{event, data}``), ``data_json`` (the canonical,
+    sorted-key JSON of ``data``, which the journal stores), ``dedupe_key`` (the idempotency
     key, else ``"sha256:" + fingerprint``) and ``base_id`` (the seed-004 Event node id).
     """
 
@@ -76,6 +77,7 @@ class Envelope(msgspec.Struct, frozen=True):
     dedupe_key: str
     base_id: str
     idempotency_key: str | None = None
+    data_json: bytes = b""
 
 
 def parse_timestamp_ms(value: Any, *, field: str = "data.timestamp") -> int:
@@ -103,7 +105,14 @@ def _exact_ms(parsed: datetime) -> int:
 
 def content_fingerprint(event: str, data: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical (sorted-key, compact) JSON of ``{"event", "data"}``. O(size)."""
-    return hashlib.sha256(_sorted_encoder.encode({"data": data, "event": event})).hexdigest()
+    return _fingerprint(event, _sorted_encoder.encode(data))
+
+
+def _fingerprint(event: str, canonical_data: bytes) -> str:
+    # the sorted encoding of {"data": ..., "event": ...}, assembled from the data's own encoding
+    return hashlib.sha256(
+        b'{"data":' + canonical_data + b',"event":' + _sorted_encoder.encode(event) + b"}"
+    ).hexdigest()
 
 
 def base_event_id(session_id: str, event: str, epoch_ms: int, tool_call_id: Any) -> str:
@@ -162,7 +171,8 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
     key = body.get("idempotency_key")
     if key is not None:
         key = _check_name(key, "idempotency_key", _MAX_ID)
-    fingerprint = content_fingerprint(event, data)
+    data_json = _sorted_encoder.encode(data)  # canonical form: fingerprinted and stored as is
+    fingerprint = _fingerprint(event, data_json)
     return Envelope(
         event=event,
         workspace=workspace,
@@ -170,6 +180,7 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
         session_id=session_id,
         epoch_ms=epoch_ms,
         fingerprint=fingerprint,
+        data_json=data_json,
         dedupe_key=key if key is not None else f"sha256:{fingerprint}",
         base_id=base_event_id(session_id, event, epoch_ms, data.get("tool_call_id")),
         idempotency_key=key,

@@ -182,7 +182,7 @@ class SqliteJournal:
         rows = [
             (
                 env.workspace, env.session_id, env.event, env.epoch_ms, env.fingerprint, env.base_id, created_by, now,
-                _json.encode(env.data), _digest16(env.workspace, env.fingerprint),
+                env.data_json or _json.encode(env.data), _digest16(env.workspace, env.fingerprint),
                 None if env.idempotency_key is None else _digest16(env.workspace, env.idempotency_key),
                 _base_key(env.workspace, env.base_id),
             )
@@ -366,7 +366,7 @@ class MemoryJournal:
                     env.epoch_ms,
                     env.fingerprint,
                     env.base_id,
-                    _json.encode(env.data),
+                    env.data_json or _json.encode(env.data),
                     created_by,
                 )
                 self._order.append(seq)
