@@ -172,6 +172,17 @@ class GraphApplier:
             self._schema_ready.add(graph)
 
     def _run(self) -> None:
+        """Apply until stopped. An unexpected error is logged and kept in ``last_error``, and the
+        loop restarts from the journal after a pause: the applier thread never dies silently."""
+        while not self._stop.is_set():
+            try:
+                self._run_loop()
+            except Exception as exc:
+                log.exception("graph applier failed; restarting from the journal")
+                self.last_error = f"applier failed: {type(exc).__name__}: {exc}"
+                self._stop.wait(1.0)
+
+    def _run_loop(self) -> None:
         backoff = 0.05
         planner = ThreadPoolExecutor(1, thread_name_prefix="convograph-ci-planner")
         prefetched: Future[_Planned] | None = None
@@ -216,10 +227,12 @@ class GraphApplier:
                         self._advance(records[-1].seq)
                         continue
                 batch: Sequence[JournalRecord] = planned.records
+                if not batch:
+                    continue
                 # plan the following batch while this one is written (the engine runs in another
                 # process and the socket wait releases the GIL, so both cores work)
                 following = self.journal.read_after(batch[-1].seq, self.batch_size)
-                if len(following) >= self.batch_size // 4:
+                if following and len(following) >= self.batch_size // 4:
                     prefetched = planner.submit(self._plan, following)
                 try:
                     self._write(planned)
