@@ -99,7 +99,7 @@ export class Steering {
       buttons.push(h("button", { type: "button", class: "btn btn--small", disabled: this.busy, onclick: () => this._command(`messages/${encodeURIComponent(message.id)}/regenerate`, {}) }, "Regenerate"));
     }
     if (!buttons.length) return null;
-    return h("div", { class: "steer switcher", role: "group", "aria-label": `${message.role === "user" ? "Your message" : "Reply"}: branches and actions`, "data-message": message.id }, ...buttons);
+    return h("div", { class: "steer", role: "group", "aria-label": `${message.role === "user" ? "Your message" : "Reply"}: branches and actions`, "data-message": message.id }, ...buttons);
   }
 
   _select(messageId) {
