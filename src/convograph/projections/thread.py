@@ -44,6 +44,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import chain, repeat
 from typing import Any, Final
 
 import msgspec
@@ -93,12 +94,15 @@ def call_id_of_result(node_id: str) -> str:
 class _Level:
     """One list of views: the top level, or one branch of ``owner`` (attached on first view)."""
 
-    __slots__ = ("attached", "items", "owner")
+    __slots__ = ("attached", "index", "items", "owner")
 
-    def __init__(self, owner: ViewNode | None, *, attached: bool) -> None:
+    def __init__(self, owner: ViewNode | None, *, attached: bool, index: int) -> None:
         self.items: list[ViewNode] = []
         self.owner = owner
         self.attached = attached
+        self.index = index
+        """Position in the builder's level list: placement records hold this int rather than the
+        level itself, so they stay plain (untracked) tuples for the garbage collector."""
 
 
 class _Run:
@@ -140,10 +144,11 @@ class ThreadBuilder:
         self._external_status = status_of
         self.options = options or ViewOptions()
         self.registry = registry if registry is not None else default_registry
-        self._top = _Level(None, attached=True)
-        self._sink = _Level(None, attached=False)
-        self._placed: dict[str, tuple[_Level, str, str]] = {}
-        """node id -> (its list, its kind, its run)."""
+        self._levels: list[_Level] = []
+        self._top = self._new_level(None, attached=True)
+        self._sink = self._new_level(None, attached=False)
+        self._placed: dict[str, tuple[int, str, str]] = {}
+        """node id -> (index of its list in ``_levels``, its kind, its run)."""
         self._status: dict[str, Status] = {}
         """Effective status per run, kept current by `_restamp`."""
         self._view_of: dict[str, ViewNode] = {}
@@ -260,6 +265,11 @@ class ThreadBuilder:
         if self.track_changes:
             self.changed.add(view.id)
 
+    def _new_level(self, owner: ViewNode | None, *, attached: bool = False) -> _Level:
+        level = _Level(owner, attached=attached, index=len(self._levels))
+        self._levels.append(level)
+        return level
+
     def _drop_pending(self, run_id: str) -> None:
         entry = self._pending.pop(run_id, None)
         if entry is None:
@@ -303,13 +313,13 @@ class ThreadBuilder:
             if self.options.hide_subagents:
                 return self._sink
             if parent_view is not None:
-                return _Level(parent_view, attached=False)
+                return self._new_level(parent_view)
             return parent_level
         if parent_kind in _CONTENT_KINDS and parent_view is not None:
             if parent_id not in self._has_continuation and parent_id not in self._promoted:
                 self._promoted.add(parent_id)
                 return parent_level
-            return _Level(parent_view, attached=False)
+            return self._new_level(parent_view)
         return parent_level
 
     # -- nodes ---------------------------------------------------------------------------------------
@@ -324,7 +334,8 @@ class ThreadBuilder:
         if placed is None:
             level = self._top
         else:
-            level, parent_kind, parent_run = placed
+            level_index, parent_kind, parent_run = placed
+            level = self._levels[level_index]
             if parent_run == run_id:
                 self._has_continuation.add(parent_id)  # type: ignore[arg-type]
             else:
@@ -332,16 +343,41 @@ class ThreadBuilder:
         self._add_in(node, level, kind)
 
     def add_all(self, pairs: Iterable[tuple[Node, str | None]]) -> None:
-        """`add` for many nodes: the same placement, with the loop's lookups hoisted (one-shot
-        projections spend most of their time here)."""
+        """`add` for many nodes: the same placement and views (one-shot projections spend most of
+        their time here). Without ``track_changes`` the common kinds (text, reasoning, tool call,
+        result and progress, user, usage) are handled inline with the loop's lookups hoisted; the
+        rare paths call the same methods `add` uses. The golden-output and projector-equals-one-shot
+        tests hold the two paths equal."""
+        if self.track_changes:
+            for node, parent_id in pairs:
+                self.add(node, parent_id)
+            return
         placed = self._placed
         placed_get = placed.get
+        levels = self._levels
         top = self._top
         has_continuation = self._has_continuation
         pending = self._pending
         kind_of = _KIND_OF_TYPE
-        adders = _ADDERS
         lifecycle = _LIFECYCLE_KINDS
+        view_of = self._view_of
+        calls = self._calls
+        calls_get = calls.get
+        call_nodes = self._call_nodes
+        results = self._results
+        progress = self._progress
+        progress_get = progress.get
+        runs = self._runs
+        runs_get = runs.get
+        status_get = self._status.get
+        pieces = self._pieces
+        registry_get = self.registry.get
+        options = self.options
+        hide_reasoning = options.hide_reasoning
+        collapse = options.collapse_tools
+        place_cross = self._place_cross
+        result_suffix = RESULT_SUFFIX
+        cut = -len(RESULT_SUFFIX)
         for node, parent_id in pairs:
             run_id = node.run_id
             kind = kind_of.get(type(node)) or node.kind
@@ -351,18 +387,124 @@ class ThreadBuilder:
             if parent_id is not None:
                 parent = placed_get(parent_id)
                 if parent is not None:
-                    level, parent_kind, parent_run = parent
+                    level_index, parent_kind, parent_run = parent
+                    level = levels[level_index]
                     if parent_run == run_id:
                         has_continuation.add(parent_id)
                     else:
-                        level = self._place_cross(node, parent_id, level, parent_kind, parent_run)
+                        level = place_cross(node, parent_id, level, parent_kind, parent_run)
             if kind in lifecycle:
                 self._add_in(node, level, kind)
                 continue
-            placed[node.id] = (level, kind, run_id)
-            handler = adders.get(kind)
-            if handler is not None:
-                handler(self, node, level)
+            node_id = node.id
+            placed[node_id] = (level.index, kind, run_id)
+            view: ViewNode | None
+            content: Any
+            if kind == "text" or kind == "reasoning":
+                is_reasoning = kind == "reasoning"
+                if is_reasoning and hide_reasoning:
+                    continue
+                text: str = node.content  # type: ignore[union-attr,assignment]
+                signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                items = level.items
+                if items:
+                    last = items[-1]
+                    content = last.content
+                    if last.run_id == run_id and content.kind == kind:
+                        entry = pieces.get(id(last))
+                        if entry is None:
+                            pieces[id(last)] = (content, [content.text, text])
+                        else:
+                            entry[1].append(text)
+                        if is_reasoning and signature is not None:
+                            content.signature = signature
+                        view_of[node_id] = last
+                        continue
+                content = (
+                    ReasoningContent(text=text, signature=signature)
+                    if is_reasoning
+                    else TextContent(text=text)
+                )
+            elif kind == "tool_progress":
+                call_id = node.tool_call_id  # type: ignore[union-attr]
+                view = calls_get(call_id)
+                if view is None:  # folded when the call arrives
+                    entries = progress_get(call_id)
+                    if entries is None:
+                        entries = progress[call_id] = {}
+                    entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
+                    continue
+                if collapse:
+                    continue
+                accumulator = registry_get(node.name)  # type: ignore[union-attr]
+                if accumulator is None:
+                    continue
+                content = view.content
+                state = content.progress
+                content.progress = accumulator.reduce(
+                    accumulator.init() if state is None else state,
+                    node.content,  # type: ignore[union-attr]
+                )
+                continue
+            elif kind == "tool_result":
+                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                output = node.output  # type: ignore[union-attr]
+                results[call_id] = output
+                view = calls_get(call_id)
+                if view is None:
+                    self._add_tool_result(node, level)  # type: ignore[arg-type]
+                else:
+                    view.content.output = True if collapse else output  # type: ignore[union-attr]
+                continue
+            elif kind == "tool_call":
+                call_nodes.add(node_id)
+                if node_id in calls:
+                    self._add_tool_call(node, level)  # type: ignore[arg-type]
+                    continue
+                content = (
+                    ToolCallContent(name=node.name)  # type: ignore[union-attr]
+                    if collapse
+                    else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
+                )
+                if node_id in results:
+                    self._set_output(content, results[node_id])
+                if not collapse and node_id in progress:
+                    content.progress = self._fold_progress(node_id)
+            elif kind == "user":
+                view = ViewNode(
+                    id=node_id,
+                    run_id=run_id,
+                    role="user",
+                    content=UserContent(content=node.content),  # type: ignore[union-attr]
+                    status="complete",
+                )
+                view_of[node_id] = view
+                self._append(level, view)
+                continue
+            else:
+                handler = _ADDERS.get(kind)
+                if handler is not None:
+                    handler(self, node, level)
+                continue
+            # a new assistant view (text, reasoning or tool call): `_new_view` + `_append`, inline
+            status = status_get(run_id)
+            if status is None:
+                status = self.status_of(run_id)
+            view = ViewNode(id=node_id, run_id=run_id, role="assistant", content=content, status=status)
+            view_of[node_id] = view
+            if kind == "tool_call":
+                calls[node_id] = view
+            items = level.items
+            if pending and items and type(items[-1].content) is PendingContent:
+                self._drop_pending(items[-1].run_id)
+            items.append(view)
+            if not level.attached and level.owner is not None:
+                level.owner.branches.append(items)
+                level.attached = True
+            run = runs_get(run_id)
+            if run is None:
+                run = runs[run_id] = _Run()
+            run.views.append(view)
 
     @property
     def top_level(self) -> _Level:
@@ -394,18 +536,19 @@ class ThreadBuilder:
         placed = self._placed.get(trigger_id) if trigger_id is not None else None
         if placed is None:
             return fallback
-        level, kind, _ = placed
+        level_index, kind, _ = placed
+        level = self._levels[level_index]
         view = self._view_of.get(trigger_id)  # type: ignore[arg-type]
         if kind == "tool_call" and self.options.hide_subagents:
             return self._sink
         if view is None:
             return level
-        return _Level(view, attached=False)
+        return self._new_level(view)
 
     def _add_in(self, node: Node, level: _Level, kind: str) -> None:
         node_id = node.id
         run_id = node.run_id
-        self._placed[node_id] = (level, kind, run_id)
+        self._placed[node_id] = (level.index, kind, run_id)
         if kind in _LIFECYCLE_KINDS:
             run = self._run(run_id)
             if kind == "harness_start":
@@ -726,27 +869,51 @@ def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
     (a child adopted once its parent came) waits for that parent. Nodes on a cycle come last,
     in arrival order, as roots. O(N + E).
     """
-    # Reversed, so that where a node has two incoming edges the first one wins.
-    edges = list(graph.edges.items())
-    edges.reverse()
-    parent_of: dict[str, str] = {target: source for source, targets in edges for target in targets}
+    nodes, parents = _arrival_lists(graph)
+    return list(zip(nodes, parents, strict=True))
+
+
+def parent_map(graph: Graph) -> dict[str, str]:
+    """Target id -> source id of its first incoming edge (edges in insertion order). O(E), built
+    with C-level iteration: the edge lists are flattened and zipped, reversed so the first wins."""
+    items = graph.edges.items()
+    if not items:
+        return {}
+    sources, target_lists = zip(*items, strict=True)
+    targets = list(chain.from_iterable(target_lists))
+    repeated = list(chain.from_iterable(map(repeat, sources, map(len, target_lists))))
+    targets.reverse()
+    repeated.reverse()
+    return dict(zip(targets, repeated, strict=True))
+
+
+def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
+    """`graph_arrival_order` as two parallel lists (no pair allocated per node)."""
+    parent_of = parent_map(graph)
+    parent_get = parent_of.get
     placed: set[str] = set()
+    placed_add = placed.add
     waiting: dict[str, list[Node]] = {}
-    out: list[tuple[Node, str | None]] = []
+    out_nodes: list[Node] = []
+    out_parents: list[str | None] = []
+    node_append = out_nodes.append
+    parent_append = out_parents.append
     for node in graph.iter_nodes():
         node_id = node.id
-        parent = parent_of.get(node_id)
+        parent = parent_get(node_id)
         if parent is not None and parent not in placed:
             waiting.setdefault(parent, []).append(node)
             continue
-        placed.add(node_id)
-        out.append((node, parent))
+        placed_add(node_id)
+        node_append(node)
+        parent_append(parent)
         if waiting and node_id in waiting:
             adopted: list[tuple[Node, str]] = [(child, node_id) for child in reversed(waiting.pop(node_id))]
             while adopted:
                 current, current_parent = adopted.pop()
-                placed.add(current.id)
-                out.append((current, current_parent))
+                placed_add(current.id)
+                node_append(current)
+                parent_append(current_parent)
                 children = waiting.pop(current.id, None)
                 if children:
                     adopted.extend((child, current.id) for child in reversed(children))
@@ -763,12 +930,13 @@ def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
                 current, leftover_parent = stack.pop()
                 if current.id in placed:
                     continue
-                placed.add(current.id)
-                out.append((current, leftover_parent))
+                placed_add(current.id)
+                node_append(current)
+                parent_append(leftover_parent)
                 children = waiting.pop(current.id, None)
                 if children:
                     stack.extend((child, current.id) for child in reversed(children))
-    return out
+    return out_nodes, out_parents
 
 
 def _arrival_key(graph: Graph) -> Any:
@@ -820,7 +988,8 @@ def build_thread(
         if isinstance(source, Graph):
             if active is not None:
                 raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
-            builder.add_all(graph_arrival_order(source))
+            nodes, parents = _arrival_lists(source)
+            builder.add_all(zip(nodes, parents, strict=True))
             return builder
         from convograph.projections.sources import fill_from_conversation
 
