@@ -35,8 +35,6 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "e2e"
 
-pytestmark = pytest.mark.e2e
-
 
 def require_chromium() -> None:
     if CHROMIUM.is_file():
