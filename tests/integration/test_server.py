@@ -548,3 +548,42 @@ def test_branches_edit_select_regenerate_persist_across_restart(tmp_path: Path) 
             assert http.get("/v1/conversations/branch-1/path").json()["path"] == final
     finally:
         server.stop()
+
+
+def _sessions(http: httpx.Client, workspace: str, timeout: float = 30) -> list[Any]:
+    """Poll read-only Cypher until the workspace holds a Session (the graph is fed in the background)."""
+    deadline = time.monotonic() + timeout
+    rows: list[Any] = []
+    while time.monotonic() < deadline:
+        answer = http.post(
+            "/cypher", json={"query": "MATCH (s:Session) RETURN s.node_id AS id", "workspace": workspace}
+        )
+        assert answer.status_code == 200, answer.text
+        rows = answer.json()["results"]
+        if rows:
+            return rows
+        time.sleep(0.2)
+    return rows
+
+
+def test_conversation_events_reach_the_graph_live_and_by_backfill(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    events = [
+        {"type": "user", "runId": "u1", "content": "hi"},
+        {"type": "harness_start", "runId": "a1", "parentId": "u1:user"},
+        {"type": "tool_call", "runId": "a1", "id": "a1/c1", "name": "bash", "input": {"cmd": "ls"}},
+        {"type": "tool_result", "runId": "a1", "id": "a1/c1", "name": "bash", "output": {"context": "ok"}},
+        {"type": "harness_end", "runId": "a1"},
+    ]
+    with running_server(data_dir) as server, httpx.Client(base_url=server.url, timeout=20) as http:
+        post(http, "live:c1", events)
+        assert _sessions(http, "live") == [{"id": "c1"}]
+    # Stored while the graph service is off: fed by the backfill at the next start.
+    with (
+        running_server(data_dir, "--no-intelligence") as server,
+        httpx.Client(base_url=server.url, timeout=20) as http,
+    ):
+        post(http, "later:c2", events)
+    with running_server(data_dir) as server, httpx.Client(base_url=server.url, timeout=20) as http:
+        assert _sessions(http, "later") == [{"id": "c2"}]
+        assert _sessions(http, "live") == [{"id": "c1"}]

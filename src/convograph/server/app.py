@@ -24,6 +24,7 @@ from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController
 from convograph.server.errors import ApiError, exception_handlers
+from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
@@ -66,6 +67,10 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         try:
             if config.intelligence:
                 state.intelligence = intelligence.bind(await _open_intelligence(config))
+                state.feeder = IntelligenceFeeder(
+                    event_log, state.intelligence, config.data_dir / "intelligence-feed.json"
+                )
+                state.feeder.start()
             yield
         finally:
             await state.close()

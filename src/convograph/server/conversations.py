@@ -102,10 +102,8 @@ class ConversationController(Controller):
         state.conversations.stored(cid, result.stored)
         state.metrics.events_accepted += result.accepted
         state.metrics.events_duplicate += result.duplicates
-        if state.intelligence is not None:  # the same events feed the context-intelligence graph
-            from convograph.intelligence.conversations import feed_conversation_async  # lazy: falkordb
-
-            await feed_conversation_async(state.intelligence, cid, result.stored)  # never raises
+        if state.feeder is not None and result.accepted:  # the graph is fed from the log, in the background
+            state.feeder.mark(cid)
         if result.spooled:
             # The backend is down: the batch is durable in the local spool and gets its seqs when
             # the spool drains, so the seq is not known yet.

@@ -11,6 +11,7 @@ from litestar.handlers.base import BaseRouteHandler
 from convograph.server.auth import LOCAL_PRINCIPAL, KeyRing, Principal, Scope
 from convograph.server.config import ServerConfig
 from convograph.server.errors import ApiError
+from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.live import HubRegistry, LiveConversations
 from convograph.server.observability import Metrics
 from convograph.store import EventLog
@@ -29,11 +30,14 @@ class ServerState:
         self.hubs = HubRegistry(log, buffer_size=config.sse_client_buffer)
         self.conversations = LiveConversations(log, capacity=config.conversation_cache_size)
         self.intelligence: Any = None
+        self.feeder: IntelligenceFeeder | None = None
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
 
     async def close(self) -> None:
         await self.hubs.close()
+        if self.feeder is not None:
+            await self.feeder.close()
         if self.intelligence is not None:
             await self.intelligence.close()
         await self.log.close()

@@ -1,0 +1,120 @@
+"""Feeds conversation events into the context-intelligence graph in the background.
+
+The event log is the source of truth; the graph is an index of it. So ingest only marks a
+conversation dirty (O(1), never waits), and one task feeds each dirty conversation from the log,
+after a per-conversation cursor that is persisted in ``<data_dir>/intelligence-feed.json``. At
+startup every conversation whose log is ahead of its cursor is fed (backfill): events stored while
+the graph service was down, or just before a crash, reach the graph anyway. Feeding the same
+event twice is harmless (the intelligence journal deduplicates by
+``convograph-conversation:{cid}:{seq}``), so the cursor may lag but never skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from convograph.store import EventLog
+
+__all__ = ["IntelligenceFeeder"]
+
+log = logging.getLogger("convograph.server")
+
+PAGE: Final = 2000
+
+
+class IntelligenceFeeder:
+    """Background feeder from the event log to an `IntelligenceService`."""
+
+    def __init__(self, event_log: EventLog, service: Any, cursor_path: Path) -> None:
+        self._log = event_log
+        self._service = service
+        self._cursor_path = cursor_path
+        self._cursors: dict[str, int] = self._load()
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.last_error: str | None = None
+
+    def _load(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._cursor_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(key): int(value) for key, value in data.items()} if isinstance(data, dict) else {}
+
+    def _save(self) -> None:
+        tmp = self._cursor_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._cursors))
+        os.replace(tmp, self._cursor_path)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="convograph-intelligence-feeder")
+
+    def mark(self, conversation_id: str) -> None:
+        """``conversation_id`` has new events. O(1); never blocks."""
+        self._dirty.add(conversation_id)
+        self._wake.set()
+
+    async def idle(self, timeout: float = 30.0) -> bool:
+        """Wait until nothing is left to feed (for tests and shutdown). False on timeout."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._dirty or self._wake.is_set():
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(self._save)
+
+    async def _run(self) -> None:
+        try:
+            for info in await self._log.list_conversations():  # backfill
+                if info.last_seq > self._cursors.get(info.id, 0):
+                    self._dirty.add(info.id)
+        except Exception as exc:
+            self.last_error = f"backfill listing failed: {exc}"
+            log.warning("intelligence feeder: %s", self.last_error)
+        while True:
+            if not self._dirty:
+                self._wake.clear()
+                await self._wake.wait()
+            batch, self._dirty = self._dirty, set()
+            for conversation_id in batch:
+                try:
+                    await self._feed(conversation_id)
+                except Exception as exc:  # the graph is down or failed: keep the cursor, retry later
+                    self.last_error = f"feeding {conversation_id!r} failed: {exc}"
+                    log.warning("intelligence feeder: %s", self.last_error)
+                    self._dirty.add(conversation_id)
+                    await asyncio.sleep(1.0)
+            self._wake.clear()
+            await asyncio.to_thread(self._save)
+
+    async def _feed(self, conversation_id: str) -> None:
+        from convograph.intelligence.conversations import conversation_envelopes
+
+        service = self._service
+        cursor = self._cursors.get(conversation_id, 0)
+        while True:
+            page = await self._log.read(conversation_id, cursor, PAGE)
+            if not page:
+                return
+            envelopes = conversation_envelopes(conversation_id, page)
+            if envelopes:  # raises when the service fails: the cursor then stays where it was
+                await asyncio.to_thread(service.ingest_many, envelopes)
+            cursor = page[-1].seq
+            self._cursors[conversation_id] = cursor
+            if len(page) < PAGE:
+                return
