@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from html import escape
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -36,6 +38,8 @@ import msgspec
 from convograph.graph.model import Graph
 from convograph.graph.nodes import (
     ErrorNode,
+    HarnessEndNode,
+    HarnessStartNode,
     ReasoningNode,
     RelayNode,
     TextNode,
@@ -56,6 +60,7 @@ __all__ = [
     "check_no_overlap",
     "graph_layout_input",
     "layout",
+    "node_labels",
     "project_dag",
     "project_graph_dag",
 ]
@@ -167,21 +172,68 @@ def layout(data: LayoutInput) -> DAGLayout:
         return DAGLayout(nodes=[], edges=[], groups=[], width=0, height=0)
 
     # -- edges: dedupe, drop self-loops, adjacency ------------------------------------------------
-    preds: list[list[int]] = [[] for _ in range(n)]
-    succs: list[list[int]] = [[] for _ in range(n)]
+    # No list per node: most nodes have one predecessor and one successor, kept in flat int lists
+    # (-1: none); any further ones go to small overflow lists.
+    pred0 = [-1] * n
+    succ0 = [-1] * n
+    more_preds: dict[int, list[int]] = {}
+    more_succs: dict[int, list[int]] = {}
+    indegree = [0] * n
     seen_edges: set[tuple[int, int]] = set()
+    seen_add = seen_edges.add
     edge_list: list[tuple[int, int]] = []
+    edge_append = edge_list.append
     for edge in data.edges:
         s, t = edge
         if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
             continue
-        seen_edges.add(edge)
-        edge_list.append(edge)
-        preds[t].append(s)
-        succs[s].append(t)
+        seen_add(edge)
+        edge_append(edge)
+        if pred0[t] < 0:
+            pred0[t] = s
+        else:
+            more_preds.setdefault(t, []).append(s)
+        if succ0[s] < 0:
+            succ0[s] = t
+        else:
+            more_succs.setdefault(s, []).append(t)
+        indegree[t] += 1
 
     # -- 1. layering, arrival-preferring Kahn order -----------------------------------------------
-    indegree = [len(p) for p in preds]
+    # The order is computed first (it depends only on the edges), then nodes are placed in it.
+    done = [False] * n
+    order: list[int] = []
+    order_append = order.append
+    for i in range(n):
+        if done[i] or indegree[i] > 0:
+            continue
+        stack = [i]
+        while stack:
+            v = stack.pop()
+            if done[v]:
+                continue
+            done[v] = True
+            order_append(v)
+            w0 = succ0[v]
+            if w0 < 0:
+                continue
+            extra = more_succs.get(v) if more_succs else None
+            if extra is None:
+                indegree[w0] -= 1
+                if indegree[w0] == 0 and w0 < i and not done[w0]:
+                    stack.append(w0)
+                continue
+            ready = []
+            for w in (w0, *extra):
+                indegree[w] -= 1
+                if indegree[w] == 0 and w < i and not done[w]:
+                    ready.append(w)
+            if ready:
+                ready.sort(reverse=True)
+                stack.extend(ready)
+    if len(order) < n:  # cycles: place the rest by arrival, ignoring unplaced predecessors
+        order.extend(i for i in range(n) if not done[i])
+
     layer = [-1] * n
     chain_of = [-1] * n
     chain_tail: list[int] = []
@@ -190,26 +242,29 @@ def layout(data: LayoutInput) -> DAGLayout:
     chain_parent: list[int] = []
     run_parent: dict[str, str] = {}
     desc_max: dict[str, int] = {}
+    desc_get = desc_max.get
     ended: set[str] = set()
     kinds = data.kinds
-
-    def place(v: int) -> None:
+    for v in order:
         run = runs[v]
         lay = 0
         same_run_pred = -1
         first_pred = -1
-        for p in preds[v]:
-            lp = layer[p]
-            if lp < 0:
-                continue  # an unplaced predecessor (cycle fallback)
-            if first_pred < 0:
-                first_pred = p
-            if lp + 1 > lay:
-                lay = lp + 1
-            if runs[p] == run and chain_tail[chain_of[p]] == p and same_run_pred < 0:
-                same_run_pred = p
+        p0 = pred0[v]
+        if p0 >= 0:
+            extra = more_preds.get(v) if more_preds else None
+            for p in (p0,) if extra is None else (p0, *extra):
+                lp = layer[p]
+                if lp < 0:
+                    continue  # an unplaced predecessor (cycle fallback)
+                if first_pred < 0:
+                    first_pred = p
+                if lp + 1 > lay:
+                    lay = lp + 1
+                if same_run_pred < 0 and runs[p] == run and chain_tail[chain_of[p]] == p:
+                    same_run_pred = p
         if same_run_pred >= 0 or (first_pred >= 0 and runs[first_pred] == run):
-            below = desc_max.get(run, -1) + 1
+            below = desc_get(run, -1) + 1
             if below > lay:
                 lay = below
         elif first_pred >= 0 and run not in run_parent and runs[first_pred] != run:
@@ -233,36 +288,12 @@ def layout(data: LayoutInput) -> DAGLayout:
             ended.add(run)
         current: str | None = run
         hops = 0
-        while current is not None and desc_max.get(current, -1) < lay and hops < MAX_HOPS:
+        while current is not None and desc_get(current, -1) < lay and hops < MAX_HOPS:
             desc_max[current] = lay
             if current in ended and current != run:
                 break
             current = run_parent.get(current)
             hops += 1
-
-    done = [False] * n
-    for i in range(n):
-        if done[i] or indegree[i] > 0:
-            continue
-        stack = [i]
-        while stack:
-            v = stack.pop()
-            if done[v]:
-                continue
-            done[v] = True
-            place(v)
-            ready = []
-            for w in succs[v]:
-                indegree[w] -= 1
-                if indegree[w] == 0 and w < i and not done[w]:
-                    ready.append(w)
-            if ready:
-                ready.sort(reverse=True)
-                stack.extend(ready)
-    for i in range(n):  # cycles: place the rest by arrival, ignoring unplaced predecessors
-        if not done[i]:
-            done[i] = True
-            place(i)
 
     # -- 2. lanes: depth-first over the chain tree, leftmost free lane ----------------------------
     n_chains = len(chain_tail)
@@ -449,6 +480,24 @@ def check_no_overlap(nodes: Sequence[DAGNode]) -> list[tuple[str, str]]:
 _FIXED_LABELS: Final = {"harness_start": "run start", "harness_end": "run end"}
 
 
+_KIND_OF_TYPE: Final[dict[type[Any], str]] = {
+    cls: cls.__struct_config__.tag  # type: ignore[misc]
+    for cls in (
+        TextNode,
+        ReasoningNode,
+        ToolCallNode,
+        ToolResultNode,
+        ToolProgressNode,
+        UserNode,
+        ErrorNode,
+        RelayNode,
+        HarnessStartNode,
+        HarnessEndNode,
+        UsageNode,
+    )
+}
+
+
 def node_label(node: Any) -> str:
     """Compact one-line label of a flat-graph node."""
     if isinstance(node, TextNode):
@@ -475,35 +524,66 @@ def node_label(node: Any) -> str:
     return fixed if fixed is not None else compact(node.kind)
 
 
-def graph_layout_input(graph: Graph) -> LayoutInput:
-    """The flat graph as layout input: every node, every edge. O(N + E)."""
-    data = LayoutInput()
-    index: dict[str, int] = {}
-    ids, kinds, labels, runs = data.ids, data.kinds, data.labels, data.runs
-    for i, node in enumerate(graph.iter_nodes()):
-        index[node.id] = i
-        ids.append(node.id)
-        kinds.append(node.kind)
-        labels.append(node_label(node))
-        runs.append(node.run_id)
-    edges = data.edges
-    for source, targets in graph.edges.items():
-        s = index.get(source)
-        if s is None:
+_MEMO_KEY: Final[dict[type[Any], Callable[[Any], Hashable]]] = {
+    ToolCallNode: attrgetter("name"),
+    ToolResultNode: attrgetter("name"),
+    ToolProgressNode: attrgetter("name"),
+    UsageNode: attrgetter("input_tokens", "output_tokens"),
+    RelayNode: attrgetter("tool"),
+    HarnessStartNode: type,
+    HarnessEndNode: type,
+}
+"""Node types whose label depends only on these fields: labels are computed once per value."""
+
+
+def node_labels(nodes: Sequence[Any]) -> list[str]:
+    """`node_label` of every node, computing each name-only label (tool calls, results,
+    progress, usage, relays, lifecycle) once per distinct value. O(N)."""
+    out: list[str] = []
+    append = out.append
+    memo: dict[tuple[type[Any], Hashable], str] = {}
+    memo_key = _MEMO_KEY
+    for node in nodes:
+        cls = type(node)
+        key_of = memo_key.get(cls)
+        if key_of is None:
+            append(node_label(node))
             continue
-        for target in targets:
-            t = index.get(target)
-            if t is not None:
-                edges.append((s, t))
+        key = (cls, key_of(node))
+        label = memo.get(key)
+        if label is None:
+            label = memo[key] = node_label(node)
+        append(label)
+    return out
+
+
+def graph_layout_input(graph: Graph) -> LayoutInput:
+    """The flat graph as layout input: every node, every edge. O(N + E), read in bulk."""
+    data = LayoutInput()
+    nodes = list(graph.iter_nodes())
+    data.ids = ids = [node.id for node in nodes]
+    data.runs = [node.run_id for node in nodes]
+    kind_of = _KIND_OF_TYPE
+    data.kinds = [kind_of.get(type(node)) or node.kind for node in nodes]
+    data.labels = node_labels(nodes)
+    index = dict(zip(ids, range(len(ids)), strict=True))
+    items = graph.edges.items()
+    if items:
+        sources, target_lists = zip(*items, strict=True)
+        targets = list(map(index.get, chain.from_iterable(target_lists)))
+        repeated = list(map(index.get, chain.from_iterable(map(repeat, sources, map(len, target_lists)))))
+        if None in targets or None in repeated:  # an edge to or from an unknown node: skipped
+            data.edges = [
+                (s, t) for s, t in zip(repeated, targets, strict=True) if s is not None and t is not None
+            ]
+        else:
+            data.edges = list(zip(repeated, targets, strict=True))  # type: ignore[arg-type]
     return data
 
 
 def project_graph_dag(graph: Graph) -> DAGLayout:
     """Layered layout of a flat graph: one node per graph node, one group per run."""
-    from convograph.projections.thread import paused_gc
-
-    with paused_gc():
-        return layout(graph_layout_input(graph))
+    return layout(graph_layout_input(graph))
 
 
 def project_dag(source: Any, active: Any = None) -> DAGLayout:

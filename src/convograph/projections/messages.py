@@ -15,7 +15,7 @@ from convograph.projections.anthropic import render_anthropic
 from convograph.projections.gateway import render_gateway
 from convograph.projections.history import History, build_history
 from convograph.projections.openai import render_openai
-from convograph.projections.thread import ThreadBuilder, build_thread, paused_gc
+from convograph.projections.thread import ThreadBuilder, build_thread
 from convograph.projections.view import ViewNode
 
 __all__ = ["FORMATS", "MessageFormat", "project_messages", "render_history", "render_views"]
@@ -52,5 +52,4 @@ def project_messages(source: Any, active: Any = None, *, format: str = "openai")
     """
     if format not in FORMATS:
         render_history([], format)  # raises the ValueError naming the choices
-    with paused_gc():
-        return render_views(build_thread(source, active), format)
+    return render_views(build_thread(source, active), format)

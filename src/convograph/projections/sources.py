@@ -41,7 +41,7 @@ from convograph.graph.nodes import (
 from convograph.projections.dag import LayoutInput, compact, compact_json
 from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import ProgressRegistry
-from convograph.projections.thread import ThreadBuilder, _Level, paused_gc
+from convograph.projections.thread import ThreadBuilder, _Level
 from convograph.projections.view import Status, ViewOptions
 
 __all__ = [
@@ -112,14 +112,26 @@ class ConversationFeeder:
         self._texts: dict[str, Fragments] = {}
         self._used_ids: dict[str, int] = {}
         self._usage: dict[str, int] = {}
+        self._statuses: dict[str, Status] = {}
+        self._statuses_of: Any = None
+        """The conversation ``_statuses`` was computed for (a run's status is fixed per version)."""
         self.orphans: set[str] = set()
         """Threads shown at the top because their parent had not arrived (re-placed on arrival)."""
 
     def status_of(self, run_id: str) -> Status:
-        status = self._q.run_status(self.conversation, run_id)
-        if status == "aborted":
-            return "error"
-        return status  # type: ignore[no-any-return]
+        """The hypergraph's status of ``run_id`` (``aborted`` shows as ``error``), memoised per
+        conversation version: the builder asks once per view and lifecycle re-stamp."""
+        conversation = self.conversation
+        if self._statuses_of is not conversation:
+            self._statuses = {}
+            self._statuses_of = conversation
+        status = self._statuses.get(run_id)
+        if status is None:
+            status = self._q.run_status(conversation, run_id)
+            if status == "aborted":
+                status = "error"
+            self._statuses[run_id] = status
+        return status
 
     # -- levels --------------------------------------------------------------------------------------
 
@@ -362,39 +374,38 @@ def build_from_conversation(
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder_box.append(feeder)
     q = _queries()
-    with paused_gc():
-        # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
-        # (its later chunks only extend it, they are never placed).
-        feed: list[tuple[int, int, Any, str | None]] = []
-        for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
-            if kind == "summary":
-                feed.append((seq, order, payload, None))
-                continue
-            chunks = q.chunks_of(conversation, payload.id)
-            if payload.kind in ("text", "reasoning"):
-                feed.append((seq, order, chunks[0], "".join(chunk.event.content for chunk in chunks)))
-            else:
-                feed.extend((chunk.seq, order, chunk, None) for chunk in chunks)
-        feed.sort(key=lambda item: (item[0], item[1]))
-        deferred: list[tuple[Any, str | None]] = []
-        for _, _, item, whole in feed:
-            if isinstance(item, tuple):
-                feeder.add_summary(*item)
-                continue
-            if not feeder.feed(item, whole_block_text=whole):
-                deferred.append((item, whole))
-            elif deferred:  # a late spawner may have arrived: retry what waited until nothing moves
-                progressed = True
-                while progressed and deferred:
-                    still: list[tuple[Any, str | None]] = []
-                    for chunk, text in deferred:
-                        if not feeder.feed(chunk, whole_block_text=text):
-                            still.append((chunk, text))
-                    progressed = len(still) < len(deferred)
-                    deferred = still
-        for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
-            feeder.show_at_top(chunk.run_id)
-            feeder.feed(chunk, whole_block_text=text)
+    # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
+    # (its later chunks only extend it, they are never placed).
+    feed: list[tuple[int, int, Any, str | None]] = []
+    for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
+        if kind == "summary":
+            feed.append((seq, order, payload, None))
+            continue
+        if payload.kind in ("text", "reasoning"):  # one record for the first chunk, the text joined
+            first = q.get_chunk(conversation, payload.chunk_ids[0])
+            feed.append((seq, order, first, q.block_text(conversation, payload.id)))
+        else:
+            feed.extend((chunk.seq, order, chunk, None) for chunk in q.chunks_of(conversation, payload.id))
+    feed.sort(key=lambda item: (item[0], item[1]))
+    deferred: list[tuple[Any, str | None]] = []
+    for _, _, item, whole in feed:
+        if isinstance(item, tuple):
+            feeder.add_summary(*item)
+            continue
+        if not feeder.feed(item, whole_block_text=whole):
+            deferred.append((item, whole))
+        elif deferred:  # a late spawner may have arrived: retry what waited until nothing moves
+            progressed = True
+            while progressed and deferred:
+                still: list[tuple[Any, str | None]] = []
+                for chunk, text in deferred:
+                    if not feeder.feed(chunk, whole_block_text=text):
+                        still.append((chunk, text))
+                progressed = len(still) < len(deferred)
+                deferred = still
+    for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
+        feeder.show_at_top(chunk.run_id)
+        feeder.feed(chunk, whole_block_text=text)
     return builder, feeder
 
 

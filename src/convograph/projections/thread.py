@@ -41,9 +41,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from itertools import chain, repeat
 from typing import Any, Final
 
@@ -105,18 +103,16 @@ class _Level:
         level itself, so they stay plain (untracked) tuples for the garbage collector."""
 
 
-class _Run:
-    """Lifecycle flags and views of one run."""
+class _Run(msgspec.Struct, gc=False):
+    """Lifecycle flags and views of one run (untracked by the cyclic GC: it holds strings and
+    lists of views, never itself)."""
 
-    __slots__ = ("children", "ended", "errored", "parent", "started", "views")
-
-    def __init__(self) -> None:
-        self.started = False
-        self.ended = False
-        self.errored = False
-        self.parent: str | None = None
-        self.children: list[str] = []
-        self.views: list[ViewNode] = []
+    started: bool = False
+    ended: bool = False
+    errored: bool = False
+    parent: str | None = None
+    children: list[str] = msgspec.field(default_factory=list)
+    views: list[ViewNode] = msgspec.field(default_factory=list)
 
     @property
     def has_lifecycle(self) -> bool:
@@ -846,22 +842,6 @@ _UPDATERS: Final[dict[str, Any]] = {
 }
 
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a projection allocates its (acyclic) result.
-
-    Building 100k views otherwise triggers repeated full collections over every live object,
-    which costs more than the projection itself. Reference counting still frees memory.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
     """Every node with the source of its incoming edge, parents before children, else by arrival.
 
@@ -984,15 +964,14 @@ def build_thread(
 ) -> ThreadBuilder:
     """A `ThreadBuilder` filled from ``source`` (see `project_thread`)."""
     builder = ThreadBuilder(options=options, registry=registry, track_changes=track_changes)
-    with paused_gc():
-        if isinstance(source, Graph):
-            if active is not None:
-                raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
-            nodes, parents = _arrival_lists(source)
-            builder.add_all(zip(nodes, parents, strict=True))
-            return builder
-        from convograph.projections.sources import fill_from_conversation
+    if isinstance(source, Graph):
+        if active is not None:
+            raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
+        nodes, parents = _arrival_lists(source)
+        builder.add_all(zip(nodes, parents, strict=True))
+        return builder
+    from convograph.projections.sources import fill_from_conversation
 
-        return fill_from_conversation(
-            source, active, options=options, registry=registry, track_changes=track_changes
-        )
+    return fill_from_conversation(
+        source, active, options=options, registry=registry, track_changes=track_changes
+    )

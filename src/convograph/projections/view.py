@@ -6,6 +6,12 @@ snake_case, `convograph.to_jsonable` gives camelCase keys (``runId``, ``toolCall
 They are mutable on purpose: the incremental projector (`convograph.projections.incremental`)
 updates a view in place in O(1) when a delta, a result or a status change arrives. A one-shot
 projection returns fresh objects that nothing else holds.
+
+Views and contents are not tracked by the cyclic garbage collector (``gc=False``): a view tree is
+acyclic (every view sits in exactly one list, and a branch list belongs to one view), and a 100k-view
+projection would otherwise trigger full collections that cost more than building it. Reference
+counting frees them as usual; the one thing not to do is put a view into its own subtree (that
+cycle would never be collected).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ Role = Literal["user", "assistant"]
 Status = Literal["streaming", "complete", "error"]
 
 
-class _Content(msgspec.Struct, kw_only=True, tag_field="kind", rename="camel"):
+class _Content(msgspec.Struct, kw_only=True, tag_field="kind", rename="camel", gc=False):
     @property
     def kind(self) -> str:
         return self.__struct_config__.tag  # type: ignore[return-value]
@@ -98,7 +104,7 @@ ViewContent = (
 )
 
 
-class ViewNode(msgspec.Struct, kw_only=True, rename="camel"):
+class ViewNode(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     """One renderable block of a conversation thread.
 
     ``branches`` holds one list per child run spawned from this block (subagents), nested to any
