@@ -45,6 +45,7 @@ __all__ = [
     "EngineUnavailable",
     "FalkorEngine",
     "GraphEngine",
+    "MapFreeList",
     "QueryRows",
     "QueryTimeout",
     "bundled_binaries",
@@ -144,11 +145,18 @@ def _has_map(value: Any) -> bool:
     return False
 
 
+class MapFreeList(list[Any]):
+    """A parameter list the caller promises holds no mapping at any depth (rows of scalars and
+    lists): it skips the O(size) Python walk that looks for maps (measured ~10 µs per event row)."""
+
+    __slots__ = ()
+
+
 def _literal_fast(value: Any) -> str:
     """JSON text is a Cypher literal when no map is involved: FalkorDB reads JSON string escapes
     (``\\n``, ``\\"``, raw UTF-8 ...) except ``\\uXXXX``, which msgspec only emits for control
     characters; those (rare) values take the recursive path. O(size), in C."""
-    if _has_map(value):
+    if type(value) is not MapFreeList and _has_map(value):
         return cypher_literal(value)
     encoded = _json_encoder.encode(value)
     if b"\\u" in encoded:

@@ -331,6 +331,7 @@ class GraphApplier:
                     data=data,
                     stored_data=stored,
                     created_by=record.created_by,
+                    data_json=record.data.decode() if isinstance(record.data, bytes) else str(record.data),
                 )
             )
         return _Planned(records, facts, plan_batch(facts, self.handlers), renames)

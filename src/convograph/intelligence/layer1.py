@@ -64,9 +64,23 @@ _ERROR_PREVIEW = 1000
 _json = msgspec.json.Encoder()
 
 
+_SECONDS_CACHE = 65536
+_iso_seconds: dict[int, str] = {}
+
+
 def iso_ms(epoch_ms: int) -> str:
-    """``2026-03-02T09:00:00.002+00:00``: fixed width, UTC, so string order is time order."""
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    """``2026-03-02T09:00:00.002+00:00``: fixed width, UTC, so string order is time order.
+
+    The ``YYYY-MM-DDTHH:MM:SS`` part is cached per whole second (events cluster in time), which
+    makes this ~4x cheaper than formatting a datetime each time. Thread-safe (dict set/get)."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    prefix = _iso_seconds.get(seconds)
+    if prefix is None:
+        if len(_iso_seconds) >= _SECONDS_CACHE:
+            _iso_seconds.clear()
+        prefix = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")[:-6]
+        _iso_seconds[seconds] = prefix
+    return f"{prefix}.{millis:03d}+00:00"
 
 
 def tool_call_node_id(session_id: str, tool_call_id: str) -> str:
@@ -87,6 +101,9 @@ class EventFacts(msgspec.Struct, frozen=True):
     data: dict[str, Any]
     stored_data: dict[str, Any]
     created_by: str | None = None
+    data_json: str = ""
+    """The journal's JSON text of ``data`` (empty when unknown): reused as the Event's ``data``
+    property when nothing was offloaded, instead of encoding ``stored_data`` again."""
 
 
 class SessionRow(msgspec.Struct):
@@ -203,7 +220,10 @@ def event_node(facts: EventFacts, batch: WorkspaceBatch) -> None:
     props["occurred_at"] = iso_ms(facts.epoch_ms)
     props["occurred_at_ms"] = facts.epoch_ms
     props["fingerprint"] = facts.fingerprint
-    props["data"] = _json.encode(facts.stored_data).decode()
+    if facts.data_json and facts.stored_data is facts.data:
+        props["data"] = facts.data_json  # nothing offloaded: the journal's JSON text is the same
+    else:
+        props["data"] = _json.encode(facts.stored_data).decode()
     if facts.created_by is not None:
         props["created_by"] = facts.created_by
     row = {"id": facts.node_id, "sid": facts.session_id, "p": props}

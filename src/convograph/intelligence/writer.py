@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine
+from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.labels import label_clause
 from convograph.intelligence.layer1 import WorkspaceBatch
 
@@ -63,7 +63,7 @@ REMOVE s:RootSession
 _EVENTS = """
 UNWIND $rows AS row
 MERGE (e:Event {{node_id: row[0], workspace: $ws}})
-SET {assignments}
+ON CREATE SET {assignments}
 WITH e, row
 MERGE (s:Session {{node_id: row[1], workspace: $ws}})
 ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
@@ -157,14 +157,17 @@ class GraphNames:
         return f"__empty__{self.prefix}"
 
 
-def _positional(statement: str, rows: list[dict[str, Any]]) -> tuple[str, list[list[Any]]]:
-    """Ship rows as arrays (cheap to encode) and rebuild ``r`` as a map inside the statement."""
+def _positional(statement: str, rows: list[dict[str, Any]]) -> tuple[str, MapFreeList]:
+    """Ship rows as arrays (cheap to encode) and rebuild ``r`` as a map inside the statement.
+    Row values are scalars or lists of scalars, never maps."""
     fields = list(rows[0])
     projection = "UNWIND $rows AS row\nWITH row, {" + ", ".join(
         f"{f}: row[{i}]" for i, f in enumerate(fields)
     )
     projection += "} AS r\n"
-    return statement.replace("UNWIND $rows AS r\n", projection, 1), [list(row.values()) for row in rows]
+    return statement.replace("UNWIND $rows AS r\n", projection, 1), MapFreeList(
+        [list(row.values()) for row in rows]
+    )
 
 
 def _safe_key(key: str) -> str:
@@ -217,24 +220,25 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
     roots = [row.node_id for row in batch.sessions.values() if row.root and not row.forked]
     forked = [row.node_id for row in batch.sessions.values() if row.forked]
     if roots:
-        statements.append((_ROOT, {"ids": roots, "ws": ws}))
+        statements.append((_ROOT, {"ids": MapFreeList(roots), "ws": ws}))
     if forked:
-        statements.append((_FORKED, {"ids": forked, "ws": ws}))
+        statements.append((_FORKED, {"ids": MapFreeList(forked), "ws": ws}))
     for labels, rows in batch.events.items():
         # one statement per label set: static labels, and only the keys these events carry
         # (measured: a single statement with FOREACH-per-label and null padding costs ~1.6x more)
-        keys: dict[str, None] = {}
+        keys: dict[str, Any] = {}
         for row in rows:
-            keys.update(dict.fromkeys(row["p"]))
+            keys.update(row["p"])  # only the (ordered) keys matter
         key_list = list(keys)
         extra = label_clause(tuple(label for label in labels if label != "Event"))
         assignments = ([f"e{extra}"] if extra else []) + [
             f"e.{_safe_key(key)} = row[{i + 2}]" for i, key in enumerate(key_list)
         ]
         statement = _EVENTS.format(assignments=", ".join(assignments))
-        arrays = [[row["id"], row["sid"], *(row["p"].get(key) for key in key_list)] for row in rows]
+        arrays = [[row["id"], row["sid"], *map(row["p"].get, key_list)] for row in rows]
         for chunk in _chunks(arrays):
-            statements.append((statement, {"rows": list(chunk), "ws": ws}))
+            # lifted values are graph_value()s: scalars, lists of scalars or JSON text
+            statements.append((statement, {"rows": MapFreeList(chunk), "ws": ws}))
     if batch.tool_calls:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
     if batch.forks:
