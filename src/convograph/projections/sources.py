@@ -21,7 +21,7 @@ per-chunk work is O(1) amortised, which the incremental `ConversationProjector` 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from convograph.graph.nodes import (
     ErrorNode,
@@ -107,8 +107,9 @@ class ConversationFeeder:
         self._q = _queries()
         self._thread_level: dict[str, _Level] = {}
         self._run_thread: dict[str, str] = {}
-        self._blocks: dict[str, tuple[str | None, _Level]] = {}
-        """block id -> (the node it became, if any; the list it is in)."""
+        self._blocks: dict[str, tuple[str | None, int]] = {}
+        """block id -> (the node it became, if any; the index of the list it is in, see
+        `ThreadBuilder.level_at`: plain values keep these records untracked by the GC)."""
         self._texts: dict[str, Fragments] = {}
         self._used_ids: dict[str, int] = {}
         self._usage: dict[str, int] = {}
@@ -153,7 +154,8 @@ class ConversationFeeder:
                 trigger = self._blocks.get(spawn.trigger_block_id)
                 if trigger is None:
                     return None  # the spawner has not been placed yet
-                node_id, trigger_level = trigger
+                node_id, trigger_index = trigger
+                trigger_level = self.builder.level_at(trigger_index)
                 if spawn.kind in _SPAWNED_THREAD_KINDS:
                     level = self.builder.spawn_level(node_id, trigger_level)
                 else:  # a reply or provider call continues its trigger's list
@@ -210,7 +212,7 @@ class ConversationFeeder:
             return False
         node = self._node(chunk, event, kind, block_id, whole_block_text)
         if known is None:
-            self._blocks[block_id] = (node.id if node is not None else None, level)
+            self._blocks[block_id] = (node.id if node is not None else None, level.index)
         if node is not None:
             self.builder.add_in(node, level)
         return True
@@ -283,6 +285,16 @@ class ConversationFeeder:
         self.builder.add_in(node, level)
 
 
+class ShownBlock(NamedTuple):
+    """What the projections keep of a shown block: plain strings (the query record is dropped at
+    once, so a 100k-block projection holds no tracked objects per block)."""
+
+    id: str
+    kind: str
+    run_id: str
+    chunk_ids: tuple[str, ...]
+
+
 def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tuple[int, int, Any, Any]]:
     """(seq, order, kind, payload) for every block (with its chunks) and summary on the shown
     paths: the active path of ``active``'s thread and, recursively, of every spawned thread."""
@@ -320,12 +332,19 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
                 order += 1
                 continue
             for block in q.blocks_of(conversation, message_id):
-                items.append((block.first_seq, order, "block", block))
+                items.append(
+                    (
+                        block.first_seq,
+                        order,
+                        "block",
+                        ShownBlock(block.id, block.kind, block.run_id, block.chunk_ids),
+                    )
+                )
                 order += 1
                 for spawn in spawned.get(block.id, ()):
                     if spawn.thread_id != path.thread_id:
                         pending.append(default_active(conversation, spawn.thread_id))
-    items.sort(key=lambda item: (item[0], item[1]))
+    items.sort()  # (seq, order) pairs are unique: the payloads are never compared
     return items
 
 
@@ -375,23 +394,27 @@ def build_from_conversation(
     feeder_box.append(feeder)
     q = _queries()
     # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
-    # (its later chunks only extend it, they are never placed).
+    # (its later chunks only extend it, they are never placed). The list holds chunk ids, and the
+    # chunk record is read when it is fed, so no tracked record lives through the whole build.
     feed: list[tuple[int, int, Any, str | None]] = []
     for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
         if kind == "summary":
             feed.append((seq, order, payload, None))
             continue
-        if payload.kind in ("text", "reasoning"):  # one record for the first chunk, the text joined
-            first = q.get_chunk(conversation, payload.chunk_ids[0])
-            feed.append((seq, order, first, q.block_text(conversation, payload.id)))
+        if payload.kind in ("text", "reasoning"):  # the first chunk, with the text joined
+            feed.append((seq, order, payload.chunk_ids[0], q.block_text(conversation, payload.id)))
+        elif len(payload.chunk_ids) == 1:
+            feed.append((seq, order, payload.chunk_ids[0], None))
         else:
-            feed.extend((chunk.seq, order, chunk, None) for chunk in q.chunks_of(conversation, payload.id))
-    feed.sort(key=lambda item: (item[0], item[1]))
+            feed.extend((chunk.seq, order, chunk.id, None) for chunk in q.chunks_of(conversation, payload.id))
+    feed.sort()  # (seq, order) pairs are unique: the payloads are never compared
     deferred: list[tuple[Any, str | None]] = []
+    get_chunk = q.get_chunk
     for _, _, item, whole in feed:
         if isinstance(item, tuple):
             feeder.add_summary(*item)
             continue
+        item = get_chunk(conversation, item)
         if not feeder.feed(item, whole_block_text=whole):
             deferred.append((item, whole))
         elif deferred:  # a late spawner may have arrived: retry what waited until nothing moves

@@ -261,6 +261,10 @@ class ThreadBuilder:
         if self.track_changes:
             self.changed.add(view.id)
 
+    def level_at(self, index: int) -> _Level:
+        """The list whose `_Level.index` is ``index``."""
+        return self._levels[index]
+
     def _new_level(self, owner: ViewNode | None, *, attached: bool = False) -> _Level:
         level = _Level(owner, attached=attached, index=len(self._levels))
         self._levels.append(level)
@@ -728,11 +732,12 @@ class ThreadBuilder:
 
     def _add_progress(self, node: ToolProgressNode, level: _Level) -> None:
         call_id = node.tool_call_id
-        entries = self._progress.get(call_id)
-        if entries is None:
-            entries = self._progress[call_id] = {}
-        entries[node.id] = (node.name, node.content)
         view = self._calls.get(call_id)
+        if view is None or self.track_changes:  # folded when the call arrives / kept for updates
+            entries = self._progress.get(call_id)
+            if entries is None:
+                entries = self._progress[call_id] = {}
+            entries[node.id] = (node.name, node.content)
         if view is None or self.options.collapse_tools:
             return
         content = view.content
