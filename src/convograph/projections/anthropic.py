@@ -88,24 +88,20 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
                     blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
             elif isinstance(block, TextBlock) and block.text:
                 blocks.append({"type": "text", "text": block.text})
-        for call in turn.calls:
+        ids = [safe_tool_id(call.id, api="anthropic") for call in turn.calls]
+        for call_id, call in zip(ids, turn.calls, strict=True):
             blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": safe_tool_id(call.id, api="anthropic"),
-                    "name": call.name,
-                    "input": _tool_input(call.input),
-                }
+                {"type": "tool_use", "id": call_id, "name": call.name, "input": _tool_input(call.input)}
             )
         if not blocks:
             continue
         push("assistant", blocks)
         if turn.calls:
             results: list[dict[str, Any]] = []
-            for call in turn.calls:
+            for call_id, call in zip(ids, turn.calls, strict=True):
                 result: dict[str, Any] = {
                     "type": "tool_result",
-                    "tool_use_id": safe_tool_id(call.id, api="anthropic"),
+                    "tool_use_id": call_id,
                     "content": serialize_output(call.output) or "(empty)",
                 }
                 if call.missing or call.denied:

@@ -123,22 +123,23 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
 
     for view in views:
         content = view.content
-        if isinstance(content, UserContent):
+        kind = type(content)  # the content types are final: dispatch on the exact type
+        if kind is UserContent:
             close()
-            history.append(UserTurn(content=content.content))
-        elif isinstance(content, TextContent) and view.run_id.startswith(SUMMARY_RUN_PREFIX):
+            history.append(UserTurn(content=content.content))  # type: ignore[union-attr]
+        elif kind is TextContent and view.run_id.startswith(SUMMARY_RUN_PREFIX):
             close()  # a summary stands alone: it replaces whole turns
-            history.append(AssistantTurn(blocks=[TextBlock(content.text)]))
-        elif isinstance(content, TextContent | ReasoningContent):
+            history.append(AssistantTurn(blocks=[TextBlock(content.text)]))  # type: ignore[union-attr]
+        elif kind is TextContent or kind is ReasoningContent:
             if turn is not None and turn.calls:
                 close()
             if turn is None:
                 turn = AssistantTurn()
-            if isinstance(content, TextContent):
-                if content.text:
-                    turn.blocks.append(TextBlock(content.text))
+            if kind is TextContent:
+                if content.text:  # type: ignore[union-attr]
+                    turn.blocks.append(TextBlock(content.text))  # type: ignore[union-attr]
             else:
-                turn.blocks.append(ThinkingBlock(content.text, content.signature))
+                turn.blocks.append(ThinkingBlock(content.text, content.signature))  # type: ignore[union-attr]
         elif isinstance(content, ToolCallContent):
             if include_call is not None and not include_call(view.id):
                 continue
@@ -156,11 +157,16 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
     return history
 
 
+COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""The encoder `json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)` builds
+on every call, built once (its ``encode`` keeps no state between calls)."""
+
+
 def serialize_output(output: Any) -> str:
     """A tool output as message text: strings as is, anything else as compact JSON."""
     if isinstance(output, str):
         return output
-    return json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+    return COMPACT_JSON.encode(output)
 
 
 _ANTHROPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

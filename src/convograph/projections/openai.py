@@ -15,11 +15,16 @@ API's 40 characters are replaced by a stable stand-in (`safe_tool_id`), call and
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
-from convograph.projections.history import AssistantTurn, History, safe_tool_id, serialize_output
+from convograph.projections.history import (
+    COMPACT_JSON,
+    AssistantTurn,
+    History,
+    safe_tool_id,
+    serialize_output,
+)
 
 __all__ = ["render_openai", "user_content_openai"]
 
@@ -43,7 +48,7 @@ def user_content_openai(content: str | list[ContentPart]) -> str | list[dict[str
 def _arguments(tool_input: Any) -> str:
     if tool_input is None:
         return "{}"
-    return json.dumps(tool_input, ensure_ascii=False, separators=(",", ":"), default=str)
+    return COMPACT_JSON.encode(tool_input)
 
 
 def render_openai(history: History) -> list[dict[str, Any]]:
@@ -57,22 +62,22 @@ def render_openai(history: History) -> list[dict[str, Any]]:
         if text is None and not turn.calls:
             continue  # reasoning only
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if turn.calls:
+        calls = turn.calls
+        if calls:
+            ids = [safe_tool_id(call.id, api="openai") for call in calls]
             message["tool_calls"] = [
                 {
-                    "id": safe_tool_id(call.id, api="openai"),
+                    "id": call_id,
                     "type": "function",
                     "function": {"name": call.name, "arguments": _arguments(call.input)},
                 }
-                for call in turn.calls
+                for call_id, call in zip(ids, calls, strict=True)
             ]
-        messages.append(message)
-        for call in turn.calls:
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": safe_tool_id(call.id, api="openai"),
-                    "content": serialize_output(call.output),
-                }
-            )
+            messages.append(message)
+            for call_id, call in zip(ids, calls, strict=True):
+                messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": serialize_output(call.output)}
+                )
+        else:
+            messages.append(message)
     return messages
