@@ -111,8 +111,15 @@ class _Run(msgspec.Struct, gc=False):
     ended: bool = False
     errored: bool = False
     parent: str | None = None
-    children: list[str] = msgspec.field(default_factory=list)
+    children: list[str] | None = None
+    """Runs it spawned, created with the first one (most runs spawn none)."""
     views: list[ViewNode] = msgspec.field(default_factory=list)
+
+    def add_child(self, run_id: str) -> None:
+        if self.children is None:
+            self.children = [run_id]
+        else:
+            self.children.append(run_id)
 
     @property
     def has_lifecycle(self) -> bool:
@@ -237,7 +244,7 @@ class ThreadBuilder:
                     view.status = status
                     if self.track_changes:
                         self.changed.add(view.id)
-            for child in run.children:
+            for child in run.children or ():
                 child_run = self._runs.get(child)
                 if child_run is not None and not child_run.has_lifecycle:
                     stack.append(child)
@@ -306,7 +313,7 @@ class ThreadBuilder:
         run = self._run(node.run_id)
         if run.parent is None:
             run.parent = parent_run
-            self._run(parent_run).children.append(node.run_id)
+            self._run(parent_run).add_child(node.run_id)
             self._status.pop(node.run_id, None)
         parent_view = self._view_of.get(parent_id)
         if parent_kind == "tool_call":
@@ -520,7 +527,7 @@ class ThreadBuilder:
         run = self._run(run_id)
         if run.parent is None and parent_run_id != run_id:
             run.parent = parent_run_id
-            self._run(parent_run_id).children.append(run_id)
+            self._run(parent_run_id).add_child(run_id)
             self._status.pop(run_id, None)
 
     def add_in(self, node: Node, level: _Level) -> None:
