@@ -21,6 +21,7 @@ per-chunk work is O(1) amortised, which the incremental `ConversationProjector` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
 from convograph.graph.nodes import (
@@ -195,6 +196,16 @@ class ConversationFeeder:
         A text / reasoning chunk opens its block's node or appends to it; with
         ``whole_block_text`` the node is created with the block's full text at once.
         """
+        placed, node, level = self.prepare(chunk, whole_block_text)
+        if node is not None:
+            self.builder.add_in(node, level)  # type: ignore[arg-type]
+        return placed
+
+    def prepare(
+        self, chunk: Any, whole_block_text: str | None = None
+    ) -> tuple[bool, Node | None, _Level | None]:
+        """`feed` up to the builder: ``(placed, the new node or None, its list)``. The caller adds
+        the node to the builder before preparing the next chunk."""
         block_id = chunk.block_id
         known = self._blocks.get(block_id)
         event = chunk.event
@@ -202,20 +213,18 @@ class ConversationFeeder:
         if known is not None and kind in ("text", "reasoning"):
             node_id = known[0]
             if node_id is None or whole_block_text is not None:
-                return True
+                return True, None, None
             fragments = self._texts[block_id].append(event.content)
             self._texts[block_id] = fragments
             self.builder.update(self._text_node(kind, node_id, chunk.run_id, fragments, event))
-            return True
+            return True, None, None
         level = self._level_of_run(chunk.run_id)
         if level is None:
-            return False
+            return False, None, None
         node = self._node(chunk, event, kind, block_id, whole_block_text)
         if known is None:
             self._blocks[block_id] = (node.id if node is not None else None, level.index)
-        if node is not None:
-            self.builder.add_in(node, level)
-        return True
+        return True, node, level
 
     @staticmethod
     def _text_node(kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any) -> Node:
@@ -274,15 +283,21 @@ class ConversationFeeder:
         return None  # repl_* and anything else: structural, no node
 
     def add_summary(self, message: Any, thread_id: str) -> None:
+        node, level = self.summary_node(message, thread_id)
+        if node is not None:
+            self.builder.add_in(node, level)  # type: ignore[arg-type]
+
+    def summary_node(self, message: Any, thread_id: str) -> tuple[Node | None, _Level | None]:
+        """The text node standing for a summary message on the path, and its list."""
         level = self._level_of_thread(thread_id)
         if level is None or message.summary is None:
-            return
+            return None, None
         node = TextNode(
             id=message.id,
             run_id=f"{SUMMARY_RUN_PREFIX}{thread_id}",
             fragments=Fragments(message.summary.text),
         )
-        self.builder.add_in(node, level)
+        return node, level
 
 
 class ShownBlock(NamedTuple):
@@ -408,28 +423,50 @@ def build_from_conversation(
         else:
             feed.extend((chunk.seq, order, chunk.id, None) for chunk in q.chunks_of(conversation, payload.id))
     feed.sort()  # (seq, order) pairs are unique: the payloads are never compared
-    deferred: list[tuple[Any, str | None]] = []
+    builder.add_all_in(_feed_placements(conversation, feeder, feed))
+    return builder, feeder
+
+
+def _feed_placements(
+    conversation: Any, feeder: ConversationFeeder, feed: list[tuple[int, int, Any, str | None]]
+) -> Iterator[tuple[Node, _Level]]:
+    """The nodes of ``feed`` (in order) with their lists, for `ThreadBuilder.add_all_in`. Lazy: a
+    placement is computed only after the builder has added every earlier node (a thread's list
+    depends on its spawner's view). Chunks whose spawner has not been placed wait and are retried
+    after every placement; spawners never shown put their threads at the top level."""
+    q = _queries()
     get_chunk = q.get_chunk
+    deferred: list[tuple[Any, str | None]] = []
     for _, _, item, whole in feed:
         if isinstance(item, tuple):
-            feeder.add_summary(*item)
+            node, level = feeder.summary_node(*item)
+            if node is not None:
+                yield node, level  # type: ignore[misc]
             continue
-        item = get_chunk(conversation, item)
-        if not feeder.feed(item, whole_block_text=whole):
-            deferred.append((item, whole))
-        elif deferred:  # a late spawner may have arrived: retry what waited until nothing moves
+        chunk = get_chunk(conversation, item)
+        placed, node, level = feeder.prepare(chunk, whole)
+        if not placed:
+            deferred.append((chunk, whole))
+            continue
+        if node is not None:
+            yield node, level  # type: ignore[misc]
+        if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
             progressed = True
             while progressed and deferred:
                 still: list[tuple[Any, str | None]] = []
-                for chunk, text in deferred:
-                    if not feeder.feed(chunk, whole_block_text=text):
-                        still.append((chunk, text))
+                for waiting, text in deferred:
+                    placed, node, level = feeder.prepare(waiting, text)
+                    if not placed:
+                        still.append((waiting, text))
+                    elif node is not None:
+                        yield node, level  # type: ignore[misc]
                 progressed = len(still) < len(deferred)
                 deferred = still
     for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
         feeder.show_at_top(chunk.run_id)
-        feeder.feed(chunk, whole_block_text=text)
-    return builder, feeder
+        _, node, level = feeder.prepare(chunk, text)
+        if node is not None:
+            yield node, level  # type: ignore[misc]
 
 
 def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:

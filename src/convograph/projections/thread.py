@@ -359,6 +359,20 @@ class ThreadBuilder:
             for node, parent_id in pairs:
                 self.add(node, parent_id)
             return
+        self._add_many((node, parent_id, None) for node, parent_id in pairs)
+
+    def add_all_in(self, pairs: Iterable[tuple[Node, _Level]]) -> None:
+        """`add_in` for many nodes, each in the list given with it (the hypergraph's threads).
+        ``pairs`` may be lazy: the next pair is taken only once the previous node is placed."""
+        if self.track_changes:
+            for node, level in pairs:
+                self.add_in(node, level)
+            return
+        self._add_many((node, None, level) for node, level in pairs)
+
+    def _add_many(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
+        """The one-shot fast path of `add_all` / `add_all_in`: ``(node, parent id, None)`` places
+        by the parent, ``(node, None, level)`` in ``level``."""
         placed = self._placed
         placed_get = placed.get
         levels = self._levels
@@ -385,12 +399,12 @@ class ThreadBuilder:
         place_cross = self._place_cross
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
-        for node, parent_id in pairs:
+        for node, parent_id, given_level in triples:
             run_id = node.run_id
             kind = kind_of.get(type(node)) or node.kind
             if pending and run_id in pending:
                 self._drop_pending(run_id)
-            level = top
+            level = top if given_level is None else given_level
             if parent_id is not None:
                 parent = placed_get(parent_id)
                 if parent is not None:
@@ -980,7 +994,10 @@ def build_thread(
         if active is not None:
             raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
         nodes, parents = _arrival_lists(source)
-        builder.add_all(zip(nodes, parents, strict=True))
+        if track_changes:
+            builder.add_all(zip(nodes, parents, strict=True))
+        else:
+            builder._add_many(zip(nodes, parents, repeat(None)))
         return builder
     from convograph.projections.sources import fill_from_conversation
 
