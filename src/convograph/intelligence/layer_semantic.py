@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from convograph.intelligence.engine import EngineError, GraphEngine
+from convograph.intelligence.engine import EngineError, GraphEngine, MapFreeList
 from convograph.intelligence.foundation import fold_foundation
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, fold_kernel
@@ -108,9 +108,8 @@ SET s.session_type = CASE WHEN s.has_fork THEN 'forked'
 _NODES = """
 UNWIND $rows AS r
 MERGE (n:{label} {{node_id: r[0], workspace: $ws}})
-SET n += r[1]
-WITH n, r
-UNWIND r[2] AS eid
+{assignments}WITH n, r
+UNWIND r[1] AS eid
 MATCH (e:Event {{node_id: eid, workspace: $ws}})
 MERGE (n)-[:SOURCED_FROM]->(e)
 """
@@ -275,10 +274,40 @@ def _chunks(rows: list[Any]) -> Iterable[list[Any]]:
         yield rows[start : start + _CHUNK]
 
 
+def _safe_key(key: str) -> str:
+    if not key or "`" in key:
+        raise ValueError(f"property name {key!r} cannot be written")
+    return f"`{key}`"
+
+
+def _node_statements(
+    label: str, nodes: dict[str, dict[str, Any]], sources: dict[str, dict[str, None]]
+) -> Iterable[tuple[str, list[Any]]]:
+    """One statement per (label, property key set): rows are ``[id, sources, *values]`` arrays
+    and the keys are static ``SET n.`k` = r[i]`` assignments. The same writes as ``SET n += map``
+    (values are never null, see `Derived.node`), without shipping maps: map parameters need the
+    slow recursive formatter (measured ~25 µs per event with the layers on)."""
+    by_keys: dict[tuple[str, ...], list[list[Any]]] = {}
+    for node_id, props in nodes.items():
+        by_keys.setdefault(tuple(props), []).append(
+            [node_id, list(sources.get(node_id, ())), *props.values()]
+        )
+    for keys, rows in by_keys.items():
+        assignments = (
+            "SET " + ", ".join(f"n.{_safe_key(key)} = r[{i + 2}]" for i, key in enumerate(keys)) + "\n"
+            if keys
+            else ""
+        )
+        statement = _NODES.format(label=label, assignments=assignments)
+        for chunk in _chunks(rows):
+            yield statement, chunk
+
+
 def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived) -> int:
     """Sessions first (typing), then nodes per label (with their ``SOURCED_FROM`` edges), then
-    edges per (type, endpoint labels)."""
-    statements = 0
+    edges per (type, endpoint labels). Rows travel as arrays of scalars (`MapFreeList`), and the
+    statements in one pipelined round trip when the engine has ``execute_many``."""
+    batch: list[tuple[str, dict[str, Any] | None]] = []
     if out.sessions:
         rows = [
             [
@@ -290,22 +319,21 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
             for f in out.sessions.values()
         ]
         for chunk in _chunks(rows):
-            engine.execute(graph, _SESSIONS, {"rows": chunk, "ws": workspace})
-            statements += 1
+            batch.append((_SESSIONS, {"rows": MapFreeList(chunk), "ws": workspace}))
     for label, nodes in out.nodes.items():
-        statement = _NODES.format(label=label)
-        sources = out.sources.get(label, {})
-        node_rows: list[list[Any]] = [
-            [node_id, props, list(sources.get(node_id, ()))] for node_id, props in nodes.items()
-        ]
-        for chunk in _chunks(node_rows):
-            engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
-            statements += 1
+        for statement, chunk in _node_statements(label, nodes, out.sources.get(label, {})):
+            batch.append((statement, {"rows": MapFreeList(chunk), "ws": workspace}))
     for (kind, src, dst), pairs in out.edges.items():
         statement = _EDGES.format(kind=kind, src=src, dst=dst)
         for chunk in _chunks([[a, b] for a, b in pairs]):
-            engine.execute(graph, statement, {"rows": chunk, "ws": workspace})
-            statements += 1
+            batch.append((statement, {"rows": MapFreeList(chunk), "ws": workspace}))
+    statements = len(batch)
+    execute_many = getattr(engine, "execute_many", None)
+    if execute_many is not None:
+        execute_many(graph, batch)  # one round trip for the whole workspace batch
+    else:
+        for text, params in batch:
+            engine.execute(graph, text, params)
     if "Delegation" in out.nodes:
         statements += resolve_self_delegations(engine, graph, workspace)
     return statements
