@@ -108,6 +108,8 @@ class ConversationFeeder:
         self._q = _queries()
         self._thread_level: dict[str, _Level] = {}
         self._run_thread: dict[str, str] = {}
+        self._run_level: dict[str, _Level] = {}
+        """run id -> its thread's list, once known (a thread's list never changes once set)."""
         self._blocks: dict[str, tuple[str | None, int]] = {}
         """block id -> (the node it became, if any; the index of the list it is in, see
         `ThreadBuilder.level_at`: plain values keep these records untracked by the GC)."""
@@ -171,6 +173,9 @@ class ConversationFeeder:
         self._thread_level.setdefault(thread, self.builder.top_level)
 
     def _level_of_run(self, run_id: str) -> _Level | None:
+        level = self._run_level.get(run_id)
+        if level is not None:
+            return level
         thread = self._run_thread.get(run_id)
         if thread is None:
             info = self._q.run_info(self.conversation, run_id)
@@ -178,7 +183,10 @@ class ConversationFeeder:
             if info.parent_run_id is not None:
                 self.builder.link_run(run_id, info.parent_run_id)
             self._run_thread[run_id] = thread
-        return self._level_of_thread(thread)
+        level = self._level_of_thread(thread)
+        if level is not None:
+            self._run_level[run_id] = level
+        return level
 
     # -- chunks --------------------------------------------------------------------------------------
 
@@ -218,7 +226,7 @@ class ConversationFeeder:
             self._texts[block_id] = fragments
             self.builder.update(self._text_node(kind, node_id, chunk.run_id, fragments, event))
             return True, None, None
-        level = self._level_of_run(chunk.run_id)
+        level = self._run_level.get(chunk.run_id) or self._level_of_run(chunk.run_id)
         if level is None:
             return False, None, None
         node = self._node(chunk, event, kind, block_id, whole_block_text)
