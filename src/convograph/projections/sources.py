@@ -520,14 +520,16 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
 
 def _block_label(conversation: Any, block: Any) -> str:
     q = _queries()
-    chunks = q.chunks_of(conversation, block.id)
-    event = chunks[0].event
     kind = block.kind
-    if kind in ("text", "reasoning"):
-        text = "".join(chunk.event.content for chunk in chunks[:8])
+    if kind in ("text", "reasoning"):  # the label reads the first 8 chunks
+        if len(block.chunk_ids) <= 8:
+            text = q.block_text(conversation, block.id)
+        else:
+            text = "".join(chunk.event.content for chunk in q.chunks_of(conversation, block.id)[:8])
         if kind == "reasoning":
             return compact("thinking: " + text) if text else "thinking..."
         return compact(text) or "text"
+    event = q.get_chunk(conversation, block.chunk_ids[0]).event
     if kind == "tool_call":
         return compact(event.name)
     if kind == "tool_result":
