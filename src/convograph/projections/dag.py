@@ -238,7 +238,7 @@ def layout(data: LayoutInput) -> DAGLayout:
     chain_of = [-1] * n
     chain_tail: list[int] = []
     chain_run: list[str] = []
-    chain_nodes: list[list[int]] = []
+    chain_head: list[int] = []
     chain_parent: list[int] = []
     run_parent: dict[str, str] = {}
     desc_max: dict[str, int] = {}
@@ -273,12 +273,11 @@ def layout(data: LayoutInput) -> DAGLayout:
         if same_run_pred >= 0:
             c = chain_of[same_run_pred]
             chain_tail[c] = v
-            chain_nodes[c].append(v)
         else:
             c = len(chain_tail)
             chain_tail.append(v)
             chain_run.append(run)
-            chain_nodes.append([v])
+            chain_head.append(v)
             chain_parent.append(chain_of[first_pred] if first_pred >= 0 else -1)
         chain_of[v] = c
         # Propagate the subtree maximum up the run tree. It stops early (maxima are monotone
@@ -297,13 +296,22 @@ def layout(data: LayoutInput) -> DAGLayout:
 
     # -- 2. lanes: depth-first over the chain tree, leftmost free lane ----------------------------
     n_chains = len(chain_tail)
-    chain_start = [layer[nodes[0]] for nodes in chain_nodes]
-    chain_end = [layer[nodes[-1]] for nodes in chain_nodes]
-    children: list[list[int]] = [[] for _ in range(n_chains)]
+    chain_start = [layer[v] for v in chain_head]
+    chain_end = [layer[v] for v in chain_tail]
+    # Child chains as linked lists over int arrays (no list per chain), in creation order.
+    first_child = [-1] * n_chains
+    last_child = [-1] * n_chains
+    next_sibling = [-1] * n_chains
     roots: list[int] = []
     for c in range(n_chains):
         parent = chain_parent[c]
-        (children[parent] if parent >= 0 else roots).append(c)
+        if parent < 0:
+            roots.append(c)
+        elif first_child[parent] < 0:
+            first_child[parent] = last_child[parent] = c
+        else:
+            next_sibling[last_child[parent]] = c
+            last_child[parent] = c
     lane_starts: list[list[int]] = []
     lane_ends: list[list[int]] = []
     chain_lane = [0] * n_chains
@@ -334,7 +342,14 @@ def layout(data: LayoutInput) -> DAGLayout:
         lane_starts[lane].insert(k, start)
         lane_ends[lane].insert(k, end)
         chain_lane[c] = lane
-        order_stack.extend(reversed(children[c]))
+        child = first_child[c]
+        if child >= 0:
+            kids = []
+            while child >= 0:
+                kids.append(child)
+                child = next_sibling[child]
+            kids.reverse()
+            order_stack.extend(kids)
 
     # -- 3. coordinates ---------------------------------------------------------------------------
     labels = data.labels
@@ -357,7 +372,12 @@ def layout(data: LayoutInput) -> DAGLayout:
     nodes_out: list[DAGNode] = []
     max_right = 0
     max_bottom = 0
-    group_box: dict[str, list[int]] = {}
+    # One padded box per run, as parallel int lists (no list per run); runs in first-node order.
+    group_slot: dict[str, int] = {}
+    box_left: list[int] = []
+    box_top: list[int] = []
+    box_right: list[int] = []
+    box_bottom: list[int] = []
     for v in range(n):
         lane = chain_lane[chain_of[v]]
         nx = lane_x[lane]
@@ -384,26 +404,31 @@ def layout(data: LayoutInput) -> DAGLayout:
             max_right = right
         if bottom > max_bottom:
             max_bottom = bottom
-        box = group_box.get(run)
-        if box is None:
-            group_box[run] = [nx, ny, right, bottom]
+        slot = group_slot.get(run)
+        if slot is None:
+            group_slot[run] = len(box_left)
+            box_left.append(nx)
+            box_top.append(ny)
+            box_right.append(right)
+            box_bottom.append(bottom)
         else:
-            if nx < box[0]:
-                box[0] = nx
-            if right > box[2]:
-                box[2] = right
-            if bottom > box[3]:
-                box[3] = bottom
+            if nx < box_left[slot]:
+                box_left[slot] = nx
+            if right > box_right[slot]:
+                box_right[slot] = right
+            if bottom > box_bottom[slot]:
+                box_bottom[slot] = bottom
+    group_labels = data.group_labels
     groups = [
         DAGGroup(
             id=run,
-            label=data.group_labels.get(run, run),
-            x=box[0] - GROUP_PAD,
-            y=box[1] - GROUP_PAD,
-            width=box[2] - box[0] + 2 * GROUP_PAD,
-            height=box[3] - box[1] + 2 * GROUP_PAD,
+            label=group_labels.get(run, run),
+            x=box_left[slot] - GROUP_PAD,
+            y=box_top[slot] - GROUP_PAD,
+            width=box_right[slot] - box_left[slot] + 2 * GROUP_PAD,
+            height=box_bottom[slot] - box_top[slot] + 2 * GROUP_PAD,
         )
-        for run, box in group_box.items()
+        for run, slot in group_slot.items()
     ]
     edges_out = [
         DAGEdge(source=ids[s], target=ids[t], type="sequence" if runs[s] == runs[t] else "spawn")
