@@ -629,3 +629,21 @@ def test_conversations_compare_by_content() -> None:
     assert one != build(*events[:-1])
     assert one == one.with_view(ViewOptions(hide_reasoning=True))
     assert one != "not a conversation"
+
+
+def test_batch_on_an_older_version_starting_with_a_duplicate() -> None:
+    first = {"type": "user", "runId": "u", "content": "a", "eventId": "e1"}
+    v1 = build(first)
+    reduce_conversation(v1, {"type": "user", "runId": "u", "content": "b"})  # v1 is no longer the head
+    out = reduce_conversation_events(
+        v1, [first, {"type": "user", "runId": "u", "content": "c", "eventId": "e2"}]
+    )
+    assert [texts_of_user(out, m) for m in default_active(out)] == ["a", "c"]
+    assert out.chunk_count == 2
+
+
+def texts_of_user(conv: Conversation, message_id: str) -> str:
+    (block,) = q.blocks_of(conv, message_id)
+    content = q.chunks_of(conv, block.id)[0].event.content  # type: ignore[union-attr]
+    assert isinstance(content, str)
+    return content

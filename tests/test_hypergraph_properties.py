@@ -21,6 +21,7 @@ from convograph.hypergraph import (
     edit_message,
     list_siblings,
     reduce_conversation,
+    reduce_conversation_events,
     regenerate,
     summarize_range,
     switch_branch,
@@ -364,3 +365,21 @@ def test_any_stream_keeps_the_invariants(events: list[dict[str, Any]], ops: list
     for version, snapshot in versions:
         check_invariants(version)
         assert dump(version) == snapshot
+
+
+@SETTINGS
+@given(st.lists(wire_events(), max_size=40), st.integers(0, 40), st.integers(0, 40))
+def test_batch_reduce_equals_one_by_one(events: list[dict[str, Any]], cut: int, fork_at: int) -> None:
+    one_by_one = reduce_all(events)
+    first = reduce_conversation_events(create_conversation(), events[:cut])
+    batched = reduce_conversation_events(first, events[cut:])
+    assert dump(batched) == dump(one_by_one)  # version numbers included
+    # from an older version (forks the lineage once, then batches)
+    versions = [create_conversation()]
+    for event in events:
+        versions.append(reduce_conversation(versions[-1], event))
+    base = versions[min(fork_at, len(events))]
+    snapshot = dump(base)
+    forked = reduce_conversation_events(base, events[min(fork_at, len(events)) :])
+    assert dump(forked) == dump(versions[-1])
+    assert dump(base) == snapshot

@@ -130,7 +130,12 @@ def reduce_conversation(conversation: Conversation, event: EventLike) -> Convers
 
 
 def reduce_conversation_events(conversation: Conversation, events: Iterable[EventLike]) -> Conversation:
-    """Apply events in order. The batch is validated whole first: one bad event applies none."""
+    """Apply events in order. The batch is validated whole first: one bad event applies none.
+
+    Same result as reducing one by one (each event is still its own version of the lineage), but
+    at the head of a lineage the batch is applied under one lock and only the final
+    `Conversation` is built: the ingest / replay path.
+    """
     parsed: list[Event] = []
     for index, event in enumerate(events):
         try:
@@ -140,9 +145,49 @@ def reduce_conversation_events(conversation: Conversation, events: Iterable[Even
                 exc.index = index
                 exc.args = (exc._render(),)
             raise
-    for event in parsed:
+    index = 0
+    while index < len(parsed) and not _at_head(conversation):  # fork (once), then batch the rest
+        conversation = reduce_conversation(conversation, parsed[index])
+        index += 1
+    if index == len(parsed):
+        return conversation
+    store = conversation._store
+    with store.lock:
+        if _at_head(conversation):
+            seen = store.seen
+            log = store.log
+            start = store.version
+            for event in parsed[index:]:
+                version = store.version + 1
+                event_id = event.event_id
+                if event_id is not None and seen.setdefault(event_id, version) != version:
+                    continue
+                try:
+                    changed = _apply_event(store, event)
+                except BaseException:
+                    store.broken = True
+                    raise
+                if not changed:
+                    if event_id is not None:
+                        del seen[event_id]
+                    continue
+                store.version = version
+                log.append(event)
+            if store.version == start:
+                return conversation
+            return Conversation(
+                store, store.version, store.n_chunks, store.n_blocks, store.n_messages, conversation.view
+            )
+    # Another thread extended this lineage meanwhile: one by one (each forks as needed), outside
+    # the lock, which is not reentrant.
+    for event in parsed[index:]:
         conversation = reduce_conversation(conversation, event)
     return conversation
+
+
+def _at_head(conversation: Conversation) -> bool:
+    store = conversation._store
+    return store.version == conversation._version and not store.broken
 
 
 # --- lineage machinery -----------------------------------------------------------------------------
