@@ -24,7 +24,7 @@ from convograph.hypergraph.operations import OperationError
 from convograph.jsonable import to_jsonable
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState
-from convograph.server.state import ServerState, require, server_state
+from convograph.server.state import ServerState, existing_conversation, require, server_state
 
 __all__ = ["BranchController", "view_id"]
 
@@ -118,10 +118,7 @@ def _stamp() -> dict[str, Any]:
 
 async def _live(request: Request[Any, Any, Any], cid: str) -> tuple[ServerState, LiveState]:
     state = server_state(request)
-    live = await state.conversations.get(cid)
-    if live.last_seq == 0:
-        raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
-    return state, live
+    return state, await existing_conversation(state, cid)
 
 
 class BranchController(Controller):

@@ -19,7 +19,13 @@ from convograph.server.bodies import parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
 from convograph.server.sse import RETRY_FRAME
-from convograph.server.state import ServerState, principal_of, require, server_state
+from convograph.server.state import (
+    existing_conversation,
+    principal_of,
+    require,
+    server_state,
+    unknown_conversation,
+)
 
 __all__ = ["ConversationController", "RelayDecision"]
 
@@ -57,13 +63,6 @@ def _parse_seq(raw: str | None, name: str) -> int | None:
     if value < 0:
         raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}")
     return value
-
-
-async def _existing(state: ServerState, cid: FromPath[str]) -> LiveState:
-    live = await state.conversations.get(cid)
-    if live.last_seq == 0:
-        raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
-    return live
 
 
 def _model(model: str) -> str:
@@ -134,7 +133,7 @@ class ConversationController(Controller):
         state = server_state(request)
         info = await state.log.get_conversation(cid)
         if info is None:
-            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+            raise unknown_conversation(cid)
         live = await state.conversations.get(cid)
         body = to_jsonable(info)
         body["pendingRelays"] = [relay_id for relay_id in live.relays if relay_id not in live.decisions]
@@ -144,7 +143,7 @@ class ConversationController(Controller):
     async def delete_conversation(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> None:
         state = server_state(request)
         if not await state.log.delete(cid):
-            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+            raise unknown_conversation(cid)
         state.conversations.forget(cid)
 
     @get("/{cid:str}/events", guards=[require("read")], summary="Replay events as NDJSON")
@@ -160,7 +159,7 @@ class ConversationController(Controller):
         state = server_state(request)
         after_seq = _parse_seq(after, "after") or 0
         if await state.log.get_conversation(cid) is None:
-            raise ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+            raise unknown_conversation(cid)
 
         async def lines() -> AsyncIterator[bytes]:
             cursor, remaining = after_seq, limit
@@ -215,7 +214,7 @@ class ConversationController(Controller):
     ) -> Response[bytes]:
         """ViewNodes of the active path (``model=hypergraph``, the default: branches and commands
         apply) or of the whole flat graph (``model=flat``)."""
-        live = await _existing(server_state(request), cid)
+        live = await existing_conversation(server_state(request), cid)
         if _model(model) == "flat":
             body = _memo(live, ("thread", "flat"), lambda: project_thread(live.graph))
         else:
@@ -232,7 +231,7 @@ class ConversationController(Controller):
     ) -> Response[bytes]:
         if format not in MESSAGE_FORMATS:
             raise ApiError(400, f"format must be one of {', '.join(MESSAGE_FORMATS)}, got {format!r}")
-        live = await _existing(server_state(request), cid)
+        live = await existing_conversation(server_state(request), cid)
         if _model(model) == "flat":
             body = _memo(
                 live, ("messages", format, "flat"), lambda: project_messages(live.graph, format=format)
@@ -251,7 +250,7 @@ class ConversationController(Controller):
     ) -> Response[bytes]:
         if format not in ("json", "svg"):
             raise ApiError(400, f"format must be json or svg, got {format!r}")
-        live = await _existing(server_state(request), cid)
+        live = await existing_conversation(server_state(request), cid)
         flat = _model(model) == "flat"
         key = ("dag", flat)
         layout = live.memo.get(key)
@@ -267,7 +266,7 @@ class ConversationController(Controller):
 
     @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")
     async def relays(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
-        live = await _existing(server_state(request), cid)
+        live = await existing_conversation(server_state(request), cid)
         out = []
         for relay_id, relay in live.relays.items():
             decision = live.decisions.get(relay_id)
@@ -294,7 +293,7 @@ class ConversationController(Controller):
             raise ApiError(400, f"invalid relay decision: {exc}") from None
         except msgspec.DecodeError as exc:
             raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
-        live = await _existing(state, cid)
+        live = await existing_conversation(state, cid)
         relay = live.relays.get(relay_id)
         if relay is None:
             raise ApiError(404, f"conversation {cid!r} has no relay {relay_id!r}", code="unknown_relay")

@@ -12,11 +12,18 @@ from convograph.server.auth import LOCAL_PRINCIPAL, KeyRing, Principal, Scope
 from convograph.server.config import ServerConfig
 from convograph.server.errors import ApiError
 from convograph.server.feeder import IntelligenceFeeder
-from convograph.server.live import HubRegistry, LiveConversations
+from convograph.server.live import HubRegistry, LiveConversations, LiveState
 from convograph.server.observability import Metrics
 from convograph.store import EventLog
 
-__all__ = ["ServerState", "principal_of", "require", "server_state"]
+__all__ = [
+    "ServerState",
+    "existing_conversation",
+    "principal_of",
+    "require",
+    "server_state",
+    "unknown_conversation",
+]
 
 
 class ServerState:
@@ -87,3 +94,15 @@ def require(scope: Scope) -> Callable[[ASGIConnection[Any, Any, Any, Any], BaseR
             )
 
     return guard
+
+
+def unknown_conversation(cid: str) -> ApiError:
+    return ApiError(404, f"conversation {cid!r} has no events", code="unknown_conversation")
+
+
+async def existing_conversation(state: ServerState, cid: str) -> LiveState:
+    """The cached state of ``cid`` caught up with its log; 404 when it has no events."""
+    live = await state.conversations.get(cid)
+    if live.last_seq == 0:
+        raise unknown_conversation(cid)
+    return live
