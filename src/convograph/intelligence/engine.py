@@ -271,6 +271,11 @@ class FalkorEngine:
                 stats[key] = float(getattr(result, key))
         return QueryRows(columns=columns, rows=rows, stats=stats)
 
+    def render(self, cypher: str, params: Mapping[str, Any] | None) -> str:
+        """``cypher`` with ``params`` folded in (FalkorDB's ``CYPHER k=v ...`` prefix): running the
+        result with no parameters is the same statement. O(size of params)."""
+        return _params_header(params) + cypher
+
     def execute_many(self, graph: str, statements: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
         """Run write statements in order in one round trip (a pipeline, not a transaction: each
         statement is atomic on its own, as with `execute`). Raises the first statement's error."""

@@ -2,7 +2,7 @@
 
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
-writes them with `write_batch`. When only a few records are waiting it lingers ``linger_s``
+writes them with the writer's statements (rendered while planning). When only a few records are waiting it lingers ``linger_s``
 (20 ms) first, so events arriving one POST at a time still travel in batches. While a batch is
 written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
 works in its own process and the socket wait releases the GIL, so planning and writing overlap.
@@ -36,7 +36,15 @@ from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
-from convograph.intelligence.writer import GraphNames, ensure_schema, rename_collided_events, write_batch
+from convograph.intelligence.writer import (
+    GraphNames,
+    Statement,
+    batch_statements,
+    ensure_schema,
+    rename_collided_events,
+    render_statements,
+    write_statements,
+)
 
 __all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
 
@@ -72,9 +80,10 @@ def resolve_node_ids(
 
 
 class _Planned:
-    """A batch ready to write: its records, their facts, layer-1 rows and collision renames."""
+    """A batch ready to write: its records, their facts, layer-1 rows, the rendered layer-1
+    statements per workspace and the collision renames."""
 
-    __slots__ = ("batch", "facts", "records", "renames")
+    __slots__ = ("batch", "facts", "records", "renames", "statements")
 
     def __init__(
         self,
@@ -82,11 +91,13 @@ class _Planned:
         facts: list[EventFacts],
         batch: GraphBatch,
         renames: dict[str, list[dict[str, str]]],
+        statements: dict[str, list[Statement]],
     ) -> None:
         self.records = records
         self.facts = facts
         self.batch = batch
         self.renames = renames
+        self.statements = statements
 
 
 class GraphApplier:
@@ -99,7 +110,7 @@ class GraphApplier:
         blobs: BlobStore,
         *,
         names: GraphNames | None = None,
-        batch_size: int = 5000,
+        batch_size: int = 20000,
         offload_threshold: int = 4096,
         handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
         on_applied: Callable[[int], None] | None = None,
@@ -334,14 +345,19 @@ class GraphApplier:
                     data_json=record.data.decode() if isinstance(record.data, bytes) else str(record.data),
                 )
             )
-        return _Planned(records, facts, plan_batch(facts, self.handlers), renames)
+        batch = plan_batch(facts, self.handlers)
+        statements = {
+            workspace: render_statements(self.engine, batch_statements(rows))
+            for workspace, rows in batch.workspaces.items()
+        }
+        return _Planned(records, facts, batch, renames, statements)
 
     def _write(self, planned: _Planned) -> None:
         """The graph writes of a planned batch, then the later-layer stages."""
-        for workspace, rows in planned.batch.workspaces.items():
+        for workspace in planned.batch.workspaces:
             graph = self.names.graph(workspace)
             self._ensure_schema(graph)
             rename_collided_events(self.engine, graph, workspace, planned.renames.get(workspace, []))
-            write_batch(self.engine, graph, rows)
+            write_statements(self.engine, graph, planned.statements[workspace])
         for stage in self.stages:
             stage(self.engine, self.names, planned.records, planned.facts)

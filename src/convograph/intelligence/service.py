@@ -81,7 +81,7 @@ class IntelligenceService:
         names: GraphNames | None = None,
         row_cap: int = 10_000,
         query_timeout_ms: int = 10_000,
-        batch_size: int = 5000,
+        batch_size: int = 20000,
         offload_threshold: int = 4096,
         embedded: EmbeddedFalkorDB | None = None,
         owns_engine: bool = False,

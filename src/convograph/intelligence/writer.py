@@ -22,7 +22,17 @@ from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngin
 from convograph.intelligence.labels import label_clause
 from convograph.intelligence.layer1 import WorkspaceBatch
 
-__all__ = ["CHUNK_ROWS", "GraphNames", "ensure_schema", "rename_collided_events", "write_batch"]
+__all__ = [
+    "CHUNK_ROWS",
+    "GraphNames",
+    "Statement",
+    "batch_statements",
+    "ensure_schema",
+    "rename_collided_events",
+    "render_statements",
+    "write_batch",
+    "write_statements",
+]
 
 CHUNK_ROWS = 5000
 
@@ -205,10 +215,40 @@ def rename_collided_events(
         engine.execute(graph, _RENAME, {"groups": groups, "ws": workspace})
 
 
+Statement = tuple[str, dict[str, Any] | None]
+"""``(cypher, params)``; ``params`` is ``None`` once `render_statements` folded them into the text."""
+
+
 def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
     """Write one workspace's rows in one pipelined round trip; returns the number of statements."""
+    statements = batch_statements(batch)
+    write_statements(engine, graph, statements)
+    return len(statements)
+
+
+def render_statements(engine: GraphEngine, statements: list[Statement]) -> list[Statement]:
+    """Fold the parameters into the statement text now, when the engine can (``render``), so the
+    applier's planner thread does this O(size) encoding while the previous batch is written."""
+    render = getattr(engine, "render", None)
+    if render is None:
+        return statements
+    return [(render(text, params), None) for text, params in statements]
+
+
+def write_statements(engine: GraphEngine, graph: str, statements: list[Statement]) -> None:
+    """Run ``statements`` in order, in one pipelined round trip when the engine offers it."""
+    execute_many = getattr(engine, "execute_many", None)
+    if execute_many is not None:
+        execute_many(graph, statements)  # one round trip: small trickling batches stay cheap
+    else:
+        for text, params in statements:
+            engine.execute(graph, text, params)
+
+
+def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
+    """The statements that write one workspace's rows (pure; see the module docstring)."""
     ws = batch.workspace
-    statements: list[tuple[str, dict[str, Any] | None]] = []
+    statements: list[Statement] = []
 
     def add(statement: str, rows: list[dict[str, Any]]) -> None:
         for chunk in _chunks(rows):
@@ -243,10 +283,4 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
     if batch.forks:
         add(_FORKS, list(batch.forks.values()))
-    execute_many = getattr(engine, "execute_many", None)
-    if execute_many is not None:
-        execute_many(graph, statements)  # one round trip: small trickling batches stay cheap
-    else:
-        for text, params in statements:
-            engine.execute(graph, text, params)
-    return len(statements)
+    return statements
