@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import msgspec
 
 from convograph.events.types import ContentPart
 from convograph.projections.view import (
@@ -58,19 +59,21 @@ PLACEHOLDER_OUTPUT: Final = "Tool result unavailable."
 the user interrupted it."""
 
 
-@dataclass(slots=True)
-class TextBlock:
+# The history types are msgspec Structs untracked by the cyclic GC (``gc=False``): a history is an
+# acyclic tree built and rendered within one call, and 100k-node conversations would otherwise
+# trigger full collections that cost more than building it.
+
+
+class TextBlock(msgspec.Struct, gc=False):
     text: str
 
 
-@dataclass(slots=True)
-class ThinkingBlock:
+class ThinkingBlock(msgspec.Struct, gc=False):
     text: str
     signature: str | None = None
 
 
-@dataclass(slots=True)
-class ToolExchange:
+class ToolExchange(msgspec.Struct, gc=False):
     """One tool call and its result (``missing``: the placeholder stands in for it)."""
 
     id: str
@@ -85,10 +88,9 @@ class ToolExchange:
         return isinstance(output, dict) and output.get("status") == "denied"
 
 
-@dataclass(slots=True)
-class AssistantTurn:
-    blocks: list[TextBlock | ThinkingBlock] = field(default_factory=list)
-    calls: list[ToolExchange] = field(default_factory=list)
+class AssistantTurn(msgspec.Struct, gc=False):
+    blocks: list[TextBlock | ThinkingBlock] = msgspec.field(default_factory=list)
+    calls: list[ToolExchange] = msgspec.field(default_factory=list)
 
     @property
     def text(self) -> str | None:
@@ -96,8 +98,7 @@ class AssistantTurn:
         return "".join(texts) if texts else None
 
 
-@dataclass(slots=True)
-class UserTurn:
+class UserTurn(msgspec.Struct, gc=False):
     content: str | list[ContentPart]
 
 
