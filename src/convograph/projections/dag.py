@@ -29,7 +29,6 @@ import bisect
 import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
-from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Final
 
@@ -591,18 +590,16 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     kind_of = _KIND_OF_TYPE
     data.kinds = [kind_of.get(type(node)) or node.kind for node in nodes]
     data.labels = node_labels(nodes)
-    index = dict(zip(ids, range(len(ids)), strict=True))
-    items = graph.edges.items()
-    if items:
-        sources, target_lists = zip(*items, strict=True)
-        targets = list(map(index.get, chain.from_iterable(target_lists)))
-        repeated = list(map(index.get, chain.from_iterable(map(repeat, sources, map(len, target_lists)))))
-        if None in targets or None in repeated:  # an edge to or from an unknown node: skipped
-            data.edges = [
-                (s, t) for s, t in zip(repeated, targets, strict=True) if s is not None and t is not None
-            ]
-        else:
-            data.edges = list(zip(repeated, targets, strict=True))  # type: ignore[arg-type]
+    index_get = dict(zip(ids, range(len(ids)), strict=True)).get
+    edges = data.edges
+    for source, targets in graph.edges.items():
+        s = index_get(source)
+        if s is None:
+            continue
+        for target in targets:
+            t = index_get(target)
+            if t is not None:
+                edges.append((s, t))
     return data
 
 

@@ -42,7 +42,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, Final
 
 import msgspec
@@ -880,17 +880,13 @@ def graph_arrival_order(graph: Graph) -> list[tuple[Node, str | None]]:
 
 
 def parent_map(graph: Graph) -> dict[str, str]:
-    """Target id -> source id of its first incoming edge (edges in insertion order). O(E), built
-    with C-level iteration: the edge lists are flattened and zipped, reversed so the first wins."""
-    items = graph.edges.items()
-    if not items:
-        return {}
-    sources, target_lists = zip(*items, strict=True)
-    targets = list(chain.from_iterable(target_lists))
-    repeated = list(chain.from_iterable(map(repeat, sources, map(len, target_lists))))
-    targets.reverse()
-    repeated.reverse()
-    return dict(zip(targets, repeated, strict=True))
+    """Target id -> source id of its first incoming edge (edges in insertion order). O(E): the
+    edge lists are read in bulk and walked backwards, so the first edge's source is written last."""
+    parent_of: dict[str, str] = {}
+    for source, targets in reversed(list(graph.edges.items())):
+        for target in targets:
+            parent_of[target] = source
+    return parent_of
 
 
 def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
