@@ -442,3 +442,46 @@ def test_project_thread_rejects_what_it_cannot_project() -> None:
         project_thread(graph, object())
     with pytest.raises(TypeError, match="cannot project a dict"):
         project_thread({})
+
+
+def test_one_shot_loop_equals_node_by_node_placement() -> None:
+    """`add_all` (the one-shot loop) and `add` per node build the same views; the one-shot entry
+    point refuses a change-tracking builder."""
+    from convograph.projections.thread import ThreadBuilder, graph_arrival_order
+
+    events: list[dict[str, Any]] = [
+        {"type": "user", "runId": "u", "content": "go"},
+        {"type": "harness_start", "runId": "a", "parentId": "u:user"},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p0",
+            "toolCallId": "c",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "early\n"},
+        },
+        {"type": "reasoning", "runId": "P", "parentId": "a", "id": "r", "content": "th", "signature": "s"},
+        {"type": "text", "runId": "P", "parentId": "a", "id": "t", "content": "hi"},
+        {"type": "tool_call", "runId": "a", "id": "c", "name": "exec", "input": {"cmd": "ls"}},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "p1",
+            "toolCallId": "c",
+            "name": "exec",
+            "content": {"channel": "stdout", "data": "late\n"},
+        },
+        {"type": "tool_result", "runId": "a", "id": "c", "name": "exec", "output": "ok"},
+        {"type": "tool_result", "runId": "a", "id": "ghost", "name": "x", "output": 1},
+        {"type": "harness_end", "runId": "a"},
+    ]
+    pairs = graph_arrival_order(reduce_events(create_graph(), events))
+    one_shot, per_node = ThreadBuilder(), ThreadBuilder()
+    one_shot.add_all(pairs)
+    for node, parent_id in pairs:
+        per_node.add(node, parent_id)
+    assert to_jsonable(one_shot.views) == to_jsonable(per_node.views)
+    (call,) = [view for view in one_shot.views if view.id == "c"]
+    assert call.content.progress["stdout"] == "early\nlate\n"  # type: ignore[union-attr]
+    with pytest.raises(RuntimeError, match="one-shot"):
+        ThreadBuilder(track_changes=True).add_placed([])

@@ -431,14 +431,19 @@ def build_from_conversation(
         else:
             feed.extend((chunk.seq, order, chunk.id, None) for chunk in q.chunks_of(conversation, payload.id))
     feed.sort()  # (seq, order) pairs are unique: the payloads are never compared
-    builder.add_all_in(_feed_placements(conversation, feeder, feed))
+    placements = _feed_placements(conversation, feeder, feed)
+    if track_changes:
+        for node, _, level in placements:
+            builder.add_in(node, level)
+    else:
+        builder.add_placed(placements)
     return builder, feeder
 
 
 def _feed_placements(
     conversation: Any, feeder: ConversationFeeder, feed: list[tuple[int, int, Any, str | None]]
-) -> Iterator[tuple[Node, _Level]]:
-    """The nodes of ``feed`` (in order) with their lists, for `ThreadBuilder.add_all_in`. Lazy: a
+) -> Iterator[tuple[Node, None, _Level]]:
+    """The nodes of ``feed`` (in order) with their lists, for `ThreadBuilder.add_placed`. Lazy: a
     placement is computed only after the builder has added every earlier node (a thread's list
     depends on its spawner's view). Chunks whose spawner has not been placed wait and are retried
     after every placement; spawners never shown put their threads at the top level."""
@@ -449,7 +454,7 @@ def _feed_placements(
         if isinstance(item, tuple):
             node, level = feeder.summary_node(*item)
             if node is not None:
-                yield node, level  # type: ignore[misc]
+                yield node, None, level  # type: ignore[misc]
             continue
         chunk = get_chunk(conversation, item)
         placed, node, level = feeder.prepare(chunk, whole)
@@ -457,7 +462,7 @@ def _feed_placements(
             deferred.append((chunk, whole))
             continue
         if node is not None:
-            yield node, level  # type: ignore[misc]
+            yield node, None, level  # type: ignore[misc]
         if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
             progressed = True
             while progressed and deferred:
@@ -467,14 +472,14 @@ def _feed_placements(
                     if not placed:
                         still.append((waiting, text))
                     elif node is not None:
-                        yield node, level  # type: ignore[misc]
+                        yield node, None, level  # type: ignore[misc]
                 progressed = len(still) < len(deferred)
                 deferred = still
     for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
         feeder.show_at_top(chunk.run_id)
         _, node, level = feeder.prepare(chunk, text)
         if node is not None:
-            yield node, level  # type: ignore[misc]
+            yield node, None, level  # type: ignore[misc]
 
 
 def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:

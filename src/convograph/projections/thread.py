@@ -370,9 +370,17 @@ class ThreadBuilder:
             return
         self._add_many((node, None, level) for node, level in pairs)
 
+    def add_placed(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
+        """The one-shot fast path behind `add_all` / `add_all_in`, taking ``(node, parent id, None)``
+        (placed by the parent) or ``(node, None, level)`` (placed in ``level``) directly, so a
+        caller that produces triples pays no adapter per node. Needs ``track_changes=False``."""
+        if self.track_changes:
+            raise RuntimeError("ThreadBuilder.add_placed is the one-shot path: use add / add_in")
+        self._add_many(triples)
+
     def _add_many(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
-        """The one-shot fast path of `add_all` / `add_all_in`: ``(node, parent id, None)`` places
-        by the parent, ``(node, None, level)`` in ``level``."""
+        """The one-shot loop: ``(node, parent id, None)`` places by the parent, ``(node, None,
+        level)`` in ``level``."""
         placed = self._placed
         placed_get = placed.get
         levels = self._levels
@@ -993,7 +1001,7 @@ def build_thread(
         if track_changes:
             builder.add_all(zip(nodes, parents, strict=True))
         else:
-            builder._add_many(zip(nodes, parents, repeat(None)))
+            builder.add_placed(zip(nodes, parents, repeat(None)))
         return builder
     from convograph.projections.sources import fill_from_conversation
 
