@@ -322,14 +322,20 @@ class GraphApplier:
         facts = []
         for record, node_id in zip(records, node_ids, strict=True):
             data = _decoder.decode(record.data)
-            stored = offload_fields(
-                self.blobs,
-                workspace=record.workspace,
-                session_id=record.session_id,
-                base_id=record.base_id,
-                fingerprint=record.fingerprint,
-                data=data,
-                threshold=self.offload_threshold,
+            # a field's JSON is shorter than the whole payload's (key order does not change the
+            # length), so a payload under the threshold has nothing to offload (most events)
+            stored = (
+                data
+                if isinstance(record.data, bytes) and len(record.data) < self.offload_threshold
+                else offload_fields(
+                    self.blobs,
+                    workspace=record.workspace,
+                    session_id=record.session_id,
+                    base_id=record.base_id,
+                    fingerprint=record.fingerprint,
+                    data=data,
+                    threshold=self.offload_threshold,
+                )
             )
             facts.append(
                 EventFacts(
