@@ -266,13 +266,17 @@ class SqliteJournal:
 
         The rows come back as one JSON array built by SQLite (a single statement step, so the GIL
         is released once, not once per row; see `_insert_rows`). O(limit)."""
+        return self._read_records("seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+
+    def _read_records(self, where: str, params: tuple[object, ...]) -> list[JournalRecord]:
+        """Records matching ``where``, in seq order, fetched as one JSON row (one statement step)."""
         with self._read_lock:
             row = self._read.execute(
                 "SELECT json_group_array(json_array(seq, workspace, session_id, event, epoch_ms,"
                 " fingerprint, base_id, CAST(data AS TEXT), created_by)) FROM ("
                 "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
-                " FROM events WHERE seq > ? ORDER BY seq LIMIT ?)",
-                (seq, limit),
+                f" FROM events WHERE {where})",
+                params,
             ).fetchone()
         items = _rows_decoder.decode(row[0]) if row and row[0] else []
         items.sort(key=_first)  # already in order in practice; aggregate order is not a promise
@@ -280,13 +284,9 @@ class SqliteJournal:
 
     def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
         """One session's records with ``seq < before_seq`` in seq order (indexed; semantic layers)."""
-        with self._read_lock:
-            rows = self._read.execute(
-                "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
-                " FROM events WHERE workspace = ? AND session_id = ? AND seq < ? ORDER BY seq",
-                (workspace, session_id, before_seq),
-            ).fetchall()
-        return [JournalRecord(*row) for row in rows]
+        return self._read_records(
+            "workspace = ? AND session_id = ? AND seq < ? ORDER BY seq", (workspace, session_id, before_seq)
+        )
 
     def last_seq(self) -> int:
         with self._read_lock:
