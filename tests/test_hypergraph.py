@@ -647,3 +647,24 @@ def texts_of_user(conv: Conversation, message_id: str) -> str:
     content = q.chunks_of(conv, block.id)[0].event.content  # type: ignore[union-attr]
     assert isinstance(content, str)
     return content
+
+
+def test_bulk_rows_match_the_records() -> None:
+    """`block_rows`, `chunk_seqs` and `chunk_event` (bulk readers' forms) agree with `blocks_of`,
+    `chunks_of` and `get_chunk`, at the newest version and at an older one."""
+    events = list(rlm_stream(3, 2, 2))
+    versions = [reduce_conversation_events(create_conversation(), events[: len(events) // 2])]
+    versions.append(reduce_conversation_events(versions[0], events[len(events) // 2 :]))
+    for conv in versions:
+        for message in q.iter_messages(conv):
+            blocks = q.blocks_of(conv, message.id)
+            rows = q.block_rows(conv, message.id)
+            assert [(r.id, r.kind, r.run_id, r.first_seq, r.chunk_count) for r in rows] == [
+                (b.id, b.kind, b.run_id, b.first_seq, len(b.chunk_ids)) for b in blocks
+            ]
+            for block in blocks:
+                chunks = q.chunks_of(conv, block.id)
+                assert q.chunk_seqs(conv, block.id) == tuple(chunk.seq for chunk in chunks)
+                assert all(q.chunk_event(conv, chunk.seq) is chunk.event for chunk in chunks)
+        with pytest.raises(KeyError, match="no chunk with seq"):
+            q.chunk_event(conv, conv.chunk_count + 1)

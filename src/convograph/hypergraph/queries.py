@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -38,6 +38,7 @@ from convograph.hypergraph.model import (
 
 __all__ = [
     "Block",
+    "BlockRow",
     "Chunk",
     "Message",
     "MessageHealth",
@@ -46,10 +47,13 @@ __all__ = [
     "SpawnInfo",
     "ToolCallInfo",
     "block_of",
+    "block_rows",
     "block_text",
     "blocks_of",
     "child_runs",
     "children_of",
+    "chunk_event",
+    "chunk_seqs",
     "chunks_of",
     "diagnostics",
     "get_block",
@@ -300,6 +304,45 @@ def blocks_of(conv: Conversation, message_id: str) -> tuple[Block, ...]:
     message = _message(conv, message_id)
     blocks = conv._store.blocks
     return tuple(_block_record(conv, blocks[i]) for i in prefix(message.blocks, conv._n_blocks))
+
+
+class BlockRow(NamedTuple):
+    """A block as plain values, for bulk readers (one-shot projections): no record, no chunk id
+    strings. ``first_seq`` is the arrival number of its first chunk; ``chunk_count`` how many it has."""
+
+    id: str
+    kind: str
+    run_id: str
+    first_seq: int
+    chunk_count: int
+
+
+def block_rows(conv: Conversation, message_id: str) -> tuple[BlockRow, ...]:
+    """`blocks_of` as `BlockRow`s (same blocks, same order). O(blocks of the message)."""
+    message = _message(conv, message_id)
+    blocks = conv._store.blocks
+    n_chunks = conv._n_chunks
+    out: list[BlockRow] = []
+    for i in prefix(message.blocks, conv._n_blocks):
+        block = blocks[i]
+        chunks = prefix(block.chunks, n_chunks)
+        out.append(BlockRow(block.id, block.kind, block.run, chunks[0] + 1, len(chunks)))
+    return tuple(out)
+
+
+def chunk_seqs(conv: Conversation, block_id: str) -> tuple[int, ...]:
+    """The arrival numbers (``Chunk.seq``) of the block's chunks, in order. O(chunks of the block)."""
+    block = _block(conv, block_id)
+    return tuple(i + 1 for i in prefix(block.chunks, conv._n_chunks))
+
+
+def chunk_event(conv: Conversation, seq: int) -> Any:
+    """The event of the chunk with arrival number ``seq`` (``get_chunk(conv, chunk_id(seq - 1)).event``)
+    without building the record. O(1)."""
+    index = seq - 1
+    if not 0 <= index < conv._n_chunks:
+        raise KeyError(f"no chunk with seq {seq} in this conversation version")
+    return conv._store.events[index]
 
 
 def block_text(conv: Conversation, block_id: str) -> str:

@@ -308,14 +308,13 @@ class ConversationFeeder:
         return node, level
 
 
-class ShownBlock(NamedTuple):
-    """What the projections keep of a shown block: plain strings (the query record is dropped at
-    once, so a 100k-block projection holds no tracked objects per block)."""
+class FedChunk(NamedTuple):
+    """What the feeder reads of a chunk, built from `queries.chunk_event` (no `Chunk` record)."""
 
-    id: str
+    block_id: str
+    event: Any
     kind: str
     run_id: str
-    chunk_ids: tuple[str, ...]
 
 
 def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tuple[int, int, Any, Any]]:
@@ -354,15 +353,8 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
                 items.append((seq, order, "summary", (message, path.thread_id)))
                 order += 1
                 continue
-            for block in q.blocks_of(conversation, message_id):
-                items.append(
-                    (
-                        block.first_seq,
-                        order,
-                        "block",
-                        ShownBlock(block.id, block.kind, block.run_id, block.chunk_ids),
-                    )
-                )
+            for block in q.block_rows(conversation, message_id):
+                items.append((block.first_seq, order, "block", block))
                 order += 1
                 for spawn in spawned.get(block.id, ()):
                     if spawn.thread_id != path.thread_id:
@@ -374,7 +366,7 @@ def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tup
 def _summary_seq(conversation: Any, message: Any) -> int:
     q = _queries()
     for source in message.summary.source_ids:
-        for block in q.blocks_of(conversation, source):
+        for block in q.block_rows(conversation, source):
             return int(block.first_seq)
     return 0
 
@@ -419,17 +411,21 @@ def build_from_conversation(
     # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
     # (its later chunks only extend it, they are never placed). The list holds chunk ids, and the
     # chunk record is read when it is fed, so no tracked record lives through the whole build.
-    feed: list[tuple[int, int, Any, str | None]] = []
+    feed: list[tuple[int, int, Any, str | None, str | None]] = []
     for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
         if kind == "summary":
-            feed.append((seq, order, payload, None))
+            feed.append((seq, order, payload, None, None))
             continue
         if payload.kind in ("text", "reasoning"):  # the first chunk, with the text joined
-            feed.append((seq, order, payload.chunk_ids[0], q.block_text(conversation, payload.id)))
-        elif len(payload.chunk_ids) == 1:
-            feed.append((seq, order, payload.chunk_ids[0], None))
+            feed.append((seq, order, payload.id, payload.run_id, q.block_text(conversation, payload.id)))
+        elif payload.chunk_count == 1:
+            feed.append((seq, order, payload.id, payload.run_id, None))
         else:
-            feed.extend((chunk.seq, order, chunk.id, None) for chunk in q.chunks_of(conversation, payload.id))
+            block_id, run_id = payload.id, payload.run_id
+            feed.extend(
+                (chunk_seq, order, block_id, run_id, None)
+                for chunk_seq in q.chunk_seqs(conversation, block_id)
+            )
     feed.sort()  # (seq, order) pairs are unique: the payloads are never compared
     placements = _feed_placements(conversation, feeder, feed)
     if track_changes:
@@ -441,22 +437,23 @@ def build_from_conversation(
 
 
 def _feed_placements(
-    conversation: Any, feeder: ConversationFeeder, feed: list[tuple[int, int, Any, str | None]]
+    conversation: Any, feeder: ConversationFeeder, feed: list[tuple[int, int, Any, str | None, str | None]]
 ) -> Iterator[tuple[Node, None, _Level]]:
     """The nodes of ``feed`` (in order) with their lists, for `ThreadBuilder.add_placed`. Lazy: a
     placement is computed only after the builder has added every earlier node (a thread's list
     depends on its spawner's view). Chunks whose spawner has not been placed wait and are retried
     after every placement; spawners never shown put their threads at the top level."""
     q = _queries()
-    get_chunk = q.get_chunk
+    chunk_event = q.chunk_event
     deferred: list[tuple[Any, str | None]] = []
-    for _, _, item, whole in feed:
+    for seq, _, item, run_id, whole in feed:
         if isinstance(item, tuple):
             node, level = feeder.summary_node(*item)
             if node is not None:
                 yield node, None, level  # type: ignore[misc]
             continue
-        chunk = get_chunk(conversation, item)
+        event = chunk_event(conversation, seq)
+        chunk = FedChunk(item, event, event.type, run_id)  # type: ignore[arg-type]
         placed, node, level = feeder.prepare(chunk, whole)
         if not placed:
             deferred.append((chunk, whole))
@@ -527,14 +524,14 @@ def _block_label(conversation: Any, block: Any) -> str:
     q = _queries()
     kind = block.kind
     if kind in ("text", "reasoning"):  # the label reads the first 8 chunks
-        if len(block.chunk_ids) <= 8:
+        if block.chunk_count <= 8:
             text = q.block_text(conversation, block.id)
         else:
             text = "".join(chunk.event.content for chunk in q.chunks_of(conversation, block.id)[:8])
         if kind == "reasoning":
             return compact("thinking: " + text) if text else "thinking..."
         return compact(text) or "text"
-    event = q.get_chunk(conversation, block.chunk_ids[0]).event
+    event = q.chunk_event(conversation, block.first_seq)
     if kind == "tool_call":
         return compact(event.name)
     if kind == "tool_result":
