@@ -14,7 +14,7 @@ import msgspec
 from convograph.events import Event, EventError, parse_event
 from convograph.server.errors import ApiError
 
-__all__ = ["JSON_TYPES", "NDJSON_TYPES", "parse_event_batch"]
+__all__ = ["JSON_TYPES", "NDJSON_TYPES", "decode_body", "parse_event_batch"]
 
 JSON_TYPES: Final = frozenset({"application/json", "text/json"})
 NDJSON_TYPES: Final = frozenset(
@@ -93,3 +93,13 @@ def _ndjson_items(body: bytes) -> list[tuple[int | None, Any]]:
     if not items:
         raise ApiError(400, "request body holds no events: send one JSON event per line")
     return items
+
+
+def decode_body[T](raw: bytes, kind: type[T]) -> T:
+    """A small JSON request body as ``kind`` (an empty body counts as ``{}``); 400 naming the problem."""
+    try:
+        return msgspec.json.decode(raw or b"{}", type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(400, f"invalid body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None

@@ -22,6 +22,7 @@ from convograph.hypergraph import queries as q
 from convograph.hypergraph.commands import check_command
 from convograph.hypergraph.operations import OperationError
 from convograph.jsonable import to_jsonable
+from convograph.server.bodies import decode_body
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState
 from convograph.server.state import ServerState, existing_conversation, require, server_state
@@ -53,15 +54,6 @@ class SummarizeBody(msgspec.Struct, frozen=True, kw_only=True, rename="camel", f
     last_id: str
     text: str
     model: str | None = None
-
-
-def _decode[T](raw: bytes, kind: type[T]) -> T:
-    try:
-        return msgspec.json.decode(raw or b"{}", type=kind)
-    except msgspec.ValidationError as exc:
-        raise ApiError(400, f"invalid body: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
 
 
 def active_path(live: LiveState) -> list[dict[str, Any]]:
@@ -141,7 +133,7 @@ class BranchController(Controller):
     ) -> Response[bytes]:
         """A new sibling branch holding ``content``; it becomes active. The original is kept."""
         state, live = await _live(request, cid)
-        body = _decode(await request.body(), EditBody)
+        body = decode_body(await request.body(), EditBody)
         run_id = f"edit-{uuid.uuid4().hex[:12]}"
         return await _record(
             state, cid, live, Edit(message_id=mid, content=body.content, run_id=run_id, **_stamp())
@@ -177,7 +169,7 @@ class BranchController(Controller):
     async def summarize(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         """Replace the active messages ``firstId``..``lastId`` by a summary holding ``text``."""
         state, live = await _live(request, cid)
-        body = _decode(await request.body(), SummarizeBody)
+        body = decode_body(await request.body(), SummarizeBody)
         command = Summarize(
             first_id=body.first_id, last_id=body.last_id, text=body.text, model=body.model, **_stamp()
         )

@@ -15,7 +15,7 @@ from litestar.response import Stream
 from convograph.events import Event, RelayResolved, encode_event
 from convograph.jsonable import to_jsonable
 from convograph.projections import project_dag, project_messages, project_thread
-from convograph.server.bodies import parse_event_batch
+from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
 from convograph.server.sse import RETRY_FRAME
@@ -287,12 +287,7 @@ class ConversationController(Controller):
         """Records ``relay_resolved`` in the log, so the decision survives reconnects and restarts.
         A relay is decided once: a second decision is refused with 409."""
         state = server_state(request)
-        try:
-            decision = msgspec.json.decode(await request.body(), type=RelayDecision)
-        except msgspec.ValidationError as exc:
-            raise ApiError(400, f"invalid relay decision: {exc}") from None
-        except msgspec.DecodeError as exc:
-            raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
+        decision = decode_body(await request.body(), RelayDecision)
         live = await existing_conversation(state, cid)
         relay = live.relays.get(relay_id)
         if relay is None:
