@@ -256,3 +256,29 @@ def test_repl_statuses() -> None:
 def test_repl_needs_the_hypergraph() -> None:
     with pytest.raises(TypeError, match="hypergraph"):
         project_repl(reduce_events(create_graph(), RLM))
+
+
+def test_reasoning_signature_sent_in_a_later_chunk_is_kept() -> None:
+    """Providers often send the thinking signature last, in an empty chunk of its own: the
+    hypergraph thread keeps it, as the flat one does (an unsigned thinking block cannot be sent
+    back to Anthropic)."""
+    from convograph import create_graph, project_messages, project_thread, reduce_events, to_jsonable
+    from convograph.examples import multi_agent_events
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    events = multi_agent_events()
+    graph = reduce_events(create_graph(), events)
+    conversation = reduce_conversation_events(create_conversation(), events)
+    flat = to_jsonable(project_thread(graph))
+    hyper = to_jsonable(project_thread(conversation, default_active(conversation)))
+    assert hyper == flat
+    assert any(view["content"].get("signature") == "sig-demo-p1" for view in hyper)
+    thinking = [
+        block
+        for message in project_messages(conversation, default_active(conversation), format="anthropic")
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block["type"] == "thinking"
+    ]
+    assert thinking
+    assert thinking[0]["signature"] == "sig-demo-p1"

@@ -235,17 +235,32 @@ class ConversationFeeder:
         return True, node, level
 
     @staticmethod
-    def _text_node(kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any) -> Node:
+    def _text_node(
+        kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any, signature: str | None = None
+    ) -> Node:
         if kind == "reasoning":
-            return ReasoningNode(id=node_id, run_id=run_id, fragments=fragments, signature=event.signature)
+            return ReasoningNode(
+                id=node_id, run_id=run_id, fragments=fragments, signature=signature or event.signature
+            )
         return TextNode(id=node_id, run_id=run_id, fragments=fragments)
+
+    def _block_signature(self, block_id: str) -> str | None:
+        """The newest thinking signature in a reasoning block (providers often send it last,
+        in a chunk of its own). O(chunks in the block)."""
+        found = None
+        for chunk in self._q.chunks_of(self.conversation, block_id):
+            signature = getattr(chunk.event, "signature", None)
+            if signature is not None:
+                found = signature
+        return found
 
     def _node(self, chunk: Any, event: Any, kind: str, block_id: str, whole: str | None) -> Node | None:
         run = chunk.run_id
         if kind in ("text", "reasoning"):
             fragments = Fragments(whole if whole is not None else event.content)
             self._texts[block_id] = fragments
-            return self._text_node(kind, self._unique(event.id), run, fragments, event)
+            signature = self._block_signature(block_id) if kind == "reasoning" and whole is not None else None
+            return self._text_node(kind, self._unique(event.id), run, fragments, event, signature)
         if kind == "tool_call":
             return ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
         if kind == "tool_result":
