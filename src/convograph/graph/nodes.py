@@ -7,13 +7,14 @@ the chain; the joined string is memoised on the newest cell only.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from convograph.events.types import ContentPart
 
 __all__ = [
+    "KIND_OF_NODE_TYPE",
     "ErrorNode",
     "Fragments",
     "HarnessEndNode",
@@ -165,3 +166,21 @@ Node = (
     | UsageNode
     | RelayNode
 )
+
+KIND_OF_NODE_TYPE: Final[dict[type[Any], str]] = {
+    cls: str(cls.__struct_config__.tag)
+    for cls in (
+        TextNode,
+        ReasoningNode,
+        ToolCallNode,
+        ToolResultNode,
+        ToolProgressNode,
+        UserNode,
+        ErrorNode,
+        RelayNode,
+        HarnessStartNode,
+        HarnessEndNode,
+        UsageNode,
+    )
+}
+"""Node class -> its ``kind`` tag (a dict lookup is cheaper than ``node.kind`` in hot loops)."""

@@ -36,6 +36,9 @@ import msgspec
 
 from convograph.graph.model import Graph
 from convograph.graph.nodes import (
+    KIND_OF_NODE_TYPE as _KIND_OF_TYPE,
+)
+from convograph.graph.nodes import (
     ErrorNode,
     HarnessEndNode,
     HarnessStartNode,
@@ -502,24 +505,6 @@ def check_no_overlap(nodes: Sequence[DAGNode]) -> list[tuple[str, str]]:
 
 
 _FIXED_LABELS: Final = {"harness_start": "run start", "harness_end": "run end"}
-
-
-_KIND_OF_TYPE: Final[dict[type[Any], str]] = {
-    cls: cls.__struct_config__.tag  # type: ignore[misc]
-    for cls in (
-        TextNode,
-        ReasoningNode,
-        ToolCallNode,
-        ToolResultNode,
-        ToolProgressNode,
-        UserNode,
-        ErrorNode,
-        RelayNode,
-        HarnessStartNode,
-        HarnessEndNode,
-        UsageNode,
-    )
-}
 
 
 def node_label(node: Any) -> str:

@@ -49,9 +49,10 @@ import msgspec
 
 from convograph.graph.model import Graph
 from convograph.graph.nodes import (
+    KIND_OF_NODE_TYPE as _KIND_OF_TYPE,
+)
+from convograph.graph.nodes import (
     ErrorNode,
-    HarnessEndNode,
-    HarnessStartNode,
     Node,
     ReasoningNode,
     RelayNode,
@@ -59,7 +60,6 @@ from convograph.graph.nodes import (
     ToolCallNode,
     ToolProgressNode,
     ToolResultNode,
-    UsageNode,
     UserNode,
 )
 from convograph.projections.progress import ProgressRegistry, default_registry
@@ -835,23 +835,6 @@ class ThreadBuilder:
             if self.track_changes:
                 self.changed.add(view.id)
 
-
-_KIND_OF_TYPE: Final[dict[type[Any], str]] = {
-    cls: cls.__struct_config__.tag  # type: ignore[misc]
-    for cls in (
-        TextNode,
-        ReasoningNode,
-        ToolCallNode,
-        ToolResultNode,
-        ToolProgressNode,
-        UserNode,
-        ErrorNode,
-        RelayNode,
-        HarnessStartNode,
-        HarnessEndNode,
-        UsageNode,
-    )
-}
 
 _ADDERS: Final[dict[str, Any]] = {
     "text": ThreadBuilder._add_text,
