@@ -276,6 +276,10 @@ function conversationPage(cid, tab) {
     async () => {
       await steering.refresh();
       steering.decorate(threadRoot);
+      if (steering.unanchored) {
+        redecorateBudget = 20;
+        setTimeout(flush, 250);
+      }
     },
     { trailing: true },
   );
@@ -382,6 +386,8 @@ function conversationPage(cid, tab) {
     if (view.el) view.el.focus();
   }
 
+  let lastRedecorate = 0;
+  let redecorateBudget = 0;
   const flush = frameScheduler(() => {
     // Follow the conversation while the reader is at the bottom (a chat's "stick to bottom").
     const root = document.scrollingElement;
@@ -390,6 +396,15 @@ function conversationPage(cid, tab) {
       model.dirtyViews.clear();
       model.dirtyLevels.clear();
     } else thread.flush();
+    // The path may have arrived before its turns were rendered (rendering is coalesced): attach the
+    // controls from the cached path once they are, without refetching; retried every 250 ms, a
+    // bounded number of times (an empty regenerated turn stays unanchored on purpose).
+    if (steering.unanchored && redecorateBudget > 0 && performance.now() - lastRedecorate >= 250) {
+      lastRedecorate = performance.now();
+      redecorateBudget -= 1;
+      steering.decorate(threadRoot);
+      if (steering.unanchored && redecorateBudget > 0) setTimeout(flush, 250);
+    }
     if (follow) root.scrollTop = root.scrollHeight;
     if (connection.classList.contains("conn--live")) connection.textContent = `live · seq ${model.lastSeq}`;
     if (!serverMode) empty.hidden = model.top.items.length > 0;

@@ -20,6 +20,7 @@ export class Steering {
     this.onProblem = onProblem;
     this.available = null; // unknown until the first /path answer
     this.path = [];
+    this.unanchored = false; // a message of the path had no rendered turn at the last decorate
     this.busy = false;
     this.problem = null;
   }
@@ -49,6 +50,7 @@ export class Steering {
     const byId = new Map();
     for (const el of root.querySelectorAll("article[data-id]")) byId.set(el.dataset.id, el);
     const keep = new Set();
+    this.unanchored = false;
     for (const message of this.path) {
       let anchor = null;
       for (const id of message.viewIds) {
@@ -72,6 +74,7 @@ export class Steering {
         anchor.querySelector(":scope > .turn__meta").after(controls);
         keep.add(controls);
       } else {
+        this.unanchored = true; // not rendered yet (or an empty regenerated turn): flush retries
         const controls = this._controls(message);
         if (!controls) continue;
         // A regenerated turn with nothing in it yet: show where it is.
