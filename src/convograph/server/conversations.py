@@ -216,8 +216,7 @@ class ConversationController(Controller):
         apply) or of the whole flat graph (``model=flat``)."""
         live = await existing_conversation(server_state(request), cid)
         if _model(model) == "flat":
-            live, graph = await server_state(request).conversations.flat_graph(cid)
-            body = _memo(live, ("thread", "flat"), lambda: project_thread(graph))
+            body = _memo(live, ("thread", "flat"), lambda: project_thread(live.graph))
         else:
             body = _memo(live, ("thread",), live.projector.to_jsonable)
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
@@ -234,8 +233,9 @@ class ConversationController(Controller):
             raise ApiError(400, f"format must be one of {', '.join(MESSAGE_FORMATS)}, got {format!r}")
         live = await existing_conversation(server_state(request), cid)
         if _model(model) == "flat":
-            live, graph = await server_state(request).conversations.flat_graph(cid)
-            body = _memo(live, ("messages", format, "flat"), lambda: project_messages(graph, format=format))
+            body = _memo(
+                live, ("messages", format, "flat"), lambda: project_messages(live.graph, format=format)
+            )
         else:
             body = _memo(live, ("messages", format), lambda: live.projector.messages(format))
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
@@ -255,11 +255,7 @@ class ConversationController(Controller):
         key = ("dag", flat)
         layout = live.memo.get(key)
         if layout is None:
-            if flat:
-                live, graph = await server_state(request).conversations.flat_graph(cid)
-                layout = live.memo[key] = project_dag(graph)
-            else:
-                layout = live.memo[key] = project_dag(live.conversation)
+            layout = live.memo[key] = project_dag(live.graph) if flat else project_dag(live.conversation)
         if format == "svg":
             svg = live.memo.get(("dag-svg", flat))
             if svg is None:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
 from convograph.events import Event, Relay, RelayResolved
-from convograph.graph import Graph, create_graph, reduce_event, reduce_events
+from convograph.graph import Graph, create_graph, reduce_event
 from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
 from convograph.hypergraph.model import Conversation
 from convograph.projections import ConversationProjector
@@ -219,9 +219,7 @@ class LiveState:
     __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "projector", "relays")
 
     def __init__(self) -> None:
-        self.graph: Graph | None = None
-        """The flat graph, built on the first ``model=flat`` request (`LiveConversations.flat_graph`)
-        and kept current from then on; None until then, so ingest pays only for the hypergraph."""
+        self.graph: Graph = create_graph()
         self.projector = ConversationProjector()
         self.last_seq = 0
         self.relays: dict[str, Relay] = {}
@@ -239,8 +237,7 @@ class LiveState:
         graph = self.graph
         projector = self.projector
         for event in events:
-            if graph is not None:
-                graph = reduce_event(graph, event)
+            graph = reduce_event(graph, event)
             if isinstance(event, COMMAND_TYPES):
                 changed = reduce_with_commands(projector.conversation, event)
                 if changed is not projector.conversation:
@@ -287,27 +284,6 @@ class LiveConversations:
                     break
                 state.apply([stored.event for stored in page], page[-1].seq)
         return state
-
-    async def flat_graph(self, conversation_id: str) -> tuple[LiveState, Graph]:
-        """The state and its flat graph, replaying the log into the graph the first time. O(events)
-        once, then nothing: `LiveState.apply` keeps it current."""
-        state = await self.get(conversation_id)
-        if state.graph is None:
-            async with state.lock:  # last_seq cannot move while the lock is held
-                if state.graph is None:
-                    graph = create_graph()
-                    cursor = 0
-                    while cursor < state.last_seq:
-                        page = await self._log.read(
-                            conversation_id, cursor, min(10_000, state.last_seq - cursor)
-                        )
-                        if not page:
-                            break
-                        graph = reduce_events(graph, [stored.event for stored in page])
-                        cursor = page[-1].seq
-                    state.graph = graph
-        assert state.graph is not None
-        return state, state.graph
 
     def stored(self, conversation_id: str, stored: Sequence[StoredEvent]) -> None:
         """Apply events just stored by this process when they extend the cached state."""
