@@ -41,8 +41,7 @@ export class Steering {
    * pass indexes the rendered turns; a message whose controls are already in place (same anchor,
    * same branch position) is left alone, so a refresh of a large path touches almost nothing. */
   decorate(root) {
-    const loose = root.querySelector(":scope > .steer-loose");
-    if (loose) loose.remove();
+    for (const loose of root.querySelectorAll(":scope > .steer-loose")) loose.remove();
     if (!this.available) {
       for (const old of root.querySelectorAll(".steer")) old.remove();
       return;
@@ -73,8 +72,12 @@ export class Steering {
         controls.dataset.sig = signature;
         anchor.querySelector(":scope > .turn__meta").after(controls);
         keep.add(controls);
+      } else if (message.viewIds.length) {
+        // Its turns are not rendered yet (rendering is coalesced; flush retries), or hidden by the
+        // reader's choice of a local alternative: no controls until one shows.
+        this.unanchored = true;
       } else {
-        this.unanchored = true; // not rendered yet (or an empty regenerated turn): flush retries
+        this.unanchored = true;
         const controls = this._controls(message);
         if (!controls) continue;
         // A regenerated turn with nothing in it yet: show where it is.
