@@ -44,10 +44,24 @@ def test_list_shows_live_conversations(demo_server: ServerProcess, probe: PagePr
     page.goto(demo_server.url + "/")
     for cid in ("demo-research", "demo-rlm", "demo-retry-policies"):
         page.wait_for_selector(f'tr[data-id="{cid}"] a')
-    # A conversation created after the page loaded appears without a reload.
+    polls: list[str] = []
+    page.on(
+        "request",
+        lambda request: polls.append(request.url) if request.url.endswith("/v1/conversations") else None,
+    )
+    # A conversation created after the page loaded appears without a reload, pushed by the live
+    # feed (/v1/live/conversations), and its row follows new events and its deletion.
     post(demo_server.url, "e2e-late-arrival", [{"type": "user", "runId": "u", "content": "hello"}])
     page.wait_for_selector('tr[data-id="e2e-late-arrival"]', timeout=10_000)
+    post(demo_server.url, "e2e-late-arrival", [{"type": "user", "runId": "u2", "content": "again"}])
+    page.wait_for_function(
+        """() => document.querySelector('tr[data-id="e2e-late-arrival"] td.num')?.textContent === "2" """,
+        timeout=10_000,
+    )
     probe.shot("list")
+    assert httpx.delete(f"{demo_server.url}/v1/conversations/e2e-late-arrival", timeout=10).status_code == 204
+    page.wait_for_selector('tr[data-id="e2e-late-arrival"]', state="detached", timeout=10_000)
+    assert polls == []  # pushed, not polled
     page.click('tr[data-id="demo-research"] a')
     page.wait_for_url("**/c/demo-research")
     page.wait_for_selector("article.kind--user")
@@ -362,6 +376,7 @@ def test_server_with_api_keys_asks_for_one_and_streams(tmp_path: Path, probe: Pa
         page.wait_for_selector('tr[data-id="e2e-keys"]')
         assert dialog.is_hidden()
         probe.shot("api-key")
+        page.goto("about:blank")  # close the page's live list feed before the server goes away
     finally:
         server.stop()
 

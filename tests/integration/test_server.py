@@ -392,6 +392,84 @@ def test_api_keys_scopes_and_workspaces(tmp_path: Path) -> None:
         assert http.delete("/v1/conversations/acme:c1", headers=auth(admin)).status_code == 204
 
 
+def read_list_feed(url: str, headers: dict[str, str], until: Any, timeout: float = 10) -> list[Any]:
+    """``(event, data)`` messages of ``GET /v1/live/conversations`` until ``until(messages)``."""
+    from convograph.client.sse import SSEDecoder
+
+    out: list[Any] = []
+    decoder = SSEDecoder()
+    with (
+        httpx.Client(timeout=timeout) as client,
+        client.stream("GET", f"{url}/v1/live/conversations", headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            out.extend((message.event, json.loads(message.data)) for message in decoder.feed(chunk))
+            if until(out):
+                break
+    return out
+
+
+def test_live_conversation_list_pushes_rows_per_workspace_and_ends_on_shutdown(tmp_path: Path) -> None:
+    keyfile = tmp_path / "keys.json"
+    admin = add_key_to_file(keyfile, key_id="admin", scopes=["admin"])
+    acme = add_key_to_file(keyfile, key_id="acme", scopes=["read", "write"], workspaces=["acme"])
+    acme_headers = {"Authorization": f"Bearer {acme}"}
+    with running_server(tmp_path / "data", "--api-key-file", str(keyfile)) as server:
+        assert httpx.get(f"{server.url}/v1/live/conversations").status_code == 401
+        for cid, key in (("acme:c1", acme), ("other:c1", admin)):
+            response = httpx.post(
+                f"{server.url}/v1/conversations/{cid}/events",
+                json=text(1),
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert response.status_code == 200
+        seen: list[Any] = []
+
+        def reader() -> None:
+            seen.extend(
+                read_list_feed(
+                    server.url,
+                    acme_headers,
+                    lambda out: any(e == "conversation" and d["eventCount"] == 3 for e, d in out),
+                )
+            )
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        time.sleep(0.5)
+        for cid, key in (("other:c1", admin), ("acme:c1", acme)):
+            response = httpx.post(
+                f"{server.url}/v1/conversations/{cid}/events",
+                json=[text(2), text(3)],
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert response.status_code == 200
+        thread.join(15)
+        assert seen[0][0] == "snapshot"
+        assert [row["id"] for row in seen[0][1]["conversations"]] == ["acme:c1"]
+        assert {data["id"] for _, data in seen[1:]} == {"acme:c1"}  # other workspaces stay invisible
+        assert seen[-1][1]["eventCount"] == 3
+
+        # Shutdown ends the open feed with a complete response (no cut-off chunk).
+        ended: list[BaseException | None] = []
+
+        def follower() -> None:
+            try:
+                read_list_feed(server.url, acme_headers, lambda out: False, timeout=30)
+                ended.append(None)
+            except BaseException as exc:
+                ended.append(exc)
+
+        thread = threading.Thread(target=follower)
+        thread.start()
+        time.sleep(0.5)
+        server.stop()
+        thread.join(15)
+        assert ended == [None]
+
+
 def test_public_bind_without_keys_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [

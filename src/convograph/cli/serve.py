@@ -37,9 +37,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
-    import uvicorn
-
-    from convograph.server import create_app
+    from convograph.server.app import serve_app
 
     try:
         config = ServerConfig.from_env(
@@ -63,11 +61,4 @@ def serve(
             "or pass --allow-public-without-keys."
         )
         raise typer.Exit(2)
-    uvicorn.run(
-        create_app(config),
-        host=config.host,
-        port=config.port,
-        log_level=log_level,
-        timeout_graceful_shutdown=5,
-        access_log=False,
-    )
+    serve_app(config, log_level=log_level)

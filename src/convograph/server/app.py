@@ -1,7 +1,10 @@
-"""`create_app(config)`: the Litestar application behind ``convograph serve``.
+"""`create_app(config)`: the Litestar application behind ``convograph serve``; `serve_app` runs it.
 
 Startup opens the event log (and the context-intelligence service when enabled); shutdown ends
 every live stream, then closes the log, which finishes pending writes first (graceful drain).
+Under `serve_app` the live streams (SSE) end cleanly as soon as shutdown begins, before uvicorn
+waits for open connections: clients see a finished response and reconnect, instead of waiting out
+the grace period and getting a cut-off one.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ from convograph import __version__
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
-from convograph.server.conversations import ConversationController
+from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "serve_app"]
 
 log = logging.getLogger("convograph.server")
 
@@ -79,7 +82,14 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         if message.get("type") == "http.response.start" and "state" in holder:
             holder["state"].metrics.observe_request(scope.get("method", "?"), message["status"])
 
-    route_handlers: list[Any] = [ConversationController, BranchController, healthz, metrics, openapi_json]
+    route_handlers: list[Any] = [
+        ConversationController,
+        BranchController,
+        live_conversation_list,
+        healthz,
+        metrics,
+        openapi_json,
+    ]
     if config.intelligence:
         route_handlers.append(_intelligence_router(intelligence))
     route_handlers.extend(_optional_routes(config))
@@ -99,6 +109,29 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ),
         debug=False,
     )
+
+
+def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
+    """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above)."""
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[Any] | None = None) -> None:
+            state = app.state.get("convograph")
+            if isinstance(state, ServerState):
+                await state.end_streams()
+            await super().shutdown(sockets)
+
+    app = create_app(config)
+    uv_config = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        access_log=False,
+    )
+    GracefulServer(uv_config).run()
 
 
 class _LateService:

@@ -93,7 +93,7 @@ async def _record(state: ServerState, cid: str, live: LiveState, command: Any) -
         ) from None
     event: Event = command
     result = await state.log.append(cid, [event])
-    state.conversations.stored(cid, result.stored)
+    state.appended(cid, result)
     state.metrics.events_accepted += result.accepted
     live = await state.conversations.get(cid)
     return Response(

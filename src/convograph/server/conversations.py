@@ -27,7 +27,7 @@ from convograph.server.state import (
     unknown_conversation,
 )
 
-__all__ = ["ConversationController", "RelayDecision"]
+__all__ = ["ConversationController", "RelayDecision", "live_conversation_list"]
 
 NDJSON: Final = "application/x-ndjson"
 SSE: Final = "text/event-stream"
@@ -98,7 +98,7 @@ class ConversationController(Controller):
                 state.metrics.events_rejected += len(exc.details or ())
             raise
         result = await state.log.append(cid, events)
-        state.conversations.stored(cid, result.stored)
+        state.appended(cid, result)
         state.metrics.events_accepted += result.accepted
         state.metrics.events_duplicate += result.duplicates
         if state.feeder is not None and result.accepted:  # the graph is fed from the log, in the background
@@ -145,6 +145,7 @@ class ConversationController(Controller):
         if not await state.log.delete(cid):
             raise unknown_conversation(cid)
         state.conversations.forget(cid)
+        state.conversation_list.deleted(cid)
 
     @get("/{cid:str}/events", guards=[require("read")], summary="Replay events as NDJSON")
     async def replay(
@@ -304,7 +305,7 @@ class ConversationController(Controller):
             timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         )
         result = await state.log.append(cid, [event])
-        state.conversations.stored(cid, result.stored)
+        state.appended(cid, result)
         if result.duplicates:
             live = await state.conversations.get(cid)
             raise _already_decided(live.decisions.get(relay_id))
@@ -322,3 +323,33 @@ class ConversationController(Controller):
 def _already_decided(existing: RelayResolved | None) -> ApiError:
     details = to_jsonable(existing) if existing is not None else None
     return ApiError(409, "this relay was already decided", code="relay_already_decided", details=details)
+
+
+@get(
+    "/v1/live/conversations",
+    guards=[require("read")],
+    summary="Live conversation list (Server-Sent Events)",
+    tags=["conversations"],
+)
+async def live_conversation_list(request: Request[Any, Any, Any]) -> Stream:
+    """``event: snapshot`` (``{"conversations": [...]}``, the rows of ``GET /v1/conversations``),
+    then ``event: conversation`` (one changed row) and ``event: deleted`` (``{"id"}``) as they
+    happen; ``: heartbeat`` while idle. A reconnect starts with a fresh snapshot. A row may arrive
+    again unchanged or, right after the snapshot, older than it: keep the one with the larger
+    ``lastSeq``."""
+    state = server_state(request)
+    principal = principal_of(request)
+    feed = state.conversation_list.frames(
+        principal.can_reach_conversation, heartbeat=state.config.sse_heartbeat_seconds
+    )
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield RETRY_FRAME
+        async for chunk in feed:
+            yield chunk
+
+    return Stream(
+        frames(),
+        media_type=SSE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
+    )

@@ -14,7 +14,8 @@ from convograph.server.errors import ApiError
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.live import HubRegistry, LiveConversations, LiveState
 from convograph.server.observability import Metrics
-from convograph.store import EventLog
+from convograph.server.summaries import ConversationListFeed
+from convograph.store import AppendResult, EventLog
 
 __all__ = [
     "ServerState",
@@ -36,13 +37,26 @@ class ServerState:
         self.metrics = Metrics()
         self.hubs = HubRegistry(log, buffer_size=config.sse_client_buffer)
         self.conversations = LiveConversations(log, capacity=config.conversation_cache_size)
+        self.conversation_list = ConversationListFeed(log)
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
+        self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
+
+    def appended(self, conversation_id: str, result: AppendResult) -> None:
+        """Bring the caches and the live conversation list up to date after an append here."""
+        self.conversations.stored(conversation_id, result.stored)
+        if result.accepted:
+            self.conversation_list.mark(conversation_id)
+
+    async def end_streams(self) -> None:
+        """End every live stream (conversation SSE and the live list) cleanly. Idempotent."""
+        await self.conversation_list.close()
+        await self.hubs.close()
 
     async def close(self) -> None:
-        await self.hubs.close()
+        await self.end_streams()
         if self.feeder is not None:
             await self.feeder.close()
         if self.intelligence is not None:

@@ -5,7 +5,7 @@ import { DagView } from "./dag.js";
 import { ExplorerView } from "./explorer.js";
 import { ConversationModel, Level } from "./model.js";
 import { modelFromThread, Steering } from "./steer.js";
-import { followStream } from "./stream.js";
+import { followFeed, followStream } from "./stream.js";
 import { ThreadView } from "./thread.js";
 import { api, cidPath, formatTokens, frameScheduler, h, relativeTime } from "./util.js";
 
@@ -93,24 +93,61 @@ function listPage() {
       : "No conversations yet. Post events to /v1/conversations/<id>/events, or run `convograph demo`.";
   }
 
+  // Rows arrive over the live feed (/v1/live/conversations: a snapshot, then changed rows). A row
+  // can come again, or right after the snapshot be older than it: the larger lastSeq wins. An
+  // older server without the feed is polled instead.
+  const byId = new Map();
+  let feed = null;
   let stopped = false;
   let timer = null;
+  let ticker = null;
+  function show() {
+    rows = [...byId.values()].sort((a, b) => (b.lastActivity ?? 0) - (a.lastActivity ?? 0));
+    render();
+  }
+  const scheduleShow = frameScheduler(show, 100);
+  function onMessage(event, data) {
+    if (event === "snapshot") {
+      byId.clear();
+      for (const row of data.conversations ?? []) byId.set(row.id, row);
+      show();
+      return;
+    }
+    if (event === "conversation") {
+      const known = byId.get(data.id);
+      if (!known || (data.lastSeq ?? 0) >= (known.lastSeq ?? 0)) byId.set(data.id, data);
+    } else if (event === "deleted") {
+      byId.delete(data.id);
+      rowEls.delete(data.id);
+    }
+    scheduleShow();
+  }
   async function poll() {
     try {
       const data = await api("/v1/conversations");
-      rows = (Array.isArray(data) ? data : data.conversations ?? []).slice().sort((a, b) => (b.lastActivity ?? 0) - (a.lastActivity ?? 0));
-      render();
+      byId.clear();
+      for (const row of Array.isArray(data) ? data : data.conversations ?? []) byId.set(row.id, row);
+      show();
     } catch (error) {
       state.textContent = `Could not load conversations: ${error.message}`;
     }
     if (!stopped) timer = setTimeout(poll, document.hidden ? 10000 : 2000);
   }
+  feed = followFeed("/v1/live/conversations", {
+    onMessage,
+    onState(s) {
+      if (s === "unsupported" && !stopped) poll();
+      else if (s === "reconnecting" && !rows.length) state.textContent = "Could not load conversations: reconnecting…";
+    },
+  });
+  ticker = setInterval(render, 10000); // keep "last activity" fresh while nothing changes
   filter.addEventListener("input", render);
-  poll();
   return {
     dispose() {
       stopped = true;
+      feed.close();
       clearTimeout(timer);
+      clearInterval(ticker);
     },
   };
 }

@@ -119,3 +119,76 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
     after: () => lastSeq,
   };
 }
+
+/**
+ * Follow a state-based SSE feed (no seq, no resume: each connection starts with a snapshot), such
+ * as `/v1/live/conversations`. Calls `onMessage(event, data)` per message and `onState(state)`
+ * with "connecting" | "live" | "reconnecting" | "unsupported" | "closed". "unsupported" (HTTP 404:
+ * an older server) ends the feed so the caller can fall back to polling. Returns {close()}.
+ */
+export function followFeed(url, { onMessage, onState = () => {}, minBackoff = 500, maxBackoff = 10000 }) {
+  let closed = false;
+  let controller = null;
+  let backoff = minBackoff;
+  let timer = null;
+
+  async function connect() {
+    if (closed) return;
+    controller = new AbortController();
+    onState("connecting");
+    try {
+      const response = await fetch(url, {
+        headers: authHeaders({ Accept: "text/event-stream" }),
+        signal: controller.signal,
+        cache: "no-store",
+      });
+      if (response.status === 404) {
+        onState("unsupported");
+        return;
+      }
+      if (response.status === 401) {
+        onState("needs key");
+        await requestKey("This server needs an API key to list conversations.");
+        backoff = 0;
+        throw new Error("retry with the key");
+      }
+      if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      onState("live");
+      backoff = minBackoff;
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, "\n");
+        const [messages, rest] = parseSSE(buffer);
+        buffer = rest;
+        for (const message of messages) {
+          let data;
+          try {
+            data = JSON.parse(message.data);
+          } catch {
+            continue;
+          }
+          onMessage(message.event, data);
+        }
+      }
+    } catch (error) {
+      if (closed) return;
+    }
+    if (closed) return;
+    onState("reconnecting");
+    timer = setTimeout(connect, backoff);
+    backoff = Math.min(maxBackoff, Math.max(minBackoff, backoff * 2));
+  }
+
+  connect();
+  return {
+    close() {
+      closed = true;
+      clearTimeout(timer);
+      if (controller) controller.abort();
+      onState("closed");
+    },
+  };
+}
