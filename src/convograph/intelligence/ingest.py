@@ -128,7 +128,7 @@ class GraphApplier:
         self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
         # outside the graph-name space, so no workspace name can collide with it
         self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
-        self._schema_ready: set[str] = set()
+        self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
         self._applied = 0
         self._cond = threading.Condition()
         self._wake = threading.Event()
@@ -177,10 +177,12 @@ class GraphApplier:
         return True
 
     # -- work ----------------------------------------------------------------------------------
-    def _ensure_schema(self, graph: str) -> None:
-        if graph not in self._schema_ready:
-            ensure_schema(self.engine, graph)
-            self._schema_ready.add(graph)
+    def _ensure_schema(self, graph: str) -> bool:
+        """Schema of ``graph`` in place; True when new Events may be written with ``CREATE``."""
+        ready = self._schema_ready.get(graph)
+        if ready is None:
+            ready = self._schema_ready[graph] = ensure_schema(self.engine, graph)
+        return ready
 
     def _run(self) -> None:
         """Apply until stopped. An unexpected error is logged and kept in ``last_error``, and the
@@ -362,8 +364,8 @@ class GraphApplier:
         """The graph writes of a planned batch, then the later-layer stages."""
         for workspace in planned.batch.workspaces:
             graph = self.names.graph(workspace)
-            self._ensure_schema(graph)
+            create = self._ensure_schema(graph)
             rename_collided_events(self.engine, graph, workspace, planned.renames.get(workspace, []))
-            write_statements(self.engine, graph, planned.statements[workspace])
+            write_statements(self.engine, graph, planned.statements[workspace], create=create)
         for stage in self.stages:
             stage(self.engine, self.names, planned.records, planned.facts)

@@ -9,14 +9,19 @@ first write to a graph.
 
 `write_batch` issues, per workspace and per `CHUNK_ROWS` rows, at most: 1 Session statement,
 2 Session label statements, 1 Event statement per distinct event name (labels are static
-Cypher), 1 ToolCall statement and 1 HAS_FORK statement. Never one statement per node; rows are chunked (`CHUNK_ROWS`) to bound statement size.
+Cypher), 1 ToolCall statement and 1 HAS_FORK statement. Never one statement per node; rows are
+chunked (`CHUNK_ROWS`) to bound statement size. Event statements come in two forms: ``CREATE``
+(new events, the fast path while the unique constraint guards it) and the idempotent ``MERGE``
+form (`write_statements` falls back to it when a ``CREATE`` meets an existing node).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.labels import label_clause
@@ -35,6 +40,8 @@ __all__ = [
 ]
 
 CHUNK_ROWS = 5000
+
+log = logging.getLogger(__name__)
 
 _SESSIONS = """
 UNWIND $rows AS r
@@ -80,6 +87,18 @@ ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
 MERGE (s)-[:HAS_EVENT]->(e)
 """
 
+
+_EVENTS_NEW = """
+UNWIND $rows AS row
+MERGE (s:Session {{node_id: row[1], workspace: $ws}})
+ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
+CREATE (s)-[:HAS_EVENT]->(e:Event{labels} {{{properties}}})
+"""
+"""`_EVENTS` for events the graph does not hold yet: one ``CREATE`` pattern with the properties
+inline (measured: ~45 % less FalkorDB CPU for the Event statements than ``MERGE`` + ``ON CREATE
+SET`` + ``MERGE`` of the edge, 21 → 11 µs per event). Only run while the ``Event(node_id)``
+unique constraint is operational: a row whose node exists makes FalkorDB refuse (and roll back)
+the whole statement, and `write_statements` then redoes the batch in the ``MERGE`` form."""
 
 _TOOL_CALLS = """
 UNWIND $rows AS r
@@ -191,8 +210,11 @@ def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[An
         yield rows[start : start + size]
 
 
-def ensure_schema(engine: GraphEngine, graph: str) -> None:
-    """Create indexes and unique constraints on ``graph`` (idempotent; 'already indexed' is fine)."""
+def ensure_schema(engine: GraphEngine, graph: str, *, wait_s: float = 5.0) -> bool:
+    """Create indexes and unique constraints on ``graph`` (idempotent; 'already indexed' is fine).
+
+    Returns True when the ``Event(node_id)`` unique constraint is operational (waiting up to
+    ``wait_s`` for FalkorDB to build it): only then may Events be written with ``CREATE``."""
     for label, prop in _INDEXES:
         try:
             engine.execute(graph, f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
@@ -205,6 +227,29 @@ def ensure_schema(engine: GraphEngine, graph: str) -> None:
                 engine.command(
                     "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", 1, "node_id"
                 )
+        deadline = time.monotonic() + wait_s
+        while True:
+            status = _event_constraint_status(engine, graph)
+            if status == "OPERATIONAL":
+                return True
+            if status != "UNDER CONSTRUCTION" or time.monotonic() > deadline:
+                log.warning("Event(node_id) unique constraint of %s is %s: Events are MERGEd", graph, status)
+                return False
+            time.sleep(0.01)
+    return False
+
+
+def _event_constraint_status(engine: GraphEngine, graph: str) -> str | None:
+    """Status of the ``Event(node_id)`` unique constraint (``OPERATIONAL``, ``UNDER CONSTRUCTION``,
+    ``FAILED``) or None when there is none."""
+    rows = engine.execute(graph, "CALL db.constraints()", read_only=True).rows
+    for row in rows:
+        kind, label, props, entity, status = row[:5]
+        if not isinstance(props, list):  # the raw reply's text form "[node_id]"
+            props = str(props).strip("[]").split(", ")
+        if (kind, label, entity, props) == ("UNIQUE", "Event", "NODE", ["node_id"]):
+            return str(status)
+    return None
 
 
 def rename_collided_events(
@@ -215,8 +260,14 @@ def rename_collided_events(
         engine.execute(graph, _RENAME, {"groups": groups, "ws": workspace})
 
 
-Statement = tuple[str, dict[str, Any] | None]
-"""``(cypher, params)``; ``params`` is ``None`` once `render_statements` folded them into the text."""
+class Statement(NamedTuple):
+    """One write statement: ``text`` with ``params`` (``None`` once `render_statements` folded
+    them into the text). ``merge_text``, when set, is the idempotent ``MERGE`` form of a
+    ``CREATE`` statement (same parameters): it runs instead when the graph may hold the nodes."""
+
+    text: str
+    params: dict[str, Any] | None
+    merge_text: str | None = None
 
 
 def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
@@ -228,15 +279,43 @@ def write_batch(engine: GraphEngine, graph: str, batch: WorkspaceBatch) -> int:
 
 def render_statements(engine: GraphEngine, statements: list[Statement]) -> list[Statement]:
     """Fold the parameters into the statement text now, when the engine can (``render``), so the
-    applier's planner thread does this O(size) encoding while the previous batch is written."""
+    applier's planner thread does this O(size) encoding while the previous batch is written.
+    The parameters are encoded once; a ``merge_text`` gets the same header."""
     render = getattr(engine, "render", None)
     if render is None:
         return statements
-    return [(render(text, params), None) for text, params in statements]
+    out = []
+    for text, params, merge_text in statements:
+        header = render("", params)  # the parameter header alone (``CYPHER k=v ... ``)
+        out.append(Statement(header + text, None, None if merge_text is None else header + merge_text))
+    return out
 
 
-def write_statements(engine: GraphEngine, graph: str, statements: list[Statement]) -> None:
-    """Run ``statements`` in order, in one pipelined round trip when the engine offers it."""
+def write_statements(
+    engine: GraphEngine, graph: str, statements: list[Statement], *, create: bool = False
+) -> None:
+    """Run ``statements`` in order, in one pipelined round trip when the engine offers it.
+
+    With ``create`` (the graph's Event unique constraint is operational), ``CREATE`` statements
+    run as such; if any statement fails (an Event already exists: a replay after a crash, a lost
+    cursor, a re-applied batch; FalkorDB rolled that statement back), the whole list runs again
+    in its ``MERGE`` form, which is idempotent, so the result is the same graph. Without
+    ``create`` the ``MERGE`` forms run directly."""
+    if not create or not any(s.merge_text is not None for s in statements):
+        _run(
+            engine, graph, [(s.text if s.merge_text is None else s.merge_text, s.params) for s in statements]
+        )
+        return
+    try:
+        _run(engine, graph, [(s.text, s.params) for s in statements])
+    except EngineError as exc:
+        log.info("CREATE write on %s refused (%s); writing the batch with MERGE", graph, exc)
+        _run(
+            engine, graph, [(s.text if s.merge_text is None else s.merge_text, s.params) for s in statements]
+        )
+
+
+def _run(engine: GraphEngine, graph: str, statements: list[tuple[str, dict[str, Any] | None]]) -> None:
     execute_many = getattr(engine, "execute_many", None)
     if execute_many is not None:
         execute_many(graph, statements)  # one round trip: small trickling batches stay cheap
@@ -253,16 +332,16 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
     def add(statement: str, rows: list[dict[str, Any]]) -> None:
         for chunk in _chunks(rows):
             text, arrays = _positional(statement, list(chunk))
-            statements.append((text, {"rows": arrays, "ws": ws}))
+            statements.append(Statement(text, {"rows": arrays, "ws": ws}))
 
     if batch.sessions:
         add(_SESSIONS, [row.to_row() for row in batch.sessions.values()])
     roots = [row.node_id for row in batch.sessions.values() if row.root and not row.forked]
     forked = [row.node_id for row in batch.sessions.values() if row.forked]
     if roots:
-        statements.append((_ROOT, {"ids": MapFreeList(roots), "ws": ws}))
+        statements.append(Statement(_ROOT, {"ids": MapFreeList(roots), "ws": ws}))
     if forked:
-        statements.append((_FORKED, {"ids": MapFreeList(forked), "ws": ws}))
+        statements.append(Statement(_FORKED, {"ids": MapFreeList(forked), "ws": ws}))
     for labels, rows in batch.events.items():
         # one statement per label set: static labels, and only the keys these events carry
         # (measured: a single statement with FOREACH-per-label and null padding costs ~1.6x more)
@@ -274,11 +353,15 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
         assignments = ([f"e{extra}"] if extra else []) + [
             f"e.{_safe_key(key)} = row[{i + 2}]" for i, key in enumerate(key_list)
         ]
-        statement = _EVENTS.format(assignments=", ".join(assignments))
+        merge = _EVENTS.format(assignments=", ".join(assignments))
+        properties = ["node_id: row[0]", "workspace: $ws"] + [
+            f"{_safe_key(key)}: row[{i + 2}]" for i, key in enumerate(key_list)
+        ]  # a null value is not stored, as with SET e.k = null
+        create = _EVENTS_NEW.format(labels=extra, properties=", ".join(properties))
         arrays = [[row["id"], row["sid"], *map(row["p"].get, key_list)] for row in rows]
         for chunk in _chunks(arrays):
             # lifted values are graph_value()s: scalars, lists of scalars or JSON text
-            statements.append((statement, {"rows": MapFreeList(chunk), "ws": ws}))
+            statements.append(Statement(create, {"rows": MapFreeList(chunk), "ws": ws}, merge))
     if batch.tool_calls:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
     if batch.forks:
