@@ -5,9 +5,9 @@ statements builds the same graph as the MERGE form, and falls back to it when no
 
 from __future__ import annotations
 
-import pytest
-
 import logging
+
+import pytest
 
 from convograph.intelligence.engine import FalkorEngine
 from convograph.intelligence.service import IntelligenceService
@@ -31,7 +31,6 @@ from tests.test_intelligence_support import (  # noqa: F401
     falkor,
     make_service,
     names,
-    service,
     session_stream,
     snapshot,
 )
