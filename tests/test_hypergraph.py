@@ -20,6 +20,7 @@ from convograph.hypergraph import (
     iter_edges,
     reduce_conversation,
     reduce_conversation_events,
+    summarize_range,
     walk,
 )
 from convograph.hypergraph import queries as q
@@ -668,3 +669,158 @@ def test_bulk_rows_match_the_records() -> None:
                 assert all(q.chunk_event(conv, chunk.seq) is chunk.event for chunk in chunks)
         with pytest.raises(KeyError, match="no chunk with seq"):
             q.chunk_event(conv, conv.chunk_count + 1)
+
+
+# --- shown-path bulk readers (one-shot projections) ---------------------------------------------------
+
+
+def _reference_shown(conv: Conversation, active: Active, nested: bool) -> tuple[list[q.Block], list[Any]]:
+    """The blocks (arrival order) and summary messages (seq order) on the shown paths, walked with
+    the record queries: the active path, every thread spawned from a shown block (nested ones
+    only when ``nested``), and threads whose parent has not arrived."""
+    pending = [active]
+    if active.thread_id == MAIN_THREAD:
+        orphans = [t for t in q.thread_ids(conv) if t != MAIN_THREAD and q.spawn_of(conv, t) is None]
+        pending = [default_active(conv, t) for t in orphans] + pending
+    blocks: list[q.Block] = []
+    summaries: list[tuple[int, int, Any]] = []
+    seen: set[str] = set()
+    while pending:
+        path = pending.pop()
+        if path.thread_id in seen:
+            continue
+        seen.add(path.thread_id)
+        for message in walk(conv, path):
+            if message.summary is not None:
+                seq = next((b.first_seq for s in message.summary.source_ids for b in q.blocks_of(conv, s)), 0)
+                summaries.append((seq, len(summaries), (message, path.thread_id)))
+                continue
+            for block in q.blocks_of(conv, message.id):
+                blocks.append(block)
+                for spawn in q.spawns_from(conv, block.id):
+                    shown = nested or spawn.kind not in ("subagent", "repl")
+                    if shown and spawn.thread_id != path.thread_id and q.spawn_of(conv, spawn.run_id):
+                        pending.append(default_active(conv, spawn.thread_id))
+    blocks.sort(key=lambda b: b.first_seq)
+    summaries.sort(key=lambda row: (row[0], row[1]))
+    return blocks, [(seq, payload) for seq, _, payload in summaries]
+
+
+def _conversations_for_bulk_readers() -> list[Conversation]:
+    events = list(rlm_stream(3, 2, 2))
+    half = reduce_conversation_events(create_conversation(), events[: len(events) // 2])
+    full = reduce_conversation_events(half, events[len(events) // 2 :])
+    special = build(
+        {"type": "user", "runId": "u1", "content": "hi"},
+        {"type": "harness_start", "runId": "A", "parentId": "u1:user"},
+        {"type": "reasoning", "runId": "A", "id": "r1", "content": "hm "},
+        {"type": "reasoning", "runId": "A", "id": "r1", "content": "ok", "signature": "sig-1"},
+        {"type": "reasoning", "runId": "A", "id": "r1", "content": "", "signature": "sig-2"},
+        {"type": "tool_call", "runId": "A", "id": "A/c", "name": "task", "input": {}},
+        {"type": "harness_start", "runId": "S", "parentId": "A/c"},
+        {"type": "text", "runId": "S", "id": "s1", "content": "sub"},
+        {
+            "type": "tool_progress",
+            "runId": "A",
+            "id": "p1",
+            "toolCallId": "A/c",
+            "name": "task",
+            "content": 1,
+        },
+        {
+            "type": "tool_progress",
+            "runId": "A",
+            "id": "p2",
+            "toolCallId": "A/c",
+            "name": "task",
+            "content": 2,
+        },
+        {"type": "tool_result", "runId": "A", "id": "A/c", "name": "task", "output": "done"},
+        {"type": "tool_call", "runId": "A", "id": "A/d", "name": "bash", "input": {}},
+        {"type": "error", "runId": "A", "message": "boom"},
+        {"type": "text", "runId": "O", "parentId": "not-yet", "id": "o1", "content": "orphan"},
+        {"type": "harness_end", "runId": "A"},
+        {"type": "user", "runId": "u2", "content": "more"},
+        {"type": "text", "runId": "B", "parentId": "u2:user", "id": "b1", "content": "reply"},
+    )
+    ids = default_active(special).message_ids
+    summarized = summarize_range(special, ids[0], ids[1], "the start")
+    return [half, full, special, summarized]
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_shown_path_readers_match_the_records(nested: bool) -> None:
+    """`shown_paths` (`feed`, `block_columns`, `spawn_edges`, `summaries`) reads the same blocks,
+    chunks, texts and spawn links as the record queries, at the newest and an older version."""
+    seen_kinds: set[str] = set()
+    seen_summaries = seen_signatures = 0
+    for conv in _conversations_for_bulk_readers():
+        active = default_active(conv)
+        blocks, summaries = _reference_shown(conv, active, nested)
+        seen_kinds.update(b.kind for b in blocks)
+        seen_summaries += len(summaries)
+        shown = q.shown_paths(conv, active, nested=nested)
+        assert len(shown) == len(blocks)
+        assert [(r.seq, r.message_id, r.thread_id, r.text) for r in shown.summaries] == [
+            (seq, m.id, thread, m.summary.text) for seq, (m, thread) in summaries
+        ]
+        columns = shown.block_columns(2)
+        assert columns.ids == [b.id for b in blocks]
+        assert columns.kinds == [b.kind for b in blocks]
+        assert columns.run_ids == [b.run_id for b in blocks]
+        assert columns.first_seqs == [b.first_seq for b in blocks]
+        assert all(
+            e is q.get_chunk(conv, b.chunk_ids[0]).event
+            for e, b in zip(columns.first_events, blocks, strict=True)
+        )
+        whole = [b for b in blocks if b.kind in ("text", "reasoning")]
+        assert columns.texts == {
+            b.id: "".join(c.event.content for c in q.chunks_of(conv, b.id)[:2])  # type: ignore[union-attr]
+            for b in whole
+        }
+        # feed: a text / reasoning block once (first chunk), every other block chunk by chunk
+        fed = sorted(
+            (chunk.seq, chunk.event, block.id)
+            for block in blocks
+            for chunk in (q.chunks_of(conv, block.id)[:1] if block in whole else q.chunks_of(conv, block.id))
+        )
+        feed = shown.feed()
+        assert len(feed.events) == len(fed)
+        assert all(a is b for a, (_, b, _) in zip(feed.events, fed, strict=True))
+        assert [b.id for b in feed.blocks] == [block_id for _, _, block_id in fed]
+        assert feed.seqs == ([seq for seq, _, _ in fed] if summaries else None)
+        assert feed.texts == {b.id: q.block_text(conv, b.id) for b in whole}
+        signatures = {}
+        for b in whole:
+            sent = [
+                c.event.signature
+                for c in q.chunks_of(conv, b.id)
+                if getattr(c.event, "signature", None) is not None
+            ]
+            if b.kind == "reasoning" and sent:
+                signatures[b.id] = sent[-1]
+        assert feed.signatures == signatures
+        seen_signatures += len(signatures)
+        position = {b.id: i for i, b in enumerate(blocks)}
+        expected_edges = [
+            (position[b.id], position[q.get_chunk(conv, spawn.invocation_chunk_id).block_id])
+            for b in blocks
+            for spawn in q.spawns_from(conv, b.id)
+            if q.get_chunk(conv, spawn.invocation_chunk_id).block_id in position
+        ]
+        assert shown.spawn_edges() == expected_edges
+    assert {"tool_progress", "reasoning", "tool_error"} <= seen_kinds
+    assert seen_summaries
+    assert seen_signatures
+
+
+def test_run_thread_and_spawn_row_match_the_records() -> None:
+    for conv in _conversations_for_bulk_readers():
+        for run_id in q.run_ids(conv):
+            info = q.run_info(conv, run_id)
+            assert q.run_thread(conv, run_id) == (info.thread_id, info.parent_run_id)
+            spawn = q.spawn_of(conv, run_id)
+            expected = None if spawn is None else (spawn.kind, spawn.trigger_block_id)
+            assert q.spawn_row(conv, run_id) == expected
+        with pytest.raises(KeyError):
+            q.run_thread(conv, "no-such-run")

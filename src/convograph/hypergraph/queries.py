@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, NamedTuple
+from itertools import chain, compress
+from operator import attrgetter, itemgetter
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -38,13 +40,18 @@ from convograph.hypergraph.model import (
 
 __all__ = [
     "Block",
+    "BlockColumns",
+    "BlockRef",
     "BlockRow",
     "Chunk",
+    "FeedColumns",
     "Message",
     "MessageHealth",
     "RelayInfo",
     "RunInfo",
+    "ShownPaths",
     "SpawnInfo",
+    "SummaryRow",
     "ToolCallInfo",
     "block_of",
     "block_rows",
@@ -74,10 +81,13 @@ __all__ = [
     "run_ids",
     "run_info",
     "run_status",
+    "run_thread",
     "session_id",
+    "shown_paths",
     "siblings_of",
     "sources_of",
     "spawn_of",
+    "spawn_row",
     "spawns_from",
     "summaries_of",
     "thread_ids",
@@ -845,3 +855,296 @@ def visible_spawns(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
     if conv.view.subagents == "hide":
         return tuple(sp for sp in spawns if sp.kind in ("call", "reply"))
     return spawns
+
+
+# --- bulk readers for one-shot projections ------------------------------------------------------------
+#
+# A projection of a whole conversation reads every block and chunk on the shown paths. Building a
+# `Block` / `Chunk` / `Message` record (and a ``chunk:<n>`` id) per item costs more than the
+# projection's own work and leaves hundreds of thousands of tracked objects for the cyclic GC, so
+# these readers answer in columns of plain values, built with C-level passes (``compress`` / ``map``)
+# over the paged store.
+
+_NESTED_KINDS: Final = frozenset({"subagent", "repl"})
+_WHOLE_KINDS: Final = frozenset({"text", "reasoning"})
+_ids_of: Final = attrgetter("id")
+_runs_of: Final = attrgetter("run")
+_kinds_of: Final = attrgetter("kind")
+_content_of: Final = attrgetter("content")
+_chunks_of: Final = attrgetter("chunks")
+_first_of: Final = itemgetter(0)
+_signature_of: Final = attrgetter("signature")
+
+
+def run_thread(conv: Conversation, run_id: str) -> tuple[str, str | None]:
+    """``(thread id, parent run id)`` of a run: `run_info`'s ``thread_id`` and ``parent_run_id``
+    without building the record. O(1)."""
+    run = _run(conv, run_id)
+    return run.thread, link_at(conv._store, run_id, conv._version)[0]
+
+
+def spawn_row(conv: Conversation, run_id: str) -> tuple[str, str] | None:
+    """``(kind, trigger block id)`` of the spawn that started ``run_id`` (`spawn_of` without the
+    record), None for a root or a still-unresolved parent. O(1)."""
+    spawn = link_at(conv._store, run_id, conv._version)[1]
+    if spawn is None:
+        return None
+    return spawn.kind, conv._store.blocks[spawn.trigger].id
+
+
+def _flat[T](paged: Any, count: int) -> list[T]:
+    """The first ``count`` items of a `model.Paged` as one list (a C-level copy of references)."""
+    out: list[T] = list(chain.from_iterable(paged.pages))
+    out.extend(paged.tail)
+    del out[count:]
+    return out
+
+
+class SummaryRow(NamedTuple):
+    """A summary message on a shown path. ``seq`` places it among the chunks: the arrival number of
+    the first chunk of its first source block (0 when its sources have no blocks)."""
+
+    seq: int
+    message_id: str
+    thread_id: str
+    text: str
+
+
+class BlockRef(Protocol):
+    """A block as bulk readers hand it out: the store's own record, read-only (never mutate it).
+    ``kind`` is the block's chunks' event type, or ``tool_error`` for a tool exception."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def run(self) -> str: ...
+
+
+class FeedColumns(NamedTuple):
+    """`ShownPaths.feed`: one entry per chunk to place, in arrival order (parallel lists)."""
+
+    events: list[Any]
+    blocks: list[BlockRef]
+    """The block of each chunk."""
+    seqs: list[int] | None
+    """Arrival numbers, only when there are summaries to merge (else None)."""
+    texts: dict[str, str]
+    """Text and reasoning block id -> its whole text."""
+    signatures: dict[str, str]
+    """Reasoning block id -> the newest ``signature`` sent in it (absent when none was)."""
+
+
+class BlockColumns(NamedTuple):
+    """`ShownPaths.block_columns`: one entry per shown block, in arrival order (parallel lists)."""
+
+    ids: list[str]
+    kinds: list[str]
+    run_ids: list[str]
+    first_seqs: list[int]
+    first_events: list[Any]
+    """The event of each block's first chunk."""
+    texts: dict[str, str]
+    """Text and reasoning block id -> the joined text of its first ``text_limit`` chunks."""
+
+
+class ShownPaths:
+    """The blocks and summaries on a set of active paths (`shown_paths`), read in bulk.
+
+    Valid for the conversation version it was made from. Blocks are kept as store positions: block
+    creation order is first-chunk order, so sorted positions are arrival order.
+    """
+
+    __slots__ = ("_blocks", "_conv", "_events", "_records", "summaries")
+
+    def __init__(self, conv: Conversation, blocks: list[int], summaries: list[SummaryRow]) -> None:
+        self._conv = conv
+        self._blocks = blocks
+        self.summaries = summaries
+        """Summary messages on the paths, sorted by ``seq`` (ties in walk order)."""
+        self._records: list[_Block] = _flat(conv._store.blocks, conv._n_blocks)
+        self._events: list[Any] = _flat(conv._store.events, conv._n_chunks)
+
+    def __len__(self) -> int:
+        """Number of shown blocks."""
+        return len(self._blocks)
+
+    def feed(self) -> FeedColumns:
+        """The chunks a thread projection places, in arrival order: a text or reasoning block once,
+        at its first chunk (its whole text in ``texts``), every other block with each of its chunks.
+        O(shown blocks + their chunks) in Python plus one C-level pass over all chunks."""
+        n = self._conv._n_chunks
+        records = self._records
+        events = self._events
+        whole = _WHOLE_KINDS
+        mask = bytearray(n)
+        texts: dict[str, str] = {}
+        signatures: dict[str, str] = {}
+        content_of = _content_of
+        signature_of = _signature_of
+        for b in self._blocks:
+            block = records[b]
+            chunks = block.chunks
+            if len(chunks) == 1:
+                first = chunks[0]
+                mask[first] = 1
+                kind = block.kind
+                if kind in whole:
+                    event = events[first]
+                    texts[block.id] = event.content
+                    if kind == "reasoning" and event.signature is not None:
+                        signatures[block.id] = event.signature
+                continue
+            if chunks[-1] >= n:
+                chunks = prefix(chunks, n)
+            kind = block.kind
+            if kind in whole:
+                mask[chunks[0]] = 1
+                parts = list(map(events.__getitem__, chunks))
+                texts[block.id] = "".join(map(content_of, parts))
+                if kind == "reasoning":
+                    sent = [signature for signature in map(signature_of, parts) if signature is not None]
+                    if sent:
+                        signatures[block.id] = sent[-1]
+            else:
+                for i in chunks:
+                    mask[i] = 1
+        return FeedColumns(
+            events=list(compress(events, mask)),
+            blocks=list(map(records.__getitem__, compress(self._conv._store.chunk_block, mask))),
+            seqs=list(compress(range(1, n + 1), mask)) if self.summaries else None,
+            texts=texts,
+            signatures=signatures,
+        )
+
+    def block_columns(self, text_limit: int = 8) -> BlockColumns:
+        """Every shown block in arrival order, with its first event and, for text and reasoning
+        blocks, the text of its first ``text_limit`` chunks (what a one-line label reads).
+        O(shown blocks), mostly in C-level passes."""
+        n = self._conv._n_chunks
+        events = self._events
+        records = self._records
+        whole = _WHOLE_KINDS
+        ids: list[str] = []
+        kinds: list[str] = []
+        runs: list[str] = []
+        firsts: list[int] = []
+        add_id, add_kind, add_run, add_first = ids.append, kinds.append, runs.append, firsts.append
+        texts: dict[str, str] = {}
+        for b in self._blocks:  # one pass: each record is touched once (cache misses dominate)
+            block = records[b]
+            chunks = block.chunks
+            kind = block.kind
+            add_id(block.id)
+            add_kind(kind)
+            add_run(block.run)
+            add_first(chunks[0])
+            if kind in whole:
+                if chunks[-1] >= n:
+                    chunks = prefix(chunks, n)
+                texts[block.id] = "".join([events[i].content for i in chunks[:text_limit]])
+        return BlockColumns(
+            ids=ids,
+            kinds=kinds,
+            run_ids=runs,
+            first_seqs=[i + 1 for i in firsts],
+            first_events=[events[i] for i in firsts],
+            texts=texts,
+        )
+
+    def spawn_edges(self) -> list[tuple[int, int]]:
+        """``(trigger, target)`` positions in `block_columns` order: every spawn from a shown block
+        (any kind, in linking order) whose spawned run's first block is shown. O(shown blocks)."""
+        conv = self._conv
+        s = conv._store
+        version = conv._version
+        spawns_get = s.spawn_lists.get
+        runs = s.runs
+        chunk_block = s.chunk_block
+        blocks = self._blocks
+        position_get = dict(zip(blocks, range(len(blocks)), strict=True)).get
+        out: list[tuple[int, int]] = []
+        for i, b in enumerate(blocks):
+            spawns = spawns_get(b)
+            if not spawns:
+                continue
+            for stamp, spawn in spawns:
+                if stamp <= version:
+                    target = position_get(chunk_block[runs[spawn.run].first_chunk])
+                    if target is not None:
+                        out.append((i, target))
+        return out
+
+
+def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans: bool = True) -> ShownPaths:
+    """The blocks and summaries a projection of ``active`` shows: the messages on ``active``'s path
+    and, recursively, on the default active path of every thread spawned from a block on a shown
+    path (``subagent`` / ``repl`` threads only when ``nested``; late-linked ``call`` / ``reply``
+    threads always). With ``orphans``, when ``active`` is the main thread, threads whose parent has
+    not arrived are shown too. O(shown messages + shown blocks + threads), plus O(k log k) to sort.
+    """
+    from convograph.hypergraph.active import default_active
+
+    s = conv._store
+    version = conv._version
+    n_blocks = conv._n_blocks
+    spawned: dict[int, list[str]] = {}
+    waiting: list[str] = []
+    for thread in thread_ids(conv):
+        if thread == MAIN_THREAD:
+            continue
+        spawn = link_at(s, thread, version)[1]
+        if spawn is None:
+            waiting.append(thread)
+        elif nested or spawn.kind not in _NESTED_KINDS:
+            spawned.setdefault(spawn.trigger, []).append(s.runs[spawn.run].thread)
+    pending: list[Any] = [active]
+    if orphans and active.thread_id == MAIN_THREAD:
+        pending.extend(default_active(conv, thread) for thread in reversed(waiting))
+        pending.reverse()
+    message_ids = s.message_ids
+    messages = s.messages
+    blocks: list[int] = []
+    summaries: list[SummaryRow] = []
+    seen: set[str] = set()
+    while pending:
+        path = pending.pop()
+        thread_id = path.thread_id
+        if thread_id in seen:
+            continue
+        seen.add(thread_id)
+        for message_id in path.message_ids:
+            message = messages[message_ids[message_id]]
+            if message.summary is not None:
+                info = message.summary[1]
+                summaries.append(SummaryRow(_summary_seq(conv, info), message.id, thread_id, info.text))
+                continue
+            own = prefix(message.blocks, n_blocks)
+            blocks.extend(own)
+            if spawned:
+                for b in own:
+                    threads = spawned.get(b)
+                    if threads is not None:
+                        pending.extend(default_active(conv, t) for t in threads if t != thread_id)
+    blocks.sort()
+    summaries.sort(key=_seq_of)  # stable: equal seqs keep walk order
+    return ShownPaths(conv, blocks, summaries)
+
+
+def _seq_of(row: SummaryRow) -> int:
+    return row.seq
+
+
+def _summary_seq(conv: Conversation, info: SummaryInfo) -> int:
+    s = conv._store
+    for source in info.source_ids:
+        index = s.message_ids.get(source)
+        if index is None:
+            continue
+        own = prefix(s.messages[index].blocks, conv._n_blocks)
+        if own:
+            return int(s.blocks[own[0]].chunks[0]) + 1
+    return 0

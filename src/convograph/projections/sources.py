@@ -22,6 +22,7 @@ per-chunk work is O(1) amortised, which the incremental `ConversationProjector` 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any, Final, NamedTuple
 
 from convograph.graph.nodes import (
@@ -146,29 +147,30 @@ class ConversationFeeder:
         if thread_id == self.root_thread:
             level = self.builder.top_level
         else:
-            q = self._q
-            spawn = q.spawn_of(self.conversation, thread_id)
+            spawn = self._q.spawn_row(self.conversation, thread_id)
             if spawn is None:  # its parent has not arrived: shown at the top until it does
                 level = self.builder.top_level
                 self.orphans.add(thread_id)
-            elif spawn.kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
-                level = self.builder.sink_level
             else:
-                trigger = self._blocks.get(spawn.trigger_block_id)
-                if trigger is None:
-                    return None  # the spawner has not been placed yet
-                node_id, trigger_index = trigger
-                trigger_level = self.builder.level_at(trigger_index)
-                if spawn.kind in _SPAWNED_THREAD_KINDS:
-                    level = self.builder.spawn_level(node_id, trigger_level)
-                else:  # a reply or provider call continues its trigger's list
-                    level = trigger_level
+                spawn_kind, trigger_block_id = spawn
+                if spawn_kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
+                    level = self.builder.sink_level
+                else:
+                    trigger = self._blocks.get(trigger_block_id)
+                    if trigger is None:
+                        return None  # the spawner has not been placed yet
+                    node_id, trigger_index = trigger
+                    trigger_level = self.builder.level_at(trigger_index)
+                    if spawn_kind in _SPAWNED_THREAD_KINDS:
+                        level = self.builder.spawn_level(node_id, trigger_level)
+                    else:  # a reply or provider call continues its trigger's list
+                        level = trigger_level
         self._thread_level[thread_id] = level
         return level
 
     def show_at_top(self, run_id: str) -> None:
         """Place the thread of ``run_id`` at the top level (its spawner is not shown)."""
-        thread = self._run_thread.get(run_id) or self._q.run_info(self.conversation, run_id).thread_id
+        thread = self._run_thread.get(run_id) or self._q.run_thread(self.conversation, run_id)[0]
         self._run_thread[run_id] = thread
         self._thread_level.setdefault(thread, self.builder.top_level)
 
@@ -178,10 +180,9 @@ class ConversationFeeder:
             return level
         thread = self._run_thread.get(run_id)
         if thread is None:
-            info = self._q.run_info(self.conversation, run_id)
-            thread = info.thread_id
-            if info.parent_run_id is not None:
-                self.builder.link_run(run_id, info.parent_run_id)
+            thread, parent_run_id = self._q.run_thread(self.conversation, run_id)
+            if parent_run_id is not None:
+                self.builder.link_run(run_id, parent_run_id)
             self._run_thread[run_id] = thread
         level = self._level_of_thread(thread)
         if level is not None:
@@ -324,66 +325,13 @@ class ConversationFeeder:
 
 
 class FedChunk(NamedTuple):
-    """What the feeder reads of a chunk, built from `queries.chunk_event` (no `Chunk` record)."""
+    """What the feeder reads of a chunk (the one-shot path builds one only for a chunk that waits
+    for its spawner; the incremental projector passes `queries.Chunk` records)."""
 
     block_id: str
     event: Any
     kind: str
     run_id: str
-
-
-def _shown_items(conversation: Any, active: Any, show_spawned: bool) -> list[tuple[int, int, Any, Any]]:
-    """(seq, order, kind, payload) for every block (with its chunks) and summary on the shown
-    paths: the active path of ``active``'s thread and, recursively, of every spawned thread."""
-    from convograph.hypergraph import default_active
-
-    q = _queries()
-    items: list[tuple[int, int, Any, Any]] = []
-    pending: list[Any] = [active]
-    seen_threads: set[str] = set()
-    order = 0
-    # Spawned threads by trigger block: one query per thread instead of one per block.
-    spawned: dict[str, list[Any]] = {}
-    orphans: list[str] = []
-    for thread in q.thread_ids(conversation):
-        if thread == MAIN_THREAD:
-            continue
-        spawn = q.spawn_of(conversation, thread)
-        if spawn is None:
-            orphans.append(thread)
-        elif show_spawned or spawn.kind not in _SPAWNED_THREAD_KINDS:
-            spawned.setdefault(spawn.trigger_block_id, []).append(spawn)
-    if active.thread_id == MAIN_THREAD:  # threads whose parent has not arrived are not hidden
-        pending.extend(default_active(conversation, thread) for thread in reversed(orphans))
-        pending.reverse()
-    while pending:
-        path = pending.pop()
-        if path.thread_id in seen_threads:
-            continue
-        seen_threads.add(path.thread_id)
-        for message_id in path.message_ids:
-            message = q.get_message(conversation, message_id)
-            if message.summary is not None:
-                seq = _summary_seq(conversation, message)
-                items.append((seq, order, "summary", (message, path.thread_id)))
-                order += 1
-                continue
-            for block in q.block_rows(conversation, message_id):
-                items.append((block.first_seq, order, "block", block))
-                order += 1
-                for spawn in spawned.get(block.id, ()):
-                    if spawn.thread_id != path.thread_id:
-                        pending.append(default_active(conversation, spawn.thread_id))
-    items.sort()  # (seq, order) pairs are unique: the payloads are never compared
-    return items
-
-
-def _summary_seq(conversation: Any, message: Any) -> int:
-    q = _queries()
-    for source in message.summary.source_ids:
-        for block in q.block_rows(conversation, source):
-            return int(block.first_seq)
-    return 0
 
 
 def fill_from_conversation(
@@ -422,27 +370,8 @@ def build_from_conversation(
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder_box.append(feeder)
-    q = _queries()
-    # Chunks in arrival order; a text / reasoning block enters once, whole, at its first chunk
-    # (its later chunks only extend it, they are never placed). The list holds chunk ids, and the
-    # chunk record is read when it is fed, so no tracked record lives through the whole build.
-    feed: list[tuple[int, int, Any, str | None, str | None]] = []
-    for seq, order, kind, payload in _shown_items(conversation, active, not options.hide_subagents):
-        if kind == "summary":
-            feed.append((seq, order, payload, None, None))
-            continue
-        if payload.kind in ("text", "reasoning"):  # the first chunk, with the text joined
-            feed.append((seq, order, payload.id, payload.run_id, q.block_text(conversation, payload.id)))
-        elif payload.chunk_count == 1:
-            feed.append((seq, order, payload.id, payload.run_id, None))
-        else:
-            block_id, run_id = payload.id, payload.run_id
-            feed.extend(
-                (chunk_seq, order, block_id, run_id, None)
-                for chunk_seq in q.chunk_seqs(conversation, block_id)
-            )
-    feed.sort()  # (seq, order) pairs are unique: the payloads are never compared
-    placements = _feed_placements(conversation, feeder, feed)
+    shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
+    placements = _placements(feeder, shown.feed(), shown.summaries, keep_state=track_changes)
     if track_changes:
         for node, _, level in placements:
             builder.add_in(node, level)
@@ -451,102 +380,279 @@ def build_from_conversation(
     return builder, feeder
 
 
-def _feed_placements(
-    conversation: Any, feeder: ConversationFeeder, feed: list[tuple[int, int, Any, str | None, str | None]]
+def _placements(
+    feeder: ConversationFeeder, columns: Any, summaries: list[Any], *, keep_state: bool
 ) -> Iterator[tuple[Node, None, _Level]]:
-    """The nodes of ``feed`` (in order) with their lists, for `ThreadBuilder.add_placed`. Lazy: a
-    placement is computed only after the builder has added every earlier node (a thread's list
-    depends on its spawner's view). Chunks whose spawner has not been placed wait and are retried
-    after every placement; spawners never shown put their threads at the top level."""
-    q = _queries()
-    chunk_event = q.chunk_event
+    """The nodes of the shown chunks (`queries.ShownPaths.feed`, in arrival order, summaries merged
+    in by ``seq``) with their lists, for `ThreadBuilder.add_placed`: `ConversationFeeder.prepare`
+    inlined for a whole conversation. Lazy: a placement is computed only after the builder has
+    added every earlier node (a thread's list depends on its spawner's view). Chunks whose spawner
+    has not been placed wait and are retried after every placement; spawners never shown put their
+    threads at the top level.
+
+    ``keep_state``: keep every block's placement and text in the feeder (an incremental projector
+    continues from it); otherwise only spawn triggers are recorded, since nothing else reads them.
+    O(1) amortised per chunk; no tracked object is kept per chunk."""
+    events, fed_blocks, seqs, texts, signatures = columns
+    blocks = feeder._blocks
+    blocks_get = blocks.get
+    run_level_get = feeder._run_level.get
+    level_of_run = feeder._level_of_run
+    used = feeder._used_ids
+    used_get = used.get
+    usage = feeder._usage
+    feeder_texts = feeder._texts
+    triggers = _trigger_ids(feeder, keep_state)
     deferred: list[tuple[Any, str | None]] = []
-    for seq, _, item, run_id, whole in feed:
-        if isinstance(item, tuple):
-            node, level = feeder.summary_node(*item)
-            if node is not None:
-                yield node, None, level  # type: ignore[misc]
-            continue
-        event = chunk_event(conversation, seq)
-        chunk = FedChunk(item, event, event.type, run_id)  # type: ignore[arg-type]
-        placed, node, level = feeder.prepare(chunk, whole)
-        if not placed:
-            deferred.append((chunk, whole))
-            continue
+    pending_summaries = list(reversed(summaries))  # popped from the end, in seq order
+    next_summary = pending_summaries[-1].seq if pending_summaries else None
+    for event, block, seq in zip(events, fed_blocks, repeat(0) if seqs is None else seqs, strict=False):
+        while next_summary is not None and next_summary < seq:
+            row = pending_summaries.pop()
+            next_summary = pending_summaries[-1].seq if pending_summaries else None
+            summary, summary_level = _summary_node(feeder, row)
+            if summary is not None:
+                yield summary, None, summary_level  # type: ignore[misc]
+        block_id = block.id
+        run = block.run
+        kind = block.kind
+        level = run_level_get(run)
+        if level is None:
+            level = level_of_run(run)
+            if level is None:
+                whole = texts.get(block_id)
+                if kind == "tool_error":
+                    kind = "error"
+                deferred.append((FedChunk(block_id, event, kind, run), whole))
+                continue
+        node: Node | None
+        if kind == "tool_progress":
+            node_id = event.id
+            count = used_get(node_id)
+            if count is None:
+                used[node_id] = 1
+            else:
+                used[node_id] = count + 1
+                node_id = f"{node_id}#{count + 1}"
+            node = ToolProgressNode(
+                id=node_id,
+                run_id=run,
+                tool_call_id=event.tool_call_id,
+                name=event.name,
+                content=event.content,
+            )
+        elif kind == "text" or kind == "reasoning":
+            node_id = event.id
+            count = used_get(node_id)
+            if count is None:
+                used[node_id] = 1
+            else:
+                used[node_id] = count + 1
+                node_id = f"{node_id}#{count + 1}"
+            fragments = Fragments(texts[block_id])
+            if keep_state:
+                feeder_texts[block_id] = fragments
+            if kind == "text":
+                node = TextNode(id=node_id, run_id=run, fragments=fragments)
+            else:
+                node = ReasoningNode(
+                    id=node_id,
+                    run_id=run,
+                    fragments=fragments,
+                    signature=signatures.get(block_id) or event.signature,
+                )
+        elif kind == "tool_call":
+            node = ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
+        elif kind == "tool_result":
+            node_id = f"{event.id}:result"
+            count = used_get(node_id)
+            if count is None:
+                used[node_id] = 1
+            else:
+                used[node_id] = count + 1
+                node_id = f"{node_id}#{count + 1}"
+            node = ToolResultNode(id=node_id, run_id=run, name=event.name, output=event.output)
+        elif kind == "usage":
+            count = usage.get(run, 0)
+            usage[run] = count + 1
+            node = UsageNode(
+                id=f"{run}:usage:{count}",
+                run_id=run,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
+            )
+        elif kind == "harness_start" or kind == "harness_end":
+            node_id = f"{run}:{kind}"
+            count = used_get(node_id)
+            if count is None:
+                used[node_id] = 1
+            else:
+                used[node_id] = count + 1
+                node_id = f"{node_id}#{count + 1}"
+            if kind == "harness_start":
+                node = HarnessStartNode(id=node_id, run_id=run, agent_id=event.agent_id)
+            else:
+                node = HarnessEndNode(id=node_id, run_id=run, agent_id=event.agent_id)
+        else:
+            if kind == "tool_error":
+                kind = "error"
+            node = feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
+        if (triggers is None or block_id in triggers) and blocks_get(block_id) is None:
+            blocks[block_id] = (node.id if node is not None else None, level.index)
         if node is not None:
-            yield node, None, level  # type: ignore[misc]
+            yield node, None, level
         if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
             progressed = True
             while progressed and deferred:
                 still: list[tuple[Any, str | None]] = []
-                for waiting, text in deferred:
-                    placed, node, level = feeder.prepare(waiting, text)
+                for waiting, whole in deferred:
+                    placed, node, level = feeder.prepare(waiting, whole)
                     if not placed:
-                        still.append((waiting, text))
+                        still.append((waiting, whole))
                     elif node is not None:
                         yield node, None, level  # type: ignore[misc]
                 progressed = len(still) < len(deferred)
                 deferred = still
-    for chunk, text in deferred:  # spawner never shown: the top level rather than nowhere
+    while pending_summaries:
+        row = pending_summaries.pop()
+        summary, summary_level = _summary_node(feeder, row)
+        if summary is not None:
+            yield summary, None, summary_level  # type: ignore[misc]
+    for chunk, whole in deferred:  # spawner never shown: the top level rather than nowhere
         feeder.show_at_top(chunk.run_id)
-        _, node, level = feeder.prepare(chunk, text)
+        _, node, level = feeder.prepare(chunk, whole)
         if node is not None:
             yield node, None, level  # type: ignore[misc]
 
 
+def _trigger_ids(feeder: ConversationFeeder, keep_state: bool) -> set[str] | None:
+    """Ids of the blocks that spawned a thread (None: record every block)."""
+    if keep_state:
+        return None
+    q = feeder._q
+    conversation = feeder.conversation
+    out: set[str] = set()
+    for thread in q.thread_ids(conversation):
+        spawn = q.spawn_row(conversation, thread)
+        if spawn is not None:
+            out.add(spawn[1])
+    return out
+
+
+def _summary_node(feeder: ConversationFeeder, row: Any) -> tuple[Node | None, _Level | None]:
+    """`ConversationFeeder.summary_node` for a `queries.SummaryRow`."""
+    level = feeder._level_of_thread(row.thread_id)
+    if level is None:
+        return None, None
+    node = TextNode(
+        id=row.message_id, run_id=f"{SUMMARY_RUN_PREFIX}{row.thread_id}", fragments=Fragments(row.text)
+    )
+    return node, level
+
+
 def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:
     """Blocks on the shown paths as layout input: sequence edges between consecutive blocks of a
-    run, spawn edges from a trigger block to the first block of the run it started."""
+    run, spawn edges from a trigger block to the first block of the run it started. Read in bulk
+    (`queries.ShownPaths.block_columns`); name-only labels are computed once per distinct value.
+    O(shown blocks + summaries)."""
     if not _is_conversation(conversation):
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
-    q = _queries()
+    shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
+    columns = shown.block_columns(_LABEL_CHUNKS)
+    labels = _block_labels(columns)
     data = LayoutInput()
-    index: dict[str, int] = {}
+    summaries = shown.summaries
+    if summaries:  # merge them in by seq; block positions shift by the summaries before them
+        position = _merge_summaries(data, columns, labels, summaries)
+    else:
+        data.ids = columns.ids
+        data.kinds = columns.kinds
+        data.labels = labels
+        data.runs = columns.run_ids
+        position = None
+    edges = data.edges
     last_of_run: dict[str, int] = {}
-    spawns: list[tuple[str, str]] = []
-    for _, _, kind, payload in _shown_items(conversation, active, conversation.view.subagents == "show"):
-        if kind == "summary":
-            message, thread_id = payload
-            i = len(data.ids)
-            data.ids.append(message.id)
-            data.kinds.append("summary")
-            data.labels.append(compact("summary: " + message.summary.text))
-            data.runs.append(f"summary:{thread_id}")
-            continue
-        block = payload
-        i = len(data.ids)
-        index[block.id] = i
-        data.ids.append(block.id)
-        data.kinds.append(block.kind)
-        data.labels.append(_block_label(conversation, block))
-        data.runs.append(block.run_id)
-        previous = last_of_run.get(block.run_id)
+    last_get = last_of_run.get
+    for i, run in enumerate(columns.run_ids):
+        previous = last_get(run)
+        if position is not None:
+            i = position[i]
         if previous is not None:
-            data.edges.append((previous, i))
-        last_of_run[block.run_id] = i
-        for spawn in q.spawns_from(conversation, block.id):
-            spawns.append((block.id, spawn.invocation_chunk_id))
-    for trigger, invocation in spawns:
-        target = index.get(q.get_chunk(conversation, invocation).block_id)
-        source = index.get(trigger)
-        if source is not None and target is not None:
-            data.edges.append((source, target))
+            edges.append((previous, i))
+        last_of_run[run] = i
+    for source, target in shown.spawn_edges():
+        if position is not None:
+            source, target = position[source], position[target]
+        edges.append((source, target))
     return data
 
 
-def _block_label(conversation: Any, block: Any) -> str:
-    q = _queries()
-    kind = block.kind
-    if kind in ("text", "reasoning"):  # the label reads the first 8 chunks
-        if block.chunk_count <= 8:
-            text = q.block_text(conversation, block.id)
+def _merge_summaries(data: LayoutInput, columns: Any, labels: list[str], summaries: list[Any]) -> list[int]:
+    """Fill ``data`` with the blocks and the summaries in seq order; the position of each block."""
+    position: list[int] = []
+    rows = list(reversed(summaries))
+    for i, seq in enumerate(columns.first_seqs):
+        while rows and rows[-1].seq < seq:
+            _add_summary_item(data, rows.pop())
+        position.append(len(data.ids))
+        data.ids.append(columns.ids[i])
+        data.kinds.append(columns.kinds[i])
+        data.labels.append(labels[i])
+        data.runs.append(columns.run_ids[i])
+    while rows:
+        _add_summary_item(data, rows.pop())
+    return position
+
+
+def _add_summary_item(data: LayoutInput, row: Any) -> None:
+    data.ids.append(row.message_id)
+    data.kinds.append("summary")
+    data.labels.append(compact("summary: " + row.text))
+    data.runs.append(f"summary:{row.thread_id}")
+
+
+_LABEL_CHUNKS: Final = 8
+"""A text or reasoning label reads the first 8 chunks of its block."""
+
+_TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_input", "repl_output"})
+"""Block kinds whose label reads the block's content; every other label depends on the kind and at
+most two event fields, and is computed once per distinct value."""
+
+
+def _block_labels(columns: Any) -> list[str]:
+    """The one-line label of every block of ``columns``. O(blocks)."""
+    out: list[str] = []
+    append = out.append
+    memo: dict[tuple[str, Any], str] = {}
+    memo_get = memo.get
+    texts = columns.texts
+    text_labels = _TEXT_LABELS
+    for block_id, kind, event in zip(columns.ids, columns.kinds, columns.first_events, strict=True):
+        if kind in text_labels:
+            append(_block_label(kind, event, texts.get(block_id, "")))
+            continue
+        if kind == "tool_call" or kind == "tool_result":
+            key: Any = (kind, event.name)
+        elif kind == "usage":
+            key = (kind, (event.input_tokens, event.output_tokens))
+        elif kind == "relay":
+            key = (kind, event.tool)
         else:
-            text = "".join(chunk.event.content for chunk in q.chunks_of(conversation, block.id)[:8])
-        if kind == "reasoning":
-            return compact("thinking: " + text) if text else "thinking..."
+            key = (kind, None)
+        label = memo_get(key)
+        if label is None:
+            label = memo[key] = _block_label(kind, event, "")
+        append(label)
+    return out
+
+
+def _block_label(kind: str, event: Any, text: str) -> str:
+    """A block's label from its first event (``text``: the head of a text / reasoning block)."""
+    if kind == "text":
         return compact(text) or "text"
-    event = q.chunk_event(conversation, block.first_seq)
+    if kind == "reasoning":
+        return compact("thinking: " + text) if text else "thinking..."
     if kind == "tool_call":
         return compact(event.name)
     if kind == "tool_result":
