@@ -706,6 +706,12 @@ def _reference_shown(conv: Conversation, active: Active, nested: bool) -> tuple[
     return blocks, [(seq, payload) for seq, _, payload in summaries]
 
 
+def _content(chunk: q.Chunk) -> str:
+    content = getattr(chunk.event, "content", None)
+    assert isinstance(content, str)
+    return content
+
+
 def _conversations_for_bulk_readers() -> list[Conversation]:
     events = list(rlm_stream(3, 2, 2))
     half = reduce_conversation_events(create_conversation(), events[: len(events) // 2])
@@ -775,8 +781,7 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
         )
         whole = [b for b in blocks if b.kind in ("text", "reasoning")]
         assert columns.texts == {
-            b.id: "".join(c.event.content for c in q.chunks_of(conv, b.id)[:2])  # type: ignore[union-attr]
-            for b in whole
+            b.id: "".join(_content(c) for c in q.chunks_of(conv, b.id)[:2]) for b in whole
         }
         # feed: a text / reasoning block once (first chunk), every other block chunk by chunk
         fed = sorted(
@@ -793,9 +798,9 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
         signatures = {}
         for b in whole:
             sent = [
-                c.event.signature
+                signature
                 for c in q.chunks_of(conv, b.id)
-                if getattr(c.event, "signature", None) is not None
+                if (signature := getattr(c.event, "signature", None)) is not None
             ]
             if b.kind == "reasoning" and sent:
                 signatures[b.id] = sent[-1]
