@@ -444,3 +444,84 @@ def test_bulk_reads_equal_per_key_reads_at_every_version(stream: list[dict[str, 
         edges = graph.edges
         assert list(edges.items()) == [(source, edges[source]) for source in edges]
         assert all(graph.children_ids(source) == targets for source, targets in edges.items())
+
+
+def _parents_from_edges(graph: Graph) -> list[str | None]:
+    incoming: dict[str, list[str]] = {}
+    for source, targets in graph.edges.items():
+        for target in targets:
+            incoming.setdefault(target, []).append(source)
+    assert all(len(sources) == 1 for sources in incoming.values())  # at most one incoming edge
+    return [incoming[node_id][0] if node_id in incoming else None for node_id in graph.nodes]
+
+
+@settings(max_examples=80, deadline=None)
+@given(stream=streams(), seed=st.integers(0, 2**16))
+def test_parent_index_equals_the_edges_at_every_version(stream: list[dict[str, Any]], seed: int) -> None:
+    """``parent_ids()`` (the reducer's parent index) is each node's one incoming edge at every
+    version, parents before children; it declines (``None``) exactly from the first late-parent
+    adoption on, and for forks taken after one."""
+    rng = random.Random(seed)
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for event in stream:
+        by_run.setdefault(event["runId"], []).append(event)
+    queues = [list(events) for events in by_run.values()]
+    shuffled = []
+    while queues:  # each run in order, runs interleaved: parents may arrive after children
+        queue = rng.choice(queues)
+        shuffled.append(queue.pop(0))
+        if not queue:
+            queues.remove(queue)
+    versions = [create_graph()]
+    for event in shuffled:
+        versions.append(reduce_event(versions[-1], event))
+    adopted = False
+    for graph in versions:
+        expected = _parents_from_edges(graph)
+        ids = list(graph.nodes)
+        late = any(p is not None and ids.index(p) > i for i, p in enumerate(expected))
+        parents = graph.parent_ids()
+        adopted = adopted or parents is None
+        if parents is None:
+            continue
+        assert not adopted or parents is None
+        assert parents == expected
+        assert not late
+    # Extending an older version forks the lineage; the fork's index answers for its versions too.
+    middle = versions[len(versions) // 2]
+    fork = reduce_event(middle, {"type": "text", "runId": "forked", "id": "fork-text", "content": "x"})
+    if middle.parent_ids() is not None:
+        assert fork.parent_ids() == [*_parents_from_edges(middle), None]
+    else:
+        assert fork.parent_ids() is None
+
+
+def test_parent_index_declines_after_a_late_parent() -> None:
+    graph = build(
+        [
+            {"type": "text", "runId": "child", "parentId": "call-1", "id": "t1", "content": "hi"},
+            {"type": "tool_call", "runId": "lead", "id": "call-1", "name": "agent", "input": {}},
+        ]
+    )
+    assert graph.parent_ids() is None
+    assert dict(graph.edges) == {"call-1": ("t1",)}
+    before = build([{"type": "text", "runId": "child", "parentId": "call-1", "id": "t1", "content": "hi"}])
+    assert before.parent_ids() == [None]
+
+
+def test_parent_index_declines_for_a_graph_loaded_from_a_snapshot() -> None:
+    from convograph.store.snapshots import dump_graph, load_graph
+
+    events = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "text", "runId": "a", "id": "t1", "content": "hi"},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "agent", "input": {}},
+        {"type": "text", "runId": "b", "parentId": "c1", "id": "t2", "content": "sub"},
+    ]
+    graph = build(events)
+    assert graph.parent_ids() == [None, "a:harness_start", "t1", "c1"]
+    loaded = load_graph(dump_graph(graph))
+    assert loaded.parent_ids() is None
+    assert (
+        reduce_event(loaded, {"type": "text", "runId": "a", "id": "t3", "content": "x"}).parent_ids() is None
+    )

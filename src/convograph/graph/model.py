@@ -7,8 +7,9 @@ before. Extending the newest version costs O(1); extending an older one forks th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -16,6 +17,8 @@ from convograph.graph.nodes import Node
 from convograph.versioned import Clock, ListMapView, MapView, VersionedList, VersionedListMap, VersionedMap
 
 __all__ = ["Diagnostic", "Graph", "create_graph"]
+
+_NEVER: Final = sys.maxsize
 
 
 class Diagnostic(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -34,12 +37,14 @@ class _Lineage:
     """Every container of one line of versions, and the clock that versions them."""
 
     __slots__ = (
+        "adopted_at",
         "clock",
         "diagnostics",
         "edges",
         "first_node_by_run_id",
         "last_node_by_run_id",
         "nodes",
+        "parents",
         "pending_children",
         "seen_event_ids",
         "usage_counts",
@@ -55,6 +60,25 @@ class _Lineage:
         self.seen_event_ids: VersionedMap[str, bool] = VersionedMap()
         self.pending_children: VersionedMap[str, tuple[str, ...]] = VersionedMap()
         self.diagnostics: VersionedList[Diagnostic] = VersionedList()
+        self.parents: list[str | None] = []
+        """Parent index: the source of each node's incoming edge as it was when the node was
+        created (``None``: none yet), aligned with ``nodes`` in insertion order. Every edge the
+        reducer adds targets a node created in that same step, except when a waiting child is
+        adopted by a late parent; so until ``adopted_at`` this is exactly each node's one incoming
+        edge. Appended at the head only (one list append per new node); a lineage whose containers
+        were filled otherwise (a snapshot load) is told apart by its length (see `parents_at`)."""
+        self.adopted_at = _NEVER
+        """Stamp of the first adoption edge (a late parent linking a waiting child); `_NEVER` if none."""
+
+    def parents_at(self, version: int) -> list[str | None] | None:
+        """`parents` as of ``version`` (a new list), or ``None`` when the index cannot answer: a
+        late parent was adopted at or before ``version``, or the index does not cover every node
+        (a lineage loaded from a snapshot). O(n) list copy."""
+        parents = self.parents
+        nodes = self.nodes
+        if self.adopted_at <= version or len(parents) != nodes.count_at(_NEVER):
+            return None
+        return parents[: nodes.count_at(version)]
 
     def fork_at(self, version: int) -> _Lineage:
         out = _Lineage()
@@ -66,6 +90,9 @@ class _Lineage:
         out.seen_event_ids = self.seen_event_ids.fork_at(version)
         out.pending_children = self.pending_children.fork_at(version)
         out.diagnostics = self.diagnostics.fork_at(version)
+        parents = self.parents_at(version)
+        if parents is not None:  # else left empty: the fork's index stays unusable
+            out.parents = parents
         return out
 
 
@@ -125,6 +152,14 @@ class Graph:
         """Nodes in insertion order. O(n), read in bulk (`VersionedMap.values_at`): one copy of the
         newest dict when this graph is its lineage's newest version."""
         return iter(self._lineage.nodes.values_at(self._version))
+
+    def parent_ids(self) -> list[str | None] | None:
+        """The source of each node's incoming edge (``None`` for a root), aligned with
+        `iter_nodes`, read from the reducer's parent index: O(n), one list copy. ``None`` when the
+        index cannot answer (a late parent adopted a waiting child at or before this version, or
+        the graph was loaded from a snapshot): then use ``edges``. When it answers, every node's
+        parent precedes it, and each node has at most one incoming edge."""
+        return self._lineage.parents_at(self._version)
 
     def __len__(self) -> int:
         return self._lineage.nodes.len_at(self._version)

