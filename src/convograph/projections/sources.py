@@ -560,31 +560,19 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     active = _resolve_active(conversation, active)
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
     columns = shown.block_columns(_LABEL_CHUNKS)
-    labels = _block_labels(columns)
+    labels, edges = _labels_and_sequence(columns)
+    edges.extend(shown.spawn_edges())
     data = LayoutInput()
     summaries = shown.summaries
     if summaries:  # merge them in by seq; block positions shift by the summaries before them
         position = _merge_summaries(data, columns, labels, summaries)
+        data.edges = [(position[source], position[target]) for source, target in edges]
     else:
         data.ids = columns.ids
         data.kinds = columns.kinds
         data.labels = labels
         data.runs = columns.run_ids
-        position = None
-    edges = data.edges
-    last_of_run: dict[str, int] = {}
-    last_get = last_of_run.get
-    for i, run in enumerate(columns.run_ids):
-        previous = last_get(run)
-        if position is not None:
-            i = position[i]
-        if previous is not None:
-            edges.append((previous, i))
-        last_of_run[run] = i
-    for source, target in shown.spawn_edges():
-        if position is not None:
-            source, target = position[source], position[target]
-        edges.append((source, target))
+        data.edges = edges
     return data
 
 
@@ -620,15 +608,26 @@ _TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_inp
 most two event fields, and is computed once per distinct value."""
 
 
-def _block_labels(columns: Any) -> list[str]:
-    """The one-line label of every block of ``columns``. O(blocks)."""
-    out: list[str] = []
-    append = out.append
+def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]]:
+    """The one-line label of every block of ``columns``, and the sequence edges (consecutive blocks
+    of a run) as column positions, in one pass. O(blocks)."""
+    labels: list[str] = []
+    append = labels.append
+    edges: list[tuple[int, int]] = []
+    add_edge = edges.append
+    last_of_run: dict[str, int] = {}
+    last_get = last_of_run.get
     memo: dict[tuple[str, Any], str] = {}
     memo_get = memo.get
     texts = columns.texts
     text_labels = _TEXT_LABELS
-    for block_id, kind, event in zip(columns.ids, columns.kinds, columns.first_events, strict=True):
+    for i, (block_id, kind, run, event) in enumerate(
+        zip(columns.ids, columns.kinds, columns.run_ids, columns.first_events, strict=True)
+    ):
+        previous = last_get(run)
+        if previous is not None:
+            add_edge((previous, i))
+        last_of_run[run] = i
         if kind in text_labels:
             append(_block_label(kind, event, texts.get(block_id, "")))
             continue
@@ -644,7 +643,7 @@ def _block_labels(columns: Any) -> list[str]:
         if label is None:
             label = memo[key] = _block_label(kind, event, "")
         append(label)
-    return out
+    return labels, edges
 
 
 def _block_label(kind: str, event: Any, text: str) -> str:
