@@ -98,3 +98,61 @@ def test_dead_letters_list_replay_purge(make_journal: Callable[[], Journal]) -> 
     assert journal.purge_dead("S2") == 1
     assert journal.dead_letters() == []
     assert journal.append([env(3, session="S2", ws="V")])[0].status == "duplicate"  # still known
+
+
+def test_the_in_memory_tail_serves_exactly_what_sqlite_holds(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    journal = SqliteJournal(path, tail_records=7)  # small: most reads mix tail, eviction and SQLite
+    plain = SqliteJournal(path, tail_records=0)  # same file, SQLite reads only
+    journal.append([env(i) for i in range(5)], created_by="alice")
+    journal.append([env(1), env(5), env(6)])  # a duplicate in the batch: seqs read back
+    journal.append([env(i) for i in range(7, 19)])
+    seqs = [r.seq for r in plain.read_after(0, 100)]
+    assert len(seqs) == 19
+    for after in [0, *seqs]:
+        for limit in (1, 3, 7, 100):
+            assert journal.read_after(after, limit) == plain.read_after(after, limit)
+    # a dead letter replayed moves its row to a new seq: the tail must not name the old one
+    journal.dead_letter(seqs[-2], "boom")
+    assert journal.replay_dead("S") == 1
+    journal.append([env(i) for i in range(19, 23)])
+    for after in [0, *seqs[-6:]]:
+        assert journal.read_after(after, 100) == plain.read_after(after, 100)
+    journal.close()
+    plain.close()
+
+
+def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "j.sqlite3"
+    journal = SqliteJournal(path)
+    journal.append([env(1, key="k1"), env(2)])
+    journal.close()
+    with sqlite3.connect(path, isolation_level=None) as db:  # make it look like schema 2
+        db.executescript(
+            "DROP INDEX events_base_content;"
+            "CREATE UNIQUE INDEX events_content_key ON events (content_key);"
+            "CREATE INDEX events_base_key ON events (base_key);"
+            "UPDATE meta SET v = '2' WHERE k = 'schema';"
+        )
+    db.close()
+    again = SqliteJournal(path)
+    indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "events_base_content" in indexes
+    assert "events_content_key" not in indexes
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "3"
+    assert [r.status for r in again.append([env(1), env(3, key="k1"), env(2), env(4)])] == [
+        "duplicate",
+        "duplicate",
+        "duplicate",
+        "queued",
+    ]
+    plan = " ".join(
+        str(row)
+        for row in again._read.execute(
+            "EXPLAIN QUERY PLAN SELECT base_key FROM events WHERE base_key IN (1, 2) GROUP BY base_key"
+        )
+    )
+    assert "events_base_content" in plan
+    again.close()

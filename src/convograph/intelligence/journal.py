@@ -26,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import collections
 import hashlib
 import sqlite3
 import threading
@@ -123,15 +124,25 @@ CREATE TABLE IF NOT EXISTS events (
     idem_key BLOB,
     base_key INTEGER NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS events_content_key ON events (content_key);
-CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_base_key ON events (base_key);
-CREATE INDEX IF NOT EXISTS events_session ON events (workspace, session_id, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
 );
 """
-_SCHEMA_VERSION = "2"
+# One unique index on (base_key, content_key) does the work of a unique index on content_key
+# and a plain one on base_key: the base id is a function of the content (session id, event
+# name, timestamp, tool_call_id all come from {event, data}), so equal (workspace, content)
+# implies equal base_key, and collision groups are read by its base_key prefix. One B-tree
+# less per append (measured ~1.5 us of SQLite CPU per event).
+_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS events_base_content ON events (base_key, content_key);
+CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_session ON events (workspace, session_id, seq);
+"""
+_SCHEMA_VERSION = "3"
+_MIGRATIONS = {
+    "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;",
+}
+"""Older schema version -> SQL that, followed by `_INDEXES`, makes it the current one."""
 
 
 _rows_decoder = msgspec.json.Decoder(list[list[Any]])
@@ -178,8 +189,18 @@ def _insert_rows(cur: sqlite3.Cursor, rows: Sequence[tuple[object, ...]]) -> int
 class SqliteJournal:
     """`Journal` in one SQLite file (WAL). Safe for many threads: one writer lock, one reader lock."""
 
-    def __init__(self, path: str | Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Literal["normal", "full"] = "normal",
+        tail_records: int = 50_000,
+    ) -> None:
         self.path = Path(path)
+        self.tail_records = tail_records
+        self._tail: dict[int, JournalRecord] = {}  # seq -> record of the latest appends
+        self._tail_order: collections.deque[int] = collections.deque()
+        self._tail_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._write.execute("PRAGMA journal_mode=WAL")
@@ -192,7 +213,13 @@ class SqliteJournal:
         self._read_lock = threading.Lock()
         version = self._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
         if version is None:
+            self._write.executescript(_INDEXES)
             self._write.execute("INSERT INTO meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+        elif version[0] in _MIGRATIONS:
+            self._write.executescript(
+                "BEGIN IMMEDIATE;" + _MIGRATIONS[version[0]] + _INDEXES
+                + f"UPDATE meta SET v = '{_SCHEMA_VERSION}' WHERE k = 'schema'; COMMIT;"
+            )  # fmt: skip
         elif version[0] != _SCHEMA_VERSION:
             raise RuntimeError(
                 f"{self.path}: journal schema {version[0]}, this version reads {_SCHEMA_VERSION}"
@@ -242,6 +269,7 @@ class SqliteJournal:
                         # in input order (no read-back of the batch needed)
                         results = [AppendResult("queued", before + 1 + i) for i in range(len(rows))]
                         cur.execute("COMMIT")
+                        self._remember(envelopes, rows, results)
                         return results
                     new = {
                         (ws, fp): seq
@@ -256,17 +284,68 @@ class SqliteJournal:
                             AppendResult("queued", seq) if seq is not None else AppendResult("duplicate")
                         )
                 cur.execute("COMMIT")
+                self._remember(envelopes, rows, results)
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._write.in_transaction:
+                    cur.execute("ROLLBACK")
                 raise
         return results
+
+    def _remember(
+        self, envelopes: Sequence[Envelope], rows: list[tuple[Any, ...]], results: list[AppendResult]
+    ) -> None:
+        """Put just-committed records into the in-memory tail (caller holds the write lock, so
+        seqs arrive in increasing order); the oldest leave beyond ``tail_records``. O(batch)."""
+        if self.tail_records <= 0:
+            return
+        with self._tail_lock:
+            tail, order = self._tail, self._tail_order
+            for env, row, result in zip(envelopes, rows, results, strict=True):
+                seq = result.seq
+                if seq is None:
+                    continue
+                tail[seq] = JournalRecord(
+                    seq, env.workspace, env.session_id, env.event, env.epoch_ms, env.fingerprint,
+                    env.base_id, row[8], row[6],
+                )  # fmt: skip
+                order.append(seq)
+            while len(order) > self.tail_records:
+                tail.pop(order.popleft(), None)
+
+    def _forget_tail(self) -> None:
+        with self._tail_lock:
+            self._tail.clear()
+            self._tail_order.clear()
 
     def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
         """Up to ``limit`` records after ``seq``, in seq order.
 
-        The rows come back as one JSON array built by SQLite (a single statement step, so the GIL
-        is released once, not once per row; see `_insert_rows`). O(limit)."""
+        A contiguous run of seqs held by the in-memory tail is served from there; otherwise the
+        rows come back as one JSON array built by SQLite (a single statement step, so the GIL is
+        released once, not once per row; see `_insert_rows`). O(limit)."""
+        with self._tail_lock:
+            tail = self._tail
+            first = tail.get(seq + 1)
+            if first is not None:
+                out = [first]
+                get = tail.get
+                for next_seq in range(seq + 2, seq + 1 + limit):
+                    record = get(next_seq)
+                    if record is None:
+                        break
+                    out.append(record)
+        if first is not None:
+            if len(out) < limit and out[-1].seq < self._head():
+                out.extend(self.read_after(out[-1].seq, limit - len(out)))  # past a gap in the tail
+            return out
         return self._read_records("seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+
+    def _head(self) -> int:
+        """Highest seq committed (from the tail when it holds it, else SQLite)."""
+        with self._tail_lock:
+            if self._tail_order:
+                return self._tail_order[-1]
+        return self.last_seq()
 
     def _read_records(self, where: str, params: tuple[object, ...]) -> list[JournalRecord]:
         """Records matching ``where``, in seq order, fetched as one JSON row (one statement step)."""
@@ -350,6 +429,7 @@ class SqliteJournal:
 
     def replay_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int:
         with self._write_lock:
+            self._forget_tail()  # seqs move: the tail would name rows that are no longer there
             self._write.execute("BEGIN IMMEDIATE")
             try:
                 seqs = self._dead_seqs(key, workspaces)
