@@ -105,6 +105,11 @@ class GraphEngine(Protocol):
 
 
 def _quote(text: str) -> str:
+    """A double-quoted FalkorDB string literal of ``text``. FalkorDB reads every other character
+    (control characters included) literally, but a NUL ends its C string: NUL is written as
+    U+FFFD, the one value that cannot travel unchanged."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
