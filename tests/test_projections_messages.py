@@ -438,3 +438,34 @@ def test_every_projected_history_is_a_valid_request(events: list[dict[str, Any]]
     calls = [c["id"] for m in gateway for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in gateway if m["role"] == "tool"]
     assert calls == results
+
+
+def test_reused_compact_encoder_gives_exactly_json_dumps() -> None:
+    """`compact_json_encoder` (one C encoder per projection) encodes every value exactly as
+    ``json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)``."""
+    import datetime
+
+    from convograph.projections.history import compact_json_encoder
+
+    values: list[object] = [
+        {"cmd": "echo 1", "n": [1, 2.5, -0.0, 1e16, 1e-7, True, None]},
+        {"ü": "naïve — ✓", "ctrl": "a\nb\tc\x00\x7f\u2028", "quote": '"\\'},
+        {7: "int key", 2.5: "float key", True: "bool key", None: "none key"},
+        [float("nan"), float("inf"), -float("inf")],
+        {"when": datetime.date(2026, 11, 22), "nested": {"deep": [{"x": ()}]}},
+        "a plain string",
+        "",
+        42,
+        None,
+        [],
+        {},
+    ]
+    encode = compact_json_encoder()
+    for value in values:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        assert encode(value) == expected
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular"):
+        encode(cyclic)
+    assert compact_json_encoder()([1, {"a": 2}]) == '[1,{"a":2}]'

@@ -22,6 +22,7 @@ from convograph.projections.history import (
     History,
     TextBlock,
     ThinkingBlock,
+    compact_json_encoder,
     safe_tool_id,
     serialize_output,
 )
@@ -60,6 +61,7 @@ def _tool_input(value: Any) -> dict[str, Any]:
 def render_anthropic(history: History) -> list[dict[str, Any]]:
     """Messages-API messages for ``history``. O(turns + blocks)."""
     messages: list[dict[str, Any]] = []
+    encode = compact_json_encoder()
 
     def push(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
@@ -102,7 +104,7 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
                 result: dict[str, Any] = {
                     "type": "tool_result",
                     "tool_use_id": call_id,
-                    "content": serialize_output(call.output) or "(empty)",
+                    "content": serialize_output(call.output, encode) or "(empty)",
                 }
                 if call.missing or call.denied:
                     result["is_error"] = True

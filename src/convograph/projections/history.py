@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final, Literal
 
 import msgspec
@@ -47,6 +49,7 @@ __all__ = [
     "ToolExchange",
     "UserTurn",
     "build_history",
+    "compact_json_encoder",
     "safe_tool_id",
     "serialize_output",
 ]
@@ -163,11 +166,41 @@ COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")
 on every call, built once (its ``encode`` keeps no state between calls)."""
 
 
-def serialize_output(output: Any) -> str:
-    """A tool output as message text: strings as is, anything else as compact JSON."""
+def compact_json_encoder() -> Callable[[Any], str]:
+    """A function giving exactly ``COMPACT_JSON.encode(value)``, for encoding many values in one
+    projection. ``JSONEncoder.encode`` builds a C encoder object on every call (~1.2 µs of a
+    ~1.4 µs encode of a small dict); this builds it once, with its own circular-reference markers,
+    so make one per projection call (a failed encode may leave markers behind). Falls back to
+    ``COMPACT_JSON.encode`` where the C accelerator is missing."""
+    if c_make_encoder is None:  # pragma: no cover - CPython always has the accelerator
+        return COMPACT_JSON.encode
+    iterencode = c_make_encoder(
+        {},
+        COMPACT_JSON.default,
+        encode_basestring,
+        COMPACT_JSON.indent,
+        COMPACT_JSON.key_separator,
+        COMPACT_JSON.item_separator,
+        COMPACT_JSON.sort_keys,
+        COMPACT_JSON.skipkeys,
+        COMPACT_JSON.allow_nan,
+    )
+    join = "".join
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):  # as `JSONEncoder.encode`
+            return encode_basestring(value)
+        return join(iterencode(value, 0))
+
+    return encode
+
+
+def serialize_output(output: Any, encode: Callable[[Any], str] | None = None) -> str:
+    """A tool output as message text: strings as is, anything else as compact JSON (``encode``:
+    a `compact_json_encoder` to reuse, else `COMPACT_JSON`)."""
     if isinstance(output, str):
         return output
-    return COMPACT_JSON.encode(output)
+    return COMPACT_JSON.encode(output) if encode is None else encode(output)
 
 
 _ANTHROPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

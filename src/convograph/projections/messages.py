@@ -15,6 +15,7 @@ from convograph.projections.anthropic import render_anthropic
 from convograph.projections.gateway import render_gateway
 from convograph.projections.history import History, build_history
 from convograph.projections.openai import render_openai
+from convograph.projections.progress import ProgressRegistry
 from convograph.projections.thread import ThreadBuilder, build_thread
 from convograph.projections.view import ViewNode
 
@@ -52,4 +53,11 @@ def project_messages(source: Any, active: Any = None, *, format: str = "openai")
     """
     if format not in FORMATS:
         render_history([], format)  # raises the ValueError naming the choices
-    return render_views(build_thread(source, active), format)
+    # No progress accumulators: a request history carries no tool progress (`build_history` reads
+    # a call's name, input and output only), so folding it would be wasted work (~25 % of the
+    # thread build for a tool-heavy conversation) and one tracked state dict per call.
+    return render_views(build_thread(source, active, registry=_NO_PROGRESS), format)
+
+
+_NO_PROGRESS: Final = ProgressRegistry()
+"""A registry without accumulators (and no fallback): every view's ``progress`` stays ``None``."""

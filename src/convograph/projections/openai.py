@@ -19,9 +19,9 @@ from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
-    COMPACT_JSON,
     AssistantTurn,
     History,
+    compact_json_encoder,
     safe_tool_id,
     serialize_output,
 )
@@ -45,15 +45,10 @@ def user_content_openai(content: str | list[ContentPart]) -> str | list[dict[str
     return parts if parts else ""
 
 
-def _arguments(tool_input: Any) -> str:
-    if tool_input is None:
-        return "{}"
-    return COMPACT_JSON.encode(tool_input)
-
-
 def render_openai(history: History) -> list[dict[str, Any]]:
     """Chat Completions messages for ``history``. O(turns + blocks)."""
     messages: list[dict[str, Any]] = []
+    encode = compact_json_encoder()
     for turn in history:
         if not isinstance(turn, AssistantTurn):
             messages.append({"role": "user", "content": user_content_openai(turn.content)})
@@ -69,14 +64,21 @@ def render_openai(history: History) -> list[dict[str, Any]]:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": _arguments(call.input)},
+                    "function": {
+                        "name": call.name,
+                        "arguments": "{}" if call.input is None else encode(call.input),
+                    },
                 }
                 for call_id, call in zip(ids, calls, strict=True)
             ]
             messages.append(message)
             for call_id, call in zip(ids, calls, strict=True):
                 messages.append(
-                    {"role": "tool", "tool_call_id": call_id, "content": serialize_output(call.output)}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "content": serialize_output(call.output, encode),
+                    }
                 )
         else:
             messages.append(message)
