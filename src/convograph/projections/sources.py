@@ -21,8 +21,8 @@ per-chunk work is O(1) amortised, which the incremental `ConversationProjector` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import repeat
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
 
 from convograph.graph.nodes import (
@@ -324,6 +324,21 @@ class ConversationFeeder:
         return node, level
 
 
+class _Statuses(dict[str, Status]):
+    """Run id -> the hypergraph's status of that run in one conversation version (``aborted`` shows
+    as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version)."""
+
+    def __init__(self, conversation: Any) -> None:
+        super().__init__()
+        self.conversation = conversation
+
+    def __missing__(self, run_id: str) -> Status:
+        found: str = _queries().run_status(self.conversation, run_id)
+        status: Status = "error" if found == "aborted" else found  # type: ignore[assignment]
+        self[run_id] = status
+        return status
+
+
 class FedChunk(NamedTuple):
     """What the feeder reads of a chunk (the one-shot path builds one only for a chunk that waits
     for its spawner; the incremental projector passes `queries.Chunk` records)."""
@@ -362,11 +377,13 @@ def build_from_conversation(
     active = _resolve_active(conversation, active)
     options = options if options is not None else options_of(conversation)
     feeder_box: list[ConversationFeeder] = []
+    status_of: Callable[[str], Status]
+    if track_changes:  # the projector moves the feeder on to newer versions: ask it
+        status_of = lambda run_id: feeder_box[0].status_of(run_id)  # noqa: E731
+    else:  # one version: a memo whose hits are a C-level dict lookup
+        status_of = _Statuses(conversation).__getitem__
     builder = ThreadBuilder(
-        options=options,
-        registry=registry,
-        track_changes=track_changes,
-        status_of=lambda run_id: feeder_box[0].status_of(run_id),
+        options=options, registry=registry, track_changes=track_changes, status_of=status_of
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder_box.append(feeder)
@@ -404,120 +421,122 @@ def _placements(
     feeder_texts = feeder._texts
     triggers = _trigger_ids(feeder, keep_state)
     deferred: list[tuple[Any, str | None]] = []
-    pending_summaries = list(reversed(summaries))  # popped from the end, in seq order
-    next_summary = pending_summaries[-1].seq if pending_summaries else None
-    for event, block, seq in zip(events, fed_blocks, repeat(0) if seqs is None else seqs, strict=False):
-        while next_summary is not None and next_summary < seq:
-            row = pending_summaries.pop()
-            next_summary = pending_summaries[-1].seq if pending_summaries else None
+    # Summaries go between the chunks by seq (a summary's seq is never a shown chunk's): the feed is
+    # cut into segments, each followed by the summaries placed after it.
+    segments: list[tuple[int, Any]] = [(bisect_left(seqs, row.seq), row) for row in summaries]
+    segments.append((len(events), None))
+    start = 0
+    for stop, row in segments:
+        if start == 0 and stop == len(events):
+            segment: Any = zip(events, fed_blocks, strict=True)
+        else:
+            segment = zip(events[start:stop], fed_blocks[start:stop], strict=True)
+        start = stop
+        for event, block in segment:
+            block_id = block.id
+            run = block.run
+            kind = block.kind
+            level = run_level_get(run)
+            if level is None:
+                level = level_of_run(run)
+                if level is None:
+                    whole = texts.get(block_id)
+                    if kind == "tool_error":
+                        kind = "error"
+                    deferred.append((FedChunk(block_id, event, kind, run), whole))
+                    continue
+            node: Node | None
+            if kind == "tool_progress":
+                node_id = event.id
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                node = ToolProgressNode(
+                    id=node_id,
+                    run_id=run,
+                    tool_call_id=event.tool_call_id,
+                    name=event.name,
+                    content=event.content,
+                )
+            elif kind == "text" or kind == "reasoning":
+                node_id = event.id
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                fragments = Fragments(texts[block_id])
+                if keep_state:
+                    feeder_texts[block_id] = fragments
+                if kind == "text":
+                    node = TextNode(id=node_id, run_id=run, fragments=fragments)
+                else:
+                    node = ReasoningNode(
+                        id=node_id,
+                        run_id=run,
+                        fragments=fragments,
+                        signature=signatures.get(block_id) or event.signature,
+                    )
+            elif kind == "tool_call":
+                node = ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
+            elif kind == "tool_result":
+                node_id = f"{event.id}:result"
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                node = ToolResultNode(id=node_id, run_id=run, name=event.name, output=event.output)
+            elif kind == "usage":
+                count = usage.get(run, 0)
+                usage[run] = count + 1
+                node = UsageNode(
+                    id=f"{run}:usage:{count}",
+                    run_id=run,
+                    input_tokens=event.input_tokens,
+                    output_tokens=event.output_tokens,
+                )
+            elif kind == "harness_start" or kind == "harness_end":
+                node_id = f"{run}:{kind}"
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if kind == "harness_start":
+                    node = HarnessStartNode(id=node_id, run_id=run, agent_id=event.agent_id)
+                else:
+                    node = HarnessEndNode(id=node_id, run_id=run, agent_id=event.agent_id)
+            else:
+                if kind == "tool_error":
+                    kind = "error"
+                node = feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
+            if (triggers is None or block_id in triggers) and blocks_get(block_id) is None:
+                blocks[block_id] = (node.id if node is not None else None, level.index)
+            if node is not None:
+                yield node, None, level
+            if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
+                progressed = True
+                while progressed and deferred:
+                    still: list[tuple[Any, str | None]] = []
+                    for waiting, whole in deferred:
+                        placed, node, level = feeder.prepare(waiting, whole)
+                        if not placed:
+                            still.append((waiting, whole))
+                        elif node is not None:
+                            yield node, None, level  # type: ignore[misc]
+                    progressed = len(still) < len(deferred)
+                    deferred = still
+        if row is not None:
             summary, summary_level = _summary_node(feeder, row)
             if summary is not None:
                 yield summary, None, summary_level  # type: ignore[misc]
-        block_id = block.id
-        run = block.run
-        kind = block.kind
-        level = run_level_get(run)
-        if level is None:
-            level = level_of_run(run)
-            if level is None:
-                whole = texts.get(block_id)
-                if kind == "tool_error":
-                    kind = "error"
-                deferred.append((FedChunk(block_id, event, kind, run), whole))
-                continue
-        node: Node | None
-        if kind == "tool_progress":
-            node_id = event.id
-            count = used_get(node_id)
-            if count is None:
-                used[node_id] = 1
-            else:
-                used[node_id] = count + 1
-                node_id = f"{node_id}#{count + 1}"
-            node = ToolProgressNode(
-                id=node_id,
-                run_id=run,
-                tool_call_id=event.tool_call_id,
-                name=event.name,
-                content=event.content,
-            )
-        elif kind == "text" or kind == "reasoning":
-            node_id = event.id
-            count = used_get(node_id)
-            if count is None:
-                used[node_id] = 1
-            else:
-                used[node_id] = count + 1
-                node_id = f"{node_id}#{count + 1}"
-            fragments = Fragments(texts[block_id])
-            if keep_state:
-                feeder_texts[block_id] = fragments
-            if kind == "text":
-                node = TextNode(id=node_id, run_id=run, fragments=fragments)
-            else:
-                node = ReasoningNode(
-                    id=node_id,
-                    run_id=run,
-                    fragments=fragments,
-                    signature=signatures.get(block_id) or event.signature,
-                )
-        elif kind == "tool_call":
-            node = ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
-        elif kind == "tool_result":
-            node_id = f"{event.id}:result"
-            count = used_get(node_id)
-            if count is None:
-                used[node_id] = 1
-            else:
-                used[node_id] = count + 1
-                node_id = f"{node_id}#{count + 1}"
-            node = ToolResultNode(id=node_id, run_id=run, name=event.name, output=event.output)
-        elif kind == "usage":
-            count = usage.get(run, 0)
-            usage[run] = count + 1
-            node = UsageNode(
-                id=f"{run}:usage:{count}",
-                run_id=run,
-                input_tokens=event.input_tokens,
-                output_tokens=event.output_tokens,
-            )
-        elif kind == "harness_start" or kind == "harness_end":
-            node_id = f"{run}:{kind}"
-            count = used_get(node_id)
-            if count is None:
-                used[node_id] = 1
-            else:
-                used[node_id] = count + 1
-                node_id = f"{node_id}#{count + 1}"
-            if kind == "harness_start":
-                node = HarnessStartNode(id=node_id, run_id=run, agent_id=event.agent_id)
-            else:
-                node = HarnessEndNode(id=node_id, run_id=run, agent_id=event.agent_id)
-        else:
-            if kind == "tool_error":
-                kind = "error"
-            node = feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
-        if (triggers is None or block_id in triggers) and blocks_get(block_id) is None:
-            blocks[block_id] = (node.id if node is not None else None, level.index)
-        if node is not None:
-            yield node, None, level
-        if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
-            progressed = True
-            while progressed and deferred:
-                still: list[tuple[Any, str | None]] = []
-                for waiting, whole in deferred:
-                    placed, node, level = feeder.prepare(waiting, whole)
-                    if not placed:
-                        still.append((waiting, whole))
-                    elif node is not None:
-                        yield node, None, level  # type: ignore[misc]
-                progressed = len(still) < len(deferred)
-                deferred = still
-    while pending_summaries:
-        row = pending_summaries.pop()
-        summary, summary_level = _summary_node(feeder, row)
-        if summary is not None:
-            yield summary, None, summary_level  # type: ignore[misc]
     for chunk, whole in deferred:  # spawner never shown: the top level rather than nowhere
         feeder.show_at_top(chunk.run_id)
         _, node, level = feeder.prepare(chunk, whole)
