@@ -160,26 +160,29 @@ def test_list_replay_and_projections(http: httpx.Client) -> None:
     assert svg.text.lstrip().startswith("<svg")
 
 
+def sse_messages(url: str, headers: dict[str, str], until: Any, timeout: float = 10) -> list[Any]:
+    """Decoded messages of the SSE stream at ``url`` until ``until(messages)`` is true."""
+    from convograph.client.sse import SSEDecoder
+
+    out: list[Any] = []
+    decoder = SSEDecoder()
+    with httpx.Client(timeout=timeout) as client, client.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            out.extend(decoder.feed(chunk))
+            if until(out):
+                break
+    return out
+
+
 def read_sse(
     server: ServerProcess, cid: str, headers: dict[str, str], count: int, timeout: float = 10
 ) -> list[dict[str, Any]]:
     """Read ``count`` SSE events (id, event, data) from a fresh connection."""
-    from convograph.client.sse import SSEDecoder
-
-    out: list[dict[str, Any]] = []
-    decoder = SSEDecoder()
-    with (
-        httpx.Client(timeout=timeout) as client,
-        client.stream("GET", f"{server.url}/v1/conversations/{cid}/stream", headers=headers) as response,
-    ):
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for chunk in response.iter_raw():
-            for message in decoder.feed(chunk):
-                out.append({"id": message.id, "event": message.event, "data": json.loads(message.data)})
-                if len(out) >= count:
-                    return out
-    return out
+    url = f"{server.url}/v1/conversations/{cid}/stream"
+    messages = sse_messages(url, headers, lambda out: len(out) >= count, timeout)
+    return [{"id": m.id, "event": m.event, "data": json.loads(m.data)} for m in messages[:count]]
 
 
 def test_sse_resume_gives_exactly_the_missing_events_then_live(
@@ -394,21 +397,12 @@ def test_api_keys_scopes_and_workspaces(tmp_path: Path) -> None:
 
 def read_list_feed(url: str, headers: dict[str, str], until: Any, timeout: float = 10) -> list[Any]:
     """``(event, data)`` messages of ``GET /v1/live/conversations`` until ``until(messages)``."""
-    from convograph.client.sse import SSEDecoder
 
-    out: list[Any] = []
-    decoder = SSEDecoder()
-    with (
-        httpx.Client(timeout=timeout) as client,
-        client.stream("GET", f"{url}/v1/live/conversations", headers=headers) as response,
-    ):
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for chunk in response.iter_raw():
-            out.extend((message.event, json.loads(message.data)) for message in decoder.feed(chunk))
-            if until(out):
-                break
-    return out
+    def pairs(messages: list[Any]) -> list[Any]:
+        return [(m.event, json.loads(m.data)) for m in messages]
+
+    messages = sse_messages(f"{url}/v1/live/conversations", headers, lambda out: until(pairs(out)), timeout)
+    return pairs(messages)
 
 
 def test_live_conversation_list_pushes_rows_per_workspace_and_ends_on_shutdown(tmp_path: Path) -> None:

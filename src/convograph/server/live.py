@@ -30,20 +30,50 @@ from convograph.projections import ConversationProjector
 from convograph.server.sse import HEARTBEAT_FRAME, event_frame
 from convograph.store import EventLog, StoredEvent
 
-__all__ = ["ConversationHub", "HubRegistry", "Listener", "LiveConversations", "LiveState", "stream_frames"]
+__all__ = [
+    "ConversationHub",
+    "HubRegistry",
+    "Listener",
+    "LiveConversations",
+    "LiveState",
+    "Wakeable",
+    "stream_frames",
+]
 
 READ_PAGE: Final = 1000
 
 
-class Listener:
+class Wakeable:
+    """A subscriber that sleeps until something is offered to it (`wake`) or a timeout passes."""
+
+    __slots__ = ("_wakeup",)
+
+    def __init__(self) -> None:
+        self._wakeup = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for a wake-up; False on timeout."""
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            self._wakeup.clear()
+        return True
+
+
+class Listener(Wakeable):
     """A bounded buffer of live ``(seq, frame)`` pairs for one subscriber. `offer` never blocks."""
 
-    __slots__ = ("_capacity", "_wakeup", "buffer", "overflowed")
+    __slots__ = ("_capacity", "buffer", "overflowed")
 
     def __init__(self, capacity: int) -> None:
+        super().__init__()
         self.buffer: deque[tuple[int, bytes]] = deque()
         self._capacity = capacity
-        self._wakeup = asyncio.Event()
         self.overflowed = False
 
     def offer(self, seq: int, frame: bytes) -> None:
@@ -54,19 +84,6 @@ class Listener:
         else:
             self.buffer.append((seq, frame))
         self._wakeup.set()
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    async def wait(self, timeout: float) -> bool:
-        """Wait for an offer; False on timeout."""
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            return False
-        finally:
-            self._wakeup.clear()
-        return True
 
 
 class ConversationHub:

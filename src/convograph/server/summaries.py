@@ -32,6 +32,7 @@ from typing import Final
 import msgspec
 
 from convograph.jsonable import to_jsonable
+from convograph.server.live import Wakeable
 from convograph.server.sse import HEARTBEAT_FRAME
 from convograph.store import ConversationInfo, EventLog
 
@@ -47,34 +48,21 @@ def _frame(event: str, payload: object) -> bytes:
     return b"event: %s\ndata: %s\n\n" % (event.encode(), _encode(payload))
 
 
-class ListListener:
+class ListListener(Wakeable):
     """One subscriber: the conversations it may see, and its pending frames (one per conversation)."""
 
-    __slots__ = ("_wakeup", "can_see", "pending")
+    __slots__ = ("can_see", "pending")
 
     def __init__(self, can_see: Callable[[str], bool]) -> None:
+        super().__init__()
         self.can_see = can_see
         self.pending: dict[str, bytes] = {}
-        self._wakeup = asyncio.Event()
 
     def offer(self, conversation_id: str, frame: bytes) -> None:
         if self.can_see(conversation_id):
             self.pending.pop(conversation_id, None)  # re-insert: frames go out in change order
             self.pending[conversation_id] = frame
             self._wakeup.set()
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    async def wait(self, timeout: float) -> bool:
-        """Wait for a frame; False on timeout."""
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            return False
-        finally:
-            self._wakeup.clear()
-        return True
 
     def take(self) -> bytes:
         frames = b"".join(self.pending.values())

@@ -35,12 +35,12 @@ export function parseSSE(buffer) {
 }
 
 /**
- * Follow `url` (an SSE endpoint taking `?after=`) from `after`. Calls `onEvents(events)` with
- * each parsed batch (every event carries `seq`), `onState(state)` with "connecting" | "live" |
- * "reconnecting" | "closed". Returns {close(), after()}.
+ * The reconnecting loop both followers share: fetch `request()` ({url, headers}), hand every batch
+ * of parsed SSE messages to `onMessages(messages)`, reconnect after a doubling backoff when the
+ * connection ends or fails. 401 asks for an API key and retries at once; a status in `stopOn`
+ * ends the loop with `onState("unsupported")`. Returns {close(), drop()}.
  */
-export function followStream(url, { after = 0, onEvents, onState = () => {}, minBackoff = 250, maxBackoff = 5000 }) {
-  let lastSeq = after;
+function sseLoop({ request, onMessages, onState, keyPrompt, stopOn = [], minBackoff, maxBackoff, connectingState = () => "connecting" }) {
   let closed = false;
   let controller = null;
   let backoff = minBackoff;
@@ -49,17 +49,21 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
   async function connect() {
     if (closed) return;
     controller = new AbortController();
-    onState(lastSeq > 0 ? "reconnecting" : "connecting");
-    const sep = url.includes("?") ? "&" : "?";
+    onState(connectingState());
+    const { url, headers } = request();
     try {
-      const response = await fetch(`${url}${sep}after=${lastSeq}`, {
-        headers: authHeaders({ Accept: "text/event-stream", "Last-Event-ID": String(lastSeq) }),
+      const response = await fetch(url, {
+        headers: authHeaders({ Accept: "text/event-stream", ...headers }),
         signal: controller.signal,
         cache: "no-store",
       });
+      if (stopOn.includes(response.status)) {
+        onState("unsupported");
+        return;
+      }
       if (response.status === 401) {
         onState("needs key");
-        await requestKey("This server needs an API key to stream the conversation.");
+        await requestKey(keyPrompt);
         backoff = 0;
         throw new Error("retry with the key");
       }
@@ -74,26 +78,7 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
         buffer += value.replace(/\r\n?/g, "\n");
         const [messages, rest] = parseSSE(buffer);
         buffer = rest;
-        if (!messages.length) continue;
-        const events = [];
-        for (const message of messages) {
-          let event;
-          try {
-            event = JSON.parse(message.data);
-          } catch {
-            continue;
-          }
-          if (event === null || typeof event !== "object") continue;
-          const seq = message.id !== null && message.id !== "" ? Number(message.id) : event.seq;
-          if (typeof seq === "number" && Number.isFinite(seq)) {
-            if (seq <= lastSeq) continue; // overlap after a resume: already have it
-            event.seq = seq;
-            lastSeq = seq;
-          }
-          if (!event.type && message.event !== "message") event.type = message.event;
-          events.push(event);
-        }
-        if (events.length) onEvents(events);
+        if (messages.length) onMessages(messages);
       }
     } catch (error) {
       if (closed) return;
@@ -112,10 +97,53 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
       if (controller) controller.abort();
       onState("closed");
     },
-    /** Drop the current connection (it resumes by itself); used by the "reconnect" control. */
     drop() {
       if (controller) controller.abort();
     },
+  };
+}
+
+/**
+ * Follow `url` (an SSE endpoint taking `?after=`) from `after`. Calls `onEvents(events)` with
+ * each parsed batch (every event carries `seq`), `onState(state)` with "connecting" | "live" |
+ * "reconnecting" | "closed". Returns {close(), drop(), after()}.
+ */
+export function followStream(url, { after = 0, onEvents, onState = () => {}, minBackoff = 250, maxBackoff = 5000 }) {
+  let lastSeq = after;
+  const sep = url.includes("?") ? "&" : "?";
+  const loop = sseLoop({
+    request: () => ({ url: `${url}${sep}after=${lastSeq}`, headers: { "Last-Event-ID": String(lastSeq) } }),
+    connectingState: () => (lastSeq > 0 ? "reconnecting" : "connecting"),
+    keyPrompt: "This server needs an API key to stream the conversation.",
+    onState,
+    minBackoff,
+    maxBackoff,
+    onMessages(messages) {
+      const events = [];
+      for (const message of messages) {
+        let event;
+        try {
+          event = JSON.parse(message.data);
+        } catch {
+          continue;
+        }
+        if (event === null || typeof event !== "object") continue;
+        const seq = message.id !== null && message.id !== "" ? Number(message.id) : event.seq;
+        if (typeof seq === "number" && Number.isFinite(seq)) {
+          if (seq <= lastSeq) continue; // overlap after a resume: already have it
+          event.seq = seq;
+          lastSeq = seq;
+        }
+        if (!event.type && message.event !== "message") event.type = message.event;
+        events.push(event);
+      }
+      if (events.length) onEvents(events);
+    },
+  });
+  return {
+    close: loop.close,
+    /** Drop the current connection (it resumes by itself); used by the "reconnect" control. */
+    drop: loop.drop,
     after: () => lastSeq,
   };
 }
@@ -127,68 +155,24 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
  * an older server) ends the feed so the caller can fall back to polling. Returns {close()}.
  */
 export function followFeed(url, { onMessage, onState = () => {}, minBackoff = 500, maxBackoff = 10000 }) {
-  let closed = false;
-  let controller = null;
-  let backoff = minBackoff;
-  let timer = null;
-
-  async function connect() {
-    if (closed) return;
-    controller = new AbortController();
-    onState("connecting");
-    try {
-      const response = await fetch(url, {
-        headers: authHeaders({ Accept: "text/event-stream" }),
-        signal: controller.signal,
-        cache: "no-store",
-      });
-      if (response.status === 404) {
-        onState("unsupported");
-        return;
-      }
-      if (response.status === 401) {
-        onState("needs key");
-        await requestKey("This server needs an API key to list conversations.");
-        backoff = 0;
-        throw new Error("retry with the key");
-      }
-      if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
-      onState("live");
-      backoff = minBackoff;
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value.replace(/\r\n?/g, "\n");
-        const [messages, rest] = parseSSE(buffer);
-        buffer = rest;
-        for (const message of messages) {
-          let data;
-          try {
-            data = JSON.parse(message.data);
-          } catch {
-            continue;
-          }
-          onMessage(message.event, data);
+  const loop = sseLoop({
+    request: () => ({ url, headers: {} }),
+    keyPrompt: "This server needs an API key to list conversations.",
+    stopOn: [404],
+    onState,
+    minBackoff,
+    maxBackoff,
+    onMessages(messages) {
+      for (const message of messages) {
+        let data;
+        try {
+          data = JSON.parse(message.data);
+        } catch {
+          continue;
         }
+        onMessage(message.event, data);
       }
-    } catch (error) {
-      if (closed) return;
-    }
-    if (closed) return;
-    onState("reconnecting");
-    timer = setTimeout(connect, backoff);
-    backoff = Math.min(maxBackoff, Math.max(minBackoff, backoff * 2));
-  }
-
-  connect();
-  return {
-    close() {
-      closed = true;
-      clearTimeout(timer);
-      if (controller) controller.abort();
-      onState("closed");
     },
-  };
+  });
+  return { close: loop.close };
 }
