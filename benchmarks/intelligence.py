@@ -15,6 +15,10 @@ only unless ``--semantic-layers``):
 4. **Example questions** (seed 004 and upstream spec §7.4, layer-1 forms): p50/p95 of
    ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here.
 
+Every ingest row also reports CPU time per event (the figure to compare on a shared machine):
+the serving process (the uvicorn server, or this process in process) and the FalkorDB child,
+read from ``/proc/<pid>/stat``; the HTTP client's own CPU is not counted.
+
 The upstream pipeline (FastAPI + Neo4j) cannot run on this machine; its figure (about 550 events/s
 over HTTP end to end on the same workload) comes from ``../shared/README.md``.
 """
@@ -124,6 +128,47 @@ QUESTIONS: list[tuple[str, str]] = [
 ]
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (scan of /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+class CpuMeter:
+    """CPU seconds of a set of processes between `start` and `stop`, per event."""
+
+    def __init__(self, **pids: int) -> None:
+        self.pids = pids
+        self.before: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def start(self) -> None:
+        self.before = {name: proc_cpu(pid) for name, pid in self.pids.items()}
+
+    def stop(self) -> None:
+        self.used = {name: proc_cpu(pid) - self.before[name] for name, pid in self.pids.items()}
+
+    def per_event_us(self, events: int) -> dict[str, float]:
+        return {f"{name}_cpu_us_per_event": round(used / events * 1e6, 1) for name, used in self.used.items()}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -184,6 +229,13 @@ class Server:
                     raise RuntimeError("benchmark server did not start") from None
                 time.sleep(0.1)
 
+    def meter(self) -> CpuMeter:
+        """CPU meter over the server process and its FalkorDB child."""
+        children = child_pids(self.proc.pid)
+        if len(children) != 1:
+            raise RuntimeError(f"expected one FalkorDB child of the server, found {children}")
+        return CpuMeter(server=self.proc.pid, falkordb=children[0])
+
     def wait_drained(self, client: httpx.Client, expected: int, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -204,13 +256,15 @@ class Server:
 
 def http_batch_ingest(
     lines: list[bytes], workdir: Path, batch: int = 1000, connections: int = 2, semantic_layers: bool = False
-) -> float:
-    """Events/s from the first POST until the last event is queryable."""
+) -> tuple[float, dict[str, float]]:
+    """Events/s from the first POST until the last event is queryable, and CPU per event."""
     server = Server(workdir, semantic_layers)
     try:
         chunks = [b"\n".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
         headers = {"content-type": "application/x-ndjson"}
+        meter = server.meter()
         with httpx.Client(base_url=server.base, timeout=120) as client:
+            meter.start()
             start = time.perf_counter()
 
             def post(body: bytes) -> None:
@@ -221,9 +275,10 @@ def http_batch_ingest(
                 list(pool.map(post, chunks))
             server.wait_drained(client, len(lines))
             elapsed = time.perf_counter() - start
+            meter.stop()
     finally:
         server.stop()
-    return len(lines) / elapsed
+    return len(lines) / elapsed, meter.per_event_us(len(lines))
 
 
 def http_single_ingest(
@@ -255,14 +310,21 @@ def http_single_ingest(
 
 def in_process_ingest(
     lines: list[bytes], data_dir: Path, semantic_layers: bool = False
-) -> tuple[float, IntelligenceService]:
+) -> tuple[float, dict[str, float], IntelligenceService]:
     service = IntelligenceService.open(data_dir, semantic_layers=semantic_layers)
+    child = service.embedded.pid if service.embedded is not None else None
+    if child is None:
+        raise RuntimeError("the in-process benchmark needs the embedded FalkorDB child")
+    meter = CpuMeter(process=os.getpid(), falkordb=child)
+    meter.start()
     start = time.perf_counter()
     for i in range(0, len(lines), 2000):
         service.ingest_many(lines[i : i + 2000])
     if not service.wait_applied(timeout=1200):
         raise TimeoutError("in-process ingest did not drain")
-    return len(lines) / (time.perf_counter() - start), service
+    rate = len(lines) / (time.perf_counter() - start)
+    meter.stop()
+    return rate, meter.per_event_us(len(lines)), service
 
 
 def question_latencies(
@@ -328,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores (shared)",
         "semantic_layers": args.semantic_layers,
+        "load_average_start": round(os.getloadavg()[0], 2),
     }
     with tempfile.TemporaryDirectory(prefix="cg-bench-ci-") as tmp:
         root = Path(tmp)
@@ -338,8 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, lines in (("ci-small", small), ("ci-large", large)):
                 workdir = root / f"http-{name}"
                 workdir.mkdir()
-                rate = http_batch_ingest(lines, workdir, semantic_layers=args.semantic_layers)
+                rate, cpu = http_batch_ingest(lines, workdir, semantic_layers=args.semantic_layers)
                 results[f"http_batch_{name}_events_per_s"] = round(rate)
+                results[f"http_batch_{name}_cpu"] = cpu
             single = large[: args.single_events]
             workdir = root / "http-single"
             workdir.mkdir()
@@ -351,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.query_sessions:
             # one workspace: the questions then run on a single graph holding every event
             query_lines = generate(root / "ci-query.ndjson", args.query_sessions, seed=11, workspaces=1)
-        rate, service = in_process_ingest(query_lines, root / "inproc", args.semantic_layers)
+        rate, cpu, service = in_process_ingest(query_lines, root / "inproc", args.semantic_layers)
         results["in_process_ci-large_events_per_s"] = round(rate)
+        results["in_process_ci-large_cpu"] = cpu
         results["in_process_events"] = len(query_lines)
         try:
             counts = service.cypher("MATCH (n) RETURN count(n) AS n", workspace="*").results
@@ -365,10 +430,14 @@ def main(argv: list[str] | None = None) -> int:
             results["questions"] = question_latencies(service, args.repeat, results)
         finally:
             service.close()
+    results["load_average_end"] = round(os.getloadavg()[0], 2)
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
-    print(f"machine: {results['machine']}; workloads: {results['workloads']}")
+    print(
+        f"machine: {results['machine']}; workloads: {results['workloads']}; load average "
+        f"{results['load_average_start']} -> {results['load_average_end']}"
+    )
     for key in (
         "http_batch_ci-small_events_per_s",
         "http_batch_ci-large_events_per_s",
@@ -378,9 +447,12 @@ def main(argv: list[str] | None = None) -> int:
         if key not in results:
             continue
         rate = results[key]
+        cpu = results.get(key.replace("_events_per_s", "_cpu"), {})
+        cpu_text = "  ".join(f"{name.split('_')[0]} {value:5.1f}" for name, value in cpu.items())
         print(
             f"{key:36s} {rate:>8,} ev/s  target ratio {rate / TARGET_EVENTS_PER_S:5.2f}  "
             f"vs upstream {rate / UPSTREAM_HTTP_EVENTS_PER_S:6.1f}x"
+            + (f"  CPU us/event: {cpu_text}" if cpu_text else "")
         )
     print(
         f"query graph: {results['query_graph']}; events in the queried workspace graph: "

@@ -166,6 +166,8 @@ _INSERT_HEAD = (
     " created_by, received_ms, data, content_key, idem_key, base_key) VALUES "
 )
 _ROW_MARKS = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+_CACHE_KIB = 65536  # write connection's page cache
+_CHECKPOINT_PAGES = 10_000  # WAL pages between automatic checkpoints
 _INSERT_CHUNK = 2000  # 12 parameters a row: 24,000 < SQLite's 32,766 variable limit
 
 
@@ -206,6 +208,11 @@ class SqliteJournal:
         self._write.execute("PRAGMA journal_mode=WAL")
         self._write.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._write.execute("PRAGMA busy_timeout=10000")
+        # The unique indexes take random keys, so appends touch index pages all over the file:
+        # a 64 MiB page cache (default 2 MiB) and a checkpoint every ~40 MiB of WAL (default 4)
+        # cut an append from 18-20 to ~14 us of CPU per event (ci-large, batches of 2,000).
+        self._write.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        self._write.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
         self._write.executescript(_SCHEMA)
         self._read = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._read.execute("PRAGMA busy_timeout=10000")
