@@ -980,7 +980,8 @@ class ShownPaths:
         records = self._records
         events = self._events
         whole = _WHOLE_KINDS
-        mask = bytearray(n)
+        slots: list[_Block | None] = [None] * n
+        # chunk index -> its block, for the chunks to place (a record is truthy, None is not)
         texts: dict[str, str] = {}
         signatures: dict[str, str] = {}
         content_of = _content_of
@@ -990,7 +991,7 @@ class ShownPaths:
             chunks = block.chunks
             if len(chunks) == 1:
                 first = chunks[0]
-                mask[first] = 1
+                slots[first] = block
                 kind = block.kind
                 if kind in whole:
                     event = events[first]
@@ -1002,7 +1003,7 @@ class ShownPaths:
                 chunks = prefix(chunks, n)
             kind = block.kind
             if kind in whole:
-                mask[chunks[0]] = 1
+                slots[chunks[0]] = block
                 parts = list(map(events.__getitem__, chunks))
                 texts[block.id] = "".join(map(content_of, parts))
                 if kind == "reasoning":
@@ -1011,11 +1012,11 @@ class ShownPaths:
                         signatures[block.id] = sent[-1]
             else:
                 for i in chunks:
-                    mask[i] = 1
+                    slots[i] = block
         return FeedColumns(
-            events=list(compress(events, mask)),
-            blocks=list(map(records.__getitem__, compress(self._conv._store.chunk_block, mask))),
-            seqs=list(compress(range(1, n + 1), mask)) if self.summaries else None,
+            events=list(compress(events, slots)),
+            blocks=list(filter(None, slots)),
+            seqs=list(compress(range(1, n + 1), slots)) if self.summaries else None,
             texts=texts,
             signatures=signatures,
         )
