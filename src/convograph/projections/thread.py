@@ -380,16 +380,27 @@ class ThreadBuilder:
 
     def _add_many(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
         """The one-shot loop: ``(node, parent id, None)`` places by the parent, ``(node, None,
-        level)`` in ``level``."""
+        level)`` in ``level``.
+
+        Statuses are settled once at the end (`_settle_statuses`) instead of re-stamping a run's
+        views at each lifecycle node: a one-shot result is only read when complete, and the final
+        status of every view is its run's final status, which is what the re-stamps of `add`
+        converge to (views of a run are only created once its spawner link is known). Cross-run
+        placement (`_place_cross`) and lifecycle nodes (`_add_in`) are inlined with the same
+        rules."""
         placed = self._placed
         placed_get = placed.get
         levels = self._levels
         top = self._top
+        sink = self._sink
         has_continuation = self._has_continuation
+        promoted = self._promoted
         pending = self._pending
         kind_of = _KIND_OF_TYPE
         lifecycle = _LIFECYCLE_KINDS
+        content_kinds = _CONTENT_KINDS
         view_of = self._view_of
+        view_of_get = view_of.get
         calls = self._calls
         calls_get = calls.get
         call_nodes = self._call_nodes
@@ -398,142 +409,203 @@ class ThreadBuilder:
         progress_get = progress.get
         runs = self._runs
         runs_get = runs.get
-        status_get = self._status.get
+        status_pop = self._status.pop
         pieces = self._pieces
         registry_get = self.registry.get
         options = self.options
         hide_reasoning = options.hide_reasoning
+        hide_subagents = options.hide_subagents
         collapse = options.collapse_tools
-        place_cross = self._place_cross
+        new_level = self._new_level
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
-        for node, parent_id, given_level in triples:
-            run_id = node.run_id
-            kind = kind_of.get(type(node)) or node.kind
-            if pending and run_id in pending:
-                self._drop_pending(run_id)
-            level = top if given_level is None else given_level
-            if parent_id is not None:
-                parent = placed_get(parent_id)
-                if parent is not None:
-                    level_index, parent_kind, parent_run = parent
-                    level = levels[level_index]
-                    if parent_run == run_id:
-                        has_continuation.add(parent_id)
+        unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
+        try:
+            for node, parent_id, given_level in triples:
+                run_id = node.run_id
+                kind = kind_of.get(type(node)) or node.kind
+                if pending and run_id in pending:
+                    self._drop_pending(run_id)
+                level = top if given_level is None else given_level
+                if parent_id is not None:
+                    parent = placed_get(parent_id)
+                    if parent is not None:
+                        level_index, parent_kind, parent_run = parent
+                        level = levels[level_index]
+                        if parent_run == run_id:
+                            if parent_kind in content_kinds:  # only read for content parents
+                                has_continuation.add(parent_id)
+                        else:  # `_place_cross`, inline
+                            run = runs_get(run_id)
+                            if run is None:
+                                run = runs[run_id] = _Run()
+                            if run.parent is None:
+                                run.parent = parent_run
+                                spawner = runs_get(parent_run)
+                                if spawner is None:
+                                    spawner = runs[parent_run] = _Run()
+                                spawner.add_child(run_id)
+                                status_pop(run_id, None)
+                            if parent_kind == "tool_call":
+                                if hide_subagents:
+                                    level = sink
+                                else:
+                                    parent_view = view_of_get(parent_id)
+                                    if parent_view is not None:
+                                        level = new_level(parent_view)
+                            elif parent_kind in content_kinds:
+                                parent_view = view_of_get(parent_id)
+                                if parent_view is not None:
+                                    if parent_id not in has_continuation and parent_id not in promoted:
+                                        promoted.add(parent_id)
+                                    else:
+                                        level = new_level(parent_view)
+                node_id = node.id
+                placed[node_id] = (level.index, kind, run_id)
+                if kind in lifecycle:  # `_add_in`, inline (the status re-stamp is deferred)
+                    run = runs_get(run_id)
+                    if run is None:
+                        run = runs[run_id] = _Run()
+                    if kind == "harness_start":
+                        run.started = True
+                        if not run.ended and not run.errored:
+                            marker = ViewNode(
+                                id=node_id,
+                                run_id=run_id,
+                                role="assistant",
+                                content=PendingContent(),
+                                status=unsettled,
+                            )
+                            self._append(level, marker)
+                            pending[run_id] = (level, marker)
+                    elif kind == "harness_end":
+                        run.ended = True
                     else:
-                        level = place_cross(node, parent_id, level, parent_kind, parent_run)
-            if kind in lifecycle:
-                self._add_in(node, level, kind)
-                continue
-            node_id = node.id
-            placed[node_id] = (level.index, kind, run_id)
-            view: ViewNode | None
-            content: Any
-            if kind == "text" or kind == "reasoning":
-                is_reasoning = kind == "reasoning"
-                if is_reasoning and hide_reasoning:
+                        run.errored = True
+                        self._add_error(node, level)  # type: ignore[arg-type]
                     continue
-                text: str = node.content  # type: ignore[union-attr,assignment]
-                signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
-                items = level.items
-                if items:
-                    last = items[-1]
-                    content = last.content
-                    if last.run_id == run_id and content.kind == kind:
-                        entry = pieces.get(id(last))
-                        if entry is None:
-                            pieces[id(last)] = (content, [content.text, text])
-                        else:
-                            entry[1].append(text)
-                        if is_reasoning and signature is not None:
-                            content.signature = signature
-                        view_of[node_id] = last
+                view: ViewNode | None
+                content: Any
+                if kind == "text" or kind == "reasoning":
+                    is_reasoning = kind == "reasoning"
+                    if is_reasoning and hide_reasoning:
                         continue
-                content = (
-                    ReasoningContent(text=text, signature=signature)
-                    if is_reasoning
-                    else TextContent(text=text)
-                )
-            elif kind == "tool_progress":
-                call_id = node.tool_call_id  # type: ignore[union-attr]
-                view = calls_get(call_id)
-                if view is None:  # folded when the call arrives
-                    entries = progress_get(call_id)
-                    if entries is None:
-                        entries = progress[call_id] = {}
-                    entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
+                    text: str = node.content  # type: ignore[union-attr,assignment]
+                    signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                    items = level.items
+                    if items:
+                        last = items[-1]
+                        content = last.content
+                        if last.run_id == run_id and content.kind == kind:
+                            entry = pieces.get(id(last))
+                            if entry is None:
+                                pieces[id(last)] = (content, [content.text, text])
+                            else:
+                                entry[1].append(text)
+                            if is_reasoning and signature is not None:
+                                content.signature = signature
+                            view_of[node_id] = last
+                            continue
+                    content = (
+                        ReasoningContent(text=text, signature=signature)
+                        if is_reasoning
+                        else TextContent(text=text)
+                    )
+                elif kind == "tool_progress":
+                    call_id = node.tool_call_id  # type: ignore[union-attr]
+                    view = calls_get(call_id)
+                    if view is None:  # folded when the call arrives
+                        entries = progress_get(call_id)
+                        if entries is None:
+                            entries = progress[call_id] = {}
+                        entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
+                        continue
+                    if collapse:
+                        continue
+                    accumulator = registry_get(node.name)  # type: ignore[union-attr]
+                    if accumulator is None:
+                        continue
+                    content = view.content
+                    state = content.progress
+                    content.progress = accumulator.reduce(
+                        accumulator.init() if state is None else state,
+                        node.content,  # type: ignore[union-attr]
+                    )
                     continue
-                if collapse:
+                elif kind == "tool_result":
+                    call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                    output = node.output  # type: ignore[union-attr]
+                    results[call_id] = output
+                    view = calls_get(call_id)
+                    if view is None:
+                        self._add_tool_result(node, level)  # type: ignore[arg-type]
+                    else:
+                        view.content.output = True if collapse else output  # type: ignore[union-attr]
                     continue
-                accumulator = registry_get(node.name)  # type: ignore[union-attr]
-                if accumulator is None:
+                elif kind == "tool_call":
+                    call_nodes.add(node_id)
+                    if node_id in calls:
+                        self._add_tool_call(node, level)  # type: ignore[arg-type]
+                        continue
+                    content = (
+                        ToolCallContent(name=node.name)  # type: ignore[union-attr]
+                        if collapse
+                        else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
+                    )
+                    if node_id in results:
+                        self._set_output(content, results[node_id])
+                    if not collapse and node_id in progress:
+                        content.progress = self._fold_progress(node_id)
+                elif kind == "user":
+                    view = ViewNode(
+                        id=node_id,
+                        run_id=run_id,
+                        role="user",
+                        content=UserContent(content=node.content),  # type: ignore[union-attr]
+                        status="complete",
+                    )
+                    view_of[node_id] = view
+                    self._append(level, view)
                     continue
-                content = view.content
-                state = content.progress
-                content.progress = accumulator.reduce(
-                    accumulator.init() if state is None else state,
-                    node.content,  # type: ignore[union-attr]
-                )
-                continue
-            elif kind == "tool_result":
-                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
-                output = node.output  # type: ignore[union-attr]
-                results[call_id] = output
-                view = calls_get(call_id)
-                if view is None:
-                    self._add_tool_result(node, level)  # type: ignore[arg-type]
                 else:
-                    view.content.output = True if collapse else output  # type: ignore[union-attr]
-                continue
-            elif kind == "tool_call":
-                call_nodes.add(node_id)
-                if node_id in calls:
-                    self._add_tool_call(node, level)  # type: ignore[arg-type]
+                    handler = _ADDERS.get(kind)
+                    if handler is not None:
+                        handler(self, node, level)
                     continue
-                content = (
-                    ToolCallContent(name=node.name)  # type: ignore[union-attr]
-                    if collapse
-                    else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
-                )
-                if node_id in results:
-                    self._set_output(content, results[node_id])
-                if not collapse and node_id in progress:
-                    content.progress = self._fold_progress(node_id)
-            elif kind == "user":
+                # a new assistant view (text, reasoning or tool call): `_new_view` + `_append`, inline
                 view = ViewNode(
-                    id=node_id,
-                    run_id=run_id,
-                    role="user",
-                    content=UserContent(content=node.content),  # type: ignore[union-attr]
-                    status="complete",
+                    id=node_id, run_id=run_id, role="assistant", content=content, status=unsettled
                 )
                 view_of[node_id] = view
-                self._append(level, view)
+                if kind == "tool_call":
+                    calls[node_id] = view
+                items = level.items
+                if pending and items and type(items[-1].content) is PendingContent:
+                    self._drop_pending(items[-1].run_id)
+                items.append(view)
+                if not level.attached and level.owner is not None:
+                    level.owner.branches.append(items)
+                    level.attached = True
+                run = runs_get(run_id)
+                if run is None:
+                    run = runs[run_id] = _Run()
+                run.views.append(view)
+        finally:
+            self._settle_statuses()
+
+    def _settle_statuses(self) -> None:
+        """Give every non-user view its run's current status (the re-stamps of `add`, done once
+        for all runs). O(runs + views)."""
+        self._status.clear()
+        status_of = self.status_of
+        for run_id, run in self._runs.items():
+            views = run.views
+            if not views:
                 continue
-            else:
-                handler = _ADDERS.get(kind)
-                if handler is not None:
-                    handler(self, node, level)
-                continue
-            # a new assistant view (text, reasoning or tool call): `_new_view` + `_append`, inline
-            status = status_get(run_id)
-            if status is None:
-                status = self.status_of(run_id)
-            view = ViewNode(id=node_id, run_id=run_id, role="assistant", content=content, status=status)
-            view_of[node_id] = view
-            if kind == "tool_call":
-                calls[node_id] = view
-            items = level.items
-            if pending and items and type(items[-1].content) is PendingContent:
-                self._drop_pending(items[-1].run_id)
-            items.append(view)
-            if not level.attached and level.owner is not None:
-                level.owner.branches.append(items)
-                level.attached = True
-            run = runs_get(run_id)
-            if run is None:
-                run = runs[run_id] = _Run()
-            run.views.append(view)
+            status = status_of(run_id)
+            for view in views:
+                if view.role != "user":
+                    view.status = status
 
     @property
     def top_level(self) -> _Level:
