@@ -92,8 +92,12 @@ class ToolExchange(msgspec.Struct, gc=False):
 
 
 class AssistantTurn(msgspec.Struct, gc=False):
-    blocks: list[TextBlock | ThinkingBlock] = msgspec.field(default_factory=list)
-    calls: list[ToolExchange] = msgspec.field(default_factory=list)
+    """One assistant message: its text / thinking blocks, then its tool calls. Tuples (untracked by
+    the cyclic GC once it has seen them), built when the turn closes: two lists per turn were ~27k
+    long-lived GC-tracked objects in a 100k-node conversation's history."""
+
+    blocks: tuple[TextBlock | ThinkingBlock, ...] = ()
+    calls: tuple[ToolExchange, ...] = ()
 
     @property
     def text(self) -> str | None:
@@ -117,13 +121,17 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
     is a real call (denied, with a relay) or an orphan to drop; ``None`` keeps every call.
     """
     history: History = []
-    turn: AssistantTurn | None = None
+    blocks: list[TextBlock | ThinkingBlock] = []
+    calls: list[ToolExchange] = []
+    is_open = False  # a turn is open (its blocks and calls are collected in the two lists)
 
     def close() -> None:
-        nonlocal turn
-        if turn is not None and (turn.blocks or turn.calls):
-            history.append(turn)
-        turn = None
+        nonlocal blocks, calls, is_open
+        if is_open and (blocks or calls):
+            history.append(AssistantTurn(tuple(blocks), tuple(calls)))
+            blocks = []
+            calls = []
+        is_open = False
 
     for view in views:
         content = view.content
@@ -133,29 +141,27 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
             history.append(UserTurn(content=content.content))  # type: ignore[union-attr]
         elif kind is TextContent and view.run_id.startswith(SUMMARY_RUN_PREFIX):
             close()  # a summary stands alone: it replaces whole turns
-            history.append(AssistantTurn(blocks=[TextBlock(content.text)]))  # type: ignore[union-attr]
+            history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
         elif kind is TextContent or kind is ReasoningContent:
-            if turn is not None and turn.calls:
+            if is_open and calls:
                 close()
-            if turn is None:
-                turn = AssistantTurn()
+            is_open = True
             if kind is TextContent:
                 if content.text:  # type: ignore[union-attr]
-                    turn.blocks.append(TextBlock(content.text))  # type: ignore[union-attr]
+                    blocks.append(TextBlock(content.text))  # type: ignore[union-attr]
             else:
-                turn.blocks.append(ThinkingBlock(content.text, content.signature))  # type: ignore[union-attr]
+                blocks.append(ThinkingBlock(content.text, content.signature))  # type: ignore[union-attr]
         elif isinstance(content, ToolCallContent):
             if include_call is not None and not include_call(view.id):
                 continue
-            if turn is None:
-                turn = AssistantTurn()
+            is_open = True
             if content.has_output:
                 exchange = ToolExchange(view.id, content.name, content.input, content.output)
             else:
                 exchange = ToolExchange(
                     view.id, content.name, content.input, PLACEHOLDER_OUTPUT, missing=True
                 )
-            turn.calls.append(exchange)
+            calls.append(exchange)
         # error, relay, pending: not model context
     close()
     return history

@@ -113,7 +113,10 @@ class _Run(msgspec.Struct, gc=False):
     parent: str | None = None
     children: list[str] | None = None
     """Runs it spawned, created with the first one (most runs spawn none)."""
-    views: list[ViewNode] = msgspec.field(default_factory=list)
+    views: list[ViewNode] | None = None
+    """Its non-pending views, for re-stamping, created with the first one. The one-shot loop keeps
+    no per-run lists (one list per run was ~18k GC-tracked objects for 100k nodes): it collects
+    every view in one list and settles statuses at the end (`ThreadBuilder._add_many`)."""
 
     def add_child(self, run_id: str) -> None:
         if self.children is None:
@@ -168,6 +171,8 @@ class ThreadBuilder:
         self._relay_params: dict[str, dict[str, Any]] = {}
         self._runs: dict[str, _Run] = {}
         self._pending: dict[str, tuple[_Level, ViewNode]] = {}
+        self._settle: list[ViewNode] | None = None
+        """While the one-shot loop runs: every view created, for `_settle_statuses`."""
         self.changed: set[str] = set()
         """Ids of views created or changed since the last `take_changed`, when ``track_changes``."""
 
@@ -239,7 +244,7 @@ class ThreadBuilder:
             if run is None:
                 continue
             status = self._status[current] = self._compute_status(current)
-            for view in run.views:
+            for view in run.views or ():
                 if view.role != "user" and view.status != status:
                     view.status = status
                     if self.track_changes:
@@ -261,10 +266,17 @@ class ThreadBuilder:
             level.attached = True
             if self.track_changes:
                 self.changed.add(level.owner.id)
-        run = self._runs.get(view.run_id)
-        if run is None:
-            run = self._runs[view.run_id] = _Run()
-        run.views.append(view)
+        settle = self._settle
+        if settle is not None:
+            settle.append(view)
+        else:
+            run = self._runs.get(view.run_id)
+            if run is None:
+                run = self._runs[view.run_id] = _Run()
+            if run.views is None:
+                run.views = [view]
+            else:
+                run.views.append(view)
         if self.track_changes:
             self.changed.add(view.id)
 
@@ -290,7 +302,7 @@ class ThreadBuilder:
                 if item is view:
                     del items[i]
                     break
-        run_views = self._run(run_id).views
+        run_views = self._run(run_id).views or []  # (none in the one-shot loop: see `_settle`)
         for i in range(len(run_views) - 1, -1, -1):
             if run_views[i] is view:
                 del run_views[i]
@@ -373,7 +385,9 @@ class ThreadBuilder:
     def add_placed(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
         """The one-shot fast path behind `add_all` / `add_all_in`, taking ``(node, parent id, None)``
         (placed by the parent) or ``(node, None, level)`` (placed in ``level``) directly, so a
-        caller that produces triples pays no adapter per node. Needs ``track_changes=False``."""
+        caller that produces triples pays no adapter per node. Needs ``track_changes=False``.
+        Statuses are settled when it returns (every view gets its run's status then); the views it
+        made are not re-stamped by a later lifecycle node (a one-shot builder is read, not fed)."""
         if self.track_changes:
             raise RuntimeError("ThreadBuilder.add_placed is the one-shot path: use add / add_in")
         self._add_many(triples)
@@ -420,6 +434,9 @@ class ThreadBuilder:
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
         unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
+        settle: list[ViewNode] = []
+        settle_append = settle.append
+        self._settle = settle
         try:
             for node, parent_id, given_level in triples:
                 run_id = node.run_id
@@ -586,26 +603,22 @@ class ThreadBuilder:
                 if not level.attached and level.owner is not None:
                     level.owner.branches.append(items)
                     level.attached = True
-                run = runs_get(run_id)
-                if run is None:
-                    run = runs[run_id] = _Run()
-                run.views.append(view)
+                settle_append(view)
         finally:
-            self._settle_statuses()
+            self._settle = None
+            self._settle_statuses(settle)
 
-    def _settle_statuses(self) -> None:
-        """Give every non-user view its run's current status (the re-stamps of `add`, done once
-        for all runs). O(runs + views)."""
-        self._status.clear()
+    def _settle_statuses(self, views: list[ViewNode]) -> None:
+        """Give every non-user view of ``views`` its run's current status: the re-stamps of `add`,
+        done once for all runs. O(runs + views)."""
+        status = self._status
+        status.clear()
+        status_get = status.get
         status_of = self.status_of
-        for run_id, run in self._runs.items():
-            views = run.views
-            if not views:
-                continue
-            status = status_of(run_id)
-            for view in views:
-                if view.role != "user":
-                    view.status = status
+        for view in views:
+            if view.role != "user":
+                run_id = view.run_id
+                view.status = status_get(run_id) or status_of(run_id)
 
     @property
     def top_level(self) -> _Level:
