@@ -331,9 +331,10 @@ class _Statuses(dict[str, Status]):
     def __init__(self, conversation: Any) -> None:
         super().__init__()
         self.conversation = conversation
+        self.run_status = _queries().run_status
 
     def __missing__(self, run_id: str) -> Status:
-        found: str = _queries().run_status(self.conversation, run_id)
+        found: str = self.run_status(self.conversation, run_id)
         status: Status = "error" if found == "aborted" else found  # type: ignore[assignment]
         self[run_id] = status
         return status
