@@ -485,3 +485,31 @@ def test_one_shot_loop_equals_node_by_node_placement() -> None:
     assert call.content.progress["stdout"] == "early\nlate\n"  # type: ignore[union-attr]
     with pytest.raises(RuntimeError, match="one-shot"):
         ThreadBuilder(track_changes=True).add_placed([])
+
+
+def test_top_level_only_builder_gives_the_same_top_level() -> None:
+    """`build_thread(..., top_level_only=True)` (what `project_messages` reads) places every node
+    by the same rules: its top-level views equal the full build's, except that no view carries
+    branches (all share one list, which stays empty)."""
+    import random
+
+    import msgspec
+
+    from convograph.projections.thread import build_thread
+    from tests.test_projections_golden import random_stream
+
+    nested = 0
+    for seed in range(40):
+        events = random_stream(random.Random(seed))
+        rnd = random.Random(seed)
+        shuffled = list(events)
+        rnd.shuffle(shuffled)  # late parents, results before calls
+        for stream in (events, shuffled):
+            graph = reduce_events(create_graph(), stream)
+            full = build_thread(graph).views
+            top = build_thread(graph, top_level_only=True).views
+            stripped = [msgspec.structs.replace(view, branches=[]) for view in full]
+            assert msgspec.to_builtins(top) == msgspec.to_builtins(stripped)
+            assert all(view.branches == [] for view in top)
+            nested += any(view.branches for view in full)
+    assert nested > 10  # the streams do nest runs under views

@@ -56,7 +56,10 @@ def project_messages(source: Any, active: Any = None, *, format: str = "openai")
     # No progress accumulators: a request history carries no tool progress (`build_history` reads
     # a call's name, input and output only), so folding it would be wasted work (~25 % of the
     # thread build for a tool-heavy conversation) and one tracked state dict per call.
-    return render_views(build_thread(source, active, registry=_NO_PROGRESS), format)
+    # The views are read for their top level only and dropped here: no branch lists (`ThreadBuilder`
+    # ``top_level_only``).
+    builder = build_thread(source, active, registry=_NO_PROGRESS, top_level_only=True)
+    return render_views(builder, format)
 
 
 _NO_PROGRESS: Final = ProgressRegistry()

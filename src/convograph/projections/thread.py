@@ -145,9 +145,18 @@ class ThreadBuilder:
         registry: ProgressRegistry | None = None,
         track_changes: bool = False,
         status_of: Callable[[str], Status] | None = None,
+        top_level_only: bool = False,
     ) -> None:
         self.track_changes = track_changes
         self._external_status = status_of
+        self._top_level_only = top_level_only and not track_changes
+        """Only the top-level list will be read (`project_messages`): nested lists are built by the
+        same rules but never attached to their owner views, and every view shares one empty
+        ``branches`` list, so a 100k-view build allocates no list per view (~41k long-lived
+        GC-tracked objects). Such views must not leave the caller."""
+        self._new_branches: Callable[[], list[list[ViewNode]]] = (
+            repeat([]).__next__ if self._top_level_only else list
+        )
         self.options = options or ViewOptions()
         self.registry = registry if registry is not None else default_registry
         self._levels: list[_Level] = []
@@ -285,6 +294,8 @@ class ThreadBuilder:
         return self._levels[index]
 
     def _new_level(self, owner: ViewNode | None, *, attached: bool = False) -> _Level:
+        if self._top_level_only:
+            owner = None  # never attached: see ``top_level_only``
         level = _Level(owner, attached=attached, index=len(self._levels))
         self._levels.append(level)
         return level
@@ -431,6 +442,7 @@ class ThreadBuilder:
         hide_subagents = options.hide_subagents
         collapse = options.collapse_tools
         new_level = self._new_level
+        new_branches = self._new_branches
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
         unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
@@ -492,6 +504,7 @@ class ThreadBuilder:
                                 role="assistant",
                                 content=PendingContent(),
                                 status=unsettled,
+                                branches=new_branches(),
                             )
                             self._append(level, marker)
                             pending[run_id] = (level, marker)
@@ -580,6 +593,7 @@ class ThreadBuilder:
                         role="user",
                         content=UserContent(content=node.content),  # type: ignore[union-attr]
                         status="complete",
+                        branches=new_branches(),
                     )
                     view_of[node_id] = view
                     self._append(level, view)
@@ -591,7 +605,12 @@ class ThreadBuilder:
                     continue
                 # a new assistant view (text, reasoning or tool call): `_new_view` + `_append`, inline
                 view = ViewNode(
-                    id=node_id, run_id=run_id, role="assistant", content=content, status=unsettled
+                    id=node_id,
+                    run_id=run_id,
+                    role="assistant",
+                    content=content,
+                    status=unsettled,
+                    branches=new_branches(),
                 )
                 view_of[node_id] = view
                 if kind == "tool_call":
@@ -682,6 +701,7 @@ class ThreadBuilder:
                 role="assistant",
                 content=PendingContent(),
                 status=self.status_of(run_id),
+                branches=self._new_branches(),
             )
             self._append(level, view)
             self._pending[run_id] = (level, view)
@@ -704,6 +724,7 @@ class ThreadBuilder:
             role=role,
             content=content,
             status=status,
+            branches=self._new_branches(),
         )
 
     def _add_text(self, node: TextNode | ReasoningNode, level: _Level) -> None:
@@ -1066,9 +1087,14 @@ def build_thread(
     options: ViewOptions | None = None,
     registry: ProgressRegistry | None = None,
     track_changes: bool = False,
+    top_level_only: bool = False,
 ) -> ThreadBuilder:
-    """A `ThreadBuilder` filled from ``source`` (see `project_thread`)."""
-    builder = ThreadBuilder(options=options, registry=registry, track_changes=track_changes)
+    """A `ThreadBuilder` filled from ``source`` (see `project_thread`). ``top_level_only``: the
+    caller reads the top-level views only and keeps none of them (`ThreadBuilder`; flat graphs
+    only, a hypergraph builder is made by `convograph.projections.sources`)."""
+    builder = ThreadBuilder(
+        options=options, registry=registry, track_changes=track_changes, top_level_only=top_level_only
+    )
     if isinstance(source, Graph):
         if active is not None:
             raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
