@@ -357,10 +357,17 @@ def fill_from_conversation(
     options: ViewOptions | None = None,
     registry: ProgressRegistry | None = None,
     track_changes: bool = False,
+    top_level_only: bool = False,
 ) -> ThreadBuilder:
-    """A `ThreadBuilder` filled with the shown paths of a hypergraph conversation."""
+    """A `ThreadBuilder` filled with the shown paths of a hypergraph conversation.
+    ``top_level_only``: the caller reads the top-level views only (`ThreadBuilder`'s option)."""
     return build_from_conversation(
-        conversation, active, options=options, registry=registry, track_changes=track_changes
+        conversation,
+        active,
+        options=options,
+        registry=registry,
+        track_changes=track_changes,
+        top_level_only=top_level_only,
     )[0]
 
 
@@ -371,6 +378,7 @@ def build_from_conversation(
     options: ViewOptions | None = None,
     registry: ProgressRegistry | None = None,
     track_changes: bool = False,
+    top_level_only: bool = False,
 ) -> tuple[ThreadBuilder, ConversationFeeder]:
     """`fill_from_conversation`, also returning the feeder (for incremental updates)."""
     if not _is_conversation(conversation):
@@ -383,8 +391,10 @@ def build_from_conversation(
         status_of = lambda run_id: feeder_box[0].status_of(run_id)  # noqa: E731
     else:  # one version: a memo whose hits are a C-level dict lookup
         status_of = _Statuses(conversation).__getitem__
+    # passed only when set, so this also runs against a builder without the option
+    extra: dict[str, Any] = {"top_level_only": True} if top_level_only else {}
     builder = ThreadBuilder(
-        options=options, registry=registry, track_changes=track_changes, status_of=status_of
+        options=options, registry=registry, track_changes=track_changes, status_of=status_of, **extra
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder_box.append(feeder)
