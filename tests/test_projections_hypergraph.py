@@ -282,3 +282,16 @@ def test_reasoning_signature_sent_in_a_later_chunk_is_kept() -> None:
     ]
     assert thinking
     assert thinking[0]["signature"] == "sig-demo-p1"
+
+
+@settings(max_examples=25, deadline=None)
+@given(agent_streams())
+def test_top_level_only_builds_the_same_history(events: list[dict[str, Any]]) -> None:
+    """A builder that keeps the top-level views only gives the same request histories."""
+    from convograph.projections.messages import render_views
+    from convograph.projections.sources import fill_from_conversation
+
+    conv = conversation(events)
+    for fmt in ("openai", "anthropic", "gateway"):
+        full = render_views(fill_from_conversation(conv), fmt)
+        assert render_views(fill_from_conversation(conv, top_level_only=True), fmt) == full
