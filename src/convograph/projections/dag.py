@@ -144,7 +144,7 @@ class LayoutInput:
     """What the layout needs, in arrival order: per item its id, kind, label and run (its chain
     key and group); edges as (source, target) item indices."""
 
-    __slots__ = ("edges", "group_labels", "ids", "kinds", "labels", "runs")
+    __slots__ = ("edges", "edges_unique", "group_labels", "ids", "kinds", "labels", "runs")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
@@ -152,6 +152,10 @@ class LayoutInput:
         self.labels: list[str] = []
         self.runs: list[str] = []
         self.edges: list[tuple[int, int]] = []
+        self.edges_unique = False
+        """Set by a producer whose ``edges`` are known to hold no duplicate, no self-loop and no
+        out-of-range index (the flat graph's, by the reducer's invariants): `layout` then skips
+        its dedupe set (two set operations per edge)."""
         self.group_labels: dict[str, str] = {}
 
 
@@ -189,14 +193,16 @@ def layout(data: LayoutInput) -> DAGLayout:
     indegree = [0] * n
     seen_edges: set[tuple[int, int]] = set()
     seen_add = seen_edges.add
-    edge_list: list[tuple[int, int]] = []
+    unique = data.edges_unique
+    edge_list: list[tuple[int, int]] = data.edges if unique else []
     edge_append = edge_list.append
     for edge in data.edges:
         s, t = edge
-        if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
-            continue
-        seen_add(edge)
-        edge_append(edge)
+        if not unique:
+            if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
+                continue
+            seen_add(edge)
+            edge_append(edge)
         if pred0[t] < 0:
             pred0[t] = s
         else:
@@ -579,10 +585,11 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     data.ids = ids = [node.id for node in nodes]
     data.runs = [node.run_id for node in nodes]
     kind_of = _KIND_OF_TYPE
-    data.kinds = [kind_of.get(type(node)) or node.kind for node in nodes]
+    data.kinds = list(map(kind_of.__getitem__, map(type, nodes)))  # every node class is in it
     data.labels = node_labels(nodes)
     index_get = dict(zip(ids, range(len(ids)), strict=True)).get
     edges = data.edges
+    data.edges_unique = True  # the reducer adds no duplicate edge and no self-loop
     for source, targets in graph.edges.items():
         s = index_get(source)
         if s is None:
