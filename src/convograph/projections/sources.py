@@ -122,6 +122,11 @@ class ConversationFeeder:
         """The conversation ``_statuses`` was computed for (a run's status is fixed per version)."""
         self.orphans: set[str] = set()
         """Threads shown at the top because their parent had not arrived (re-placed on arrival)."""
+        self.link_runs = True
+        """Tell the builder which run spawned which (`ThreadBuilder.link_run`): it re-stamps the
+        views of lifecycle-less child runs when a status changes. A one-shot build over one version
+        turns it off: its builder takes every status, inherited ones included, from that version
+        (`queries.run_status`), so nothing is ever re-stamped."""
 
     def status_of(self, run_id: str) -> Status:
         """The hypergraph's status of ``run_id`` (``aborted`` shows as ``error``), memoised per
@@ -181,7 +186,7 @@ class ConversationFeeder:
         thread = self._run_thread.get(run_id)
         if thread is None:
             thread, parent_run_id = self._q.run_thread(self.conversation, run_id)
-            if parent_run_id is not None:
+            if parent_run_id is not None and self.link_runs:
                 self.builder.link_run(run_id, parent_run_id)
             self._run_thread[run_id] = thread
         level = self._level_of_thread(thread)
@@ -397,6 +402,7 @@ def build_from_conversation(
         options=options, registry=registry, track_changes=track_changes, status_of=status_of, **extra
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
+    feeder.link_runs = track_changes
     feeder_box.append(feeder)
     shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
     placements = _placements(feeder, shown.feed(), shown.summaries, keep_state=track_changes)
