@@ -1062,17 +1062,18 @@ class ShownPaths:
         conv = self._conv
         s = conv._store
         version = conv._version
-        spawns_get = s.spawn_lists.get
+        spawn_lists = s.spawn_lists
         runs = s.runs
         chunk_block = s.chunk_block
         blocks = self._blocks
-        position_get = dict(zip(blocks, range(len(blocks)), strict=True)).get
+        position = dict(zip(blocks, range(len(blocks)), strict=True))
+        position_get = position.get
+        # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
+        # are copied first, in one C-level step, since the head may be extended meanwhile)
+        triggers = sorted(position[b] for b in tuple(spawn_lists) if b in position)
         out: list[tuple[int, int]] = []
-        for i, b in enumerate(blocks):
-            spawns = spawns_get(b)
-            if not spawns:
-                continue
-            for stamp, spawn in spawns:
+        for i in triggers:
+            for stamp, spawn in spawn_lists[blocks[i]]:
                 if stamp <= version:
                     target = position_get(chunk_block[runs[spawn.run].first_chunk])
                     if target is not None:

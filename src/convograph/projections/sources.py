@@ -644,6 +644,10 @@ _TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_inp
 most two event fields, and is computed once per distinct value."""
 
 
+_FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
+"""Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
+
+
 def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]]:
     """The one-line label of every block of ``columns``, and the sequence edges (consecutive blocks
     of a run) as column positions, in one pass. O(blocks)."""
@@ -653,10 +657,13 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]
     add_edge = edges.append
     last_of_run: dict[str, int] = {}
     last_get = last_of_run.get
-    memo: dict[tuple[str, Any], str] = {}
-    memo_get = memo.get
-    texts = columns.texts
+    # Labels that depend on the kind only, or on one or two event fields, are computed once per value.
+    by_kind: dict[str, str] = {}
+    by_kind_get = by_kind.get
+    by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
+    texts_get = columns.texts.get
     text_labels = _TEXT_LABELS
+    field_labels = by_field.keys()
     for i, (block_id, kind, run, event) in enumerate(
         zip(columns.ids, columns.kinds, columns.run_ids, columns.first_events, strict=True)
     ):
@@ -664,21 +671,24 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]
         if previous is not None:
             add_edge((previous, i))
         last_of_run[run] = i
-        if kind in text_labels:
-            append(_block_label(kind, event, texts.get(block_id, "")))
-            continue
-        if kind == "tool_call" or kind == "tool_result":
-            key: Any = (kind, event.name)
-        elif kind == "usage":
-            key = (kind, (event.input_tokens, event.output_tokens))
-        elif kind == "relay":
-            key = (kind, event.tool)
+        label = by_kind_get(kind)
+        if label is not None:
+            append(label)
+        elif kind in text_labels:
+            append(_block_label(kind, event, texts_get(block_id, "")))
+        elif kind in field_labels:
+            memo = by_field[kind]
+            if kind == "usage":
+                key: Any = (event.input_tokens, event.output_tokens)
+            else:
+                key = event.tool if kind == "relay" else event.name
+            label = memo.get(key)
+            if label is None:
+                label = memo[key] = _block_label(kind, event, "")
+            append(label)
         else:
-            key = (kind, None)
-        label = memo_get(key)
-        if label is None:
-            label = memo[key] = _block_label(kind, event, "")
-        append(label)
+            label = by_kind[kind] = _block_label(kind, event, "")
+            append(label)
     return labels, edges
 
 
