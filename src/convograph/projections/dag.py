@@ -267,16 +267,24 @@ def layout(data: LayoutInput) -> DAGLayout:
         p0 = pred0[v]
         if p0 >= 0:
             extra = more_preds.get(v) if more_preds else None
-            for p in (p0,) if extra is None else (p0, *extra):
-                lp = layer[p]
-                if lp < 0:
-                    continue  # an unplaced predecessor (cycle fallback)
-                if first_pred < 0:
-                    first_pred = p
-                if lp + 1 > lay:
+            if extra is None:  # one predecessor (most nodes): the loop below, unrolled
+                lp = layer[p0]
+                if lp >= 0:
+                    first_pred = p0
                     lay = lp + 1
-                if same_run_pred < 0 and runs[p] == run and chain_tail[chain_of[p]] == p:
-                    same_run_pred = p
+                    if runs[p0] == run and chain_tail[chain_of[p0]] == p0:
+                        same_run_pred = p0
+            else:
+                for p in (p0, *extra):
+                    lp = layer[p]
+                    if lp < 0:
+                        continue  # an unplaced predecessor (cycle fallback)
+                    if first_pred < 0:
+                        first_pred = p
+                    if lp + 1 > lay:
+                        lay = lp + 1
+                    if same_run_pred < 0 and runs[p] == run and chain_tail[chain_of[p]] == p:
+                        same_run_pred = p
         if same_run_pred >= 0 or (first_pred >= 0 and runs[first_pred] == run):
             below = desc_get(run, -1) + 1
             if below > lay:
