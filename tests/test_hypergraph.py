@@ -827,5 +827,6 @@ def test_run_thread_and_spawn_row_match_the_records() -> None:
             spawn = q.spawn_of(conv, run_id)
             expected = None if spawn is None else (spawn.kind, spawn.trigger_block_id)
             assert q.spawn_row(conv, run_id) == expected
+        assert q.run_threads(conv) == {r: q.run_info(conv, r).thread_id for r in q.run_ids(conv)}
         with pytest.raises(KeyError):
             q.run_thread(conv, "no-such-run")

@@ -82,6 +82,7 @@ __all__ = [
     "run_info",
     "run_status",
     "run_thread",
+    "run_threads",
     "session_id",
     "shown_paths",
     "siblings_of",
@@ -881,6 +882,12 @@ def run_thread(conv: Conversation, run_id: str) -> tuple[str, str | None]:
     without building the record. O(1)."""
     run = _run(conv, run_id)
     return run.thread, link_at(conv._store, run_id, conv._version)[0]
+
+
+def run_threads(conv: Conversation) -> dict[str, str]:
+    """Run id -> its thread id, for every run of this version (`run_thread` in bulk). O(runs)."""
+    n = conv._n_chunks
+    return {run.id: run.thread for run in tuple(conv._store.runs.values()) if 0 <= run.first_chunk < n}
 
 
 def spawn_row(conv: Conversation, run_id: str) -> tuple[str, str] | None:

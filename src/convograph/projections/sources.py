@@ -403,6 +403,8 @@ def build_from_conversation(
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder.link_runs = track_changes
+    if not track_changes:  # every run's thread in one pass (no parent link is needed, see above)
+        feeder._run_thread.update(_queries().run_threads(conversation))
     feeder_box.append(feeder)
     shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
     placements = _placements(feeder, shown.feed(), shown.summaries, keep_state=track_changes)
