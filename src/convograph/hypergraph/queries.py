@@ -14,7 +14,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import chain, compress
-from operator import attrgetter, itemgetter
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import msgspec
@@ -868,13 +867,6 @@ def visible_spawns(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
 
 _NESTED_KINDS: Final = frozenset({"subagent", "repl"})
 _WHOLE_KINDS: Final = frozenset({"text", "reasoning"})
-_ids_of: Final = attrgetter("id")
-_runs_of: Final = attrgetter("run")
-_kinds_of: Final = attrgetter("kind")
-_content_of: Final = attrgetter("content")
-_chunks_of: Final = attrgetter("chunks")
-_first_of: Final = itemgetter(0)
-_signature_of: Final = attrgetter("signature")
 
 
 def run_thread(conv: Conversation, run_id: str) -> tuple[str, str | None]:
@@ -991,8 +983,6 @@ class ShownPaths:
         # chunk index -> its block, for the chunks to place (a record is truthy, None is not)
         texts: dict[str, str] = {}
         signatures: dict[str, str] = {}
-        content_of = _content_of
-        signature_of = _signature_of
         for b in self._blocks:
             block = records[b]
             chunks = block.chunks
@@ -1009,14 +999,17 @@ class ShownPaths:
             if chunks[-1] >= n:
                 chunks = prefix(chunks, n)
             kind = block.kind
-            if kind in whole:
+            if kind == "text":
                 slots[chunks[0]] = block
-                parts = list(map(events.__getitem__, chunks))
-                texts[block.id] = "".join(map(content_of, parts))
-                if kind == "reasoning":
-                    sent = [signature for signature in map(signature_of, parts) if signature is not None]
-                    if sent:
-                        signatures[block.id] = sent[-1]
+                texts[block.id] = "".join([events[i].content for i in chunks])
+            elif kind == "reasoning":
+                slots[chunks[0]] = block
+                parts = [events[i] for i in chunks]
+                texts[block.id] = "".join([e.content for e in parts])
+                for e in reversed(parts):
+                    if e.signature is not None:
+                        signatures[block.id] = e.signature
+                        break
             else:
                 for i in chunks:
                     slots[i] = block
