@@ -814,6 +814,9 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
             if q.get_chunk(conv, spawn.invocation_chunk_id).block_id in position
         ]
         assert shown.spawn_edges() == expected_edges
+    half, full = _conversations_for_bulk_readers()[:2]
+    with pytest.raises(KeyError, match="no message"):  # a path of a later version
+        q.shown_paths(half, default_active(full), nested=nested)
     assert {"tool_progress", "reasoning", "tool_error"} <= seen_kinds
     assert seen_summaries
     assert seen_signatures

@@ -1107,8 +1107,9 @@ def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans
     if orphans and active.thread_id == MAIN_THREAD:
         pending.extend(default_active(conv, thread) for thread in reversed(waiting))
         pending.reverse()
-    message_ids = s.message_ids
-    messages = s.messages
+    message_index = s.message_ids.get
+    n_messages = conv._n_messages
+    messages: list[_Message] = _flat(s.messages, n_messages)
     blocks: list[int] = []
     summaries: list[SummaryRow] = []
     seen: set[str] = set()
@@ -1119,12 +1120,17 @@ def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans
             continue
         seen.add(thread_id)
         for message_id in path.message_ids:
-            message = messages[message_ids[message_id]]
+            index = message_index(message_id)
+            if index is None or index >= n_messages:
+                raise KeyError(f"no message {message_id!r} in this conversation version")
+            message = messages[index]
             if message.summary is not None:
                 info = message.summary[1]
                 summaries.append(SummaryRow(_summary_seq(conv, info), message.id, thread_id, info.text))
                 continue
-            own = prefix(message.blocks, n_blocks)
+            own = message.blocks
+            if own and own[-1] >= n_blocks:
+                own = prefix(own, n_blocks)
             blocks.extend(own)
             if spawned:
                 for b in own:
