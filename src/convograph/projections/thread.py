@@ -429,6 +429,7 @@ class ThreadBuilder:
         calls = self._calls
         calls_get = calls.get
         call_nodes = self._call_nodes
+        relay_params = self._relay_params
         results = self._results
         progress = self._progress
         progress_get = progress.get
@@ -520,20 +521,22 @@ class ThreadBuilder:
                     is_reasoning = kind == "reasoning"
                     if is_reasoning and hide_reasoning:
                         continue
-                    text: str = node.content  # type: ignore[union-attr,assignment]
+                    text: str = node.fragments.text()  # type: ignore[union-attr]
                     signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
                     items = level.items
                     if items:
                         last = items[-1]
                         content = last.content
-                        if last.run_id == run_id and content.kind == kind:
+                        if last.run_id == run_id and type(content) is (
+                            ReasoningContent if is_reasoning else TextContent
+                        ):
                             entry = pieces.get(id(last))
                             if entry is None:
                                 pieces[id(last)] = (content, [content.text, text])
                             else:
                                 entry[1].append(text)
                             if is_reasoning and signature is not None:
-                                content.signature = signature
+                                content.signature = signature  # type: ignore[union-attr]
                             view_of[node_id] = last
                             continue
                     content = (
@@ -586,6 +589,14 @@ class ThreadBuilder:
                         self._set_output(content, results[node_id])
                     if not collapse and node_id in progress:
                         content.progress = self._fold_progress(node_id)
+                elif kind == "relay":  # `_add_relay`, inline
+                    relay_params[node.tool_call_id] = node.params  # type: ignore[union-attr]
+                    content = RelayContent(
+                        relay_kind=node.relay_kind,  # type: ignore[union-attr]
+                        tool_call_id=node.tool_call_id,  # type: ignore[union-attr]
+                        tool=node.tool,  # type: ignore[union-attr]
+                        params=node.params,  # type: ignore[union-attr]
+                    )
                 elif kind == "user":
                     view = ViewNode(
                         id=node_id,
@@ -603,7 +614,7 @@ class ThreadBuilder:
                     if handler is not None:
                         handler(self, node, level)
                     continue
-                # a new assistant view (text, reasoning or tool call): `_new_view` + `_append`, inline
+                # a new assistant view (text, reasoning, tool call or relay): `_new_view` + `_append`
                 view = ViewNode(
                     id=node_id,
                     run_id=run_id,
