@@ -814,9 +814,13 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
             if q.get_chunk(conv, spawn.invocation_chunk_id).block_id in position
         ]
         assert shown.spawn_edges() == expected_edges
-    half, full = _conversations_for_bulk_readers()[:2]
+    half, full, special, _ = _conversations_for_bulk_readers()
     with pytest.raises(KeyError, match="no message"):  # a path of a later version
         q.shown_paths(half, default_active(full), nested=nested)
+    # a thread whose parent has not arrived ("O") is shown unless orphans=False
+    for orphans in (True, False):
+        shown = q.shown_paths(special, default_active(special), nested=nested, orphans=orphans)
+        assert ("O" in shown.block_columns().run_ids) is orphans
     assert {"tool_progress", "reasoning", "tool_error"} <= seen_kinds
     assert seen_summaries
     assert seen_signatures
