@@ -15,8 +15,15 @@ follows the hypergraph's own structure instead of parent edges:
 Statuses are the hypergraph's (`queries.run_status`; ``aborted`` shows as ``error``). View options
 default to ``conversation.view`` (``subagents`` other than ``"show"`` hides branches).
 
-Complexity: one-shot O(N log N) for the N chunks on the shown paths (a sort by seq); the feeder's
-per-chunk work is O(1) amortised, which the incremental `ConversationProjector` relies on.
+A one-shot build reads the shown paths in bulk (`queries.shown_paths`: chunks as parallel lists of
+events and block references, in arrival order, with no record or sort key per chunk) and places
+them with `ConversationFeeder.prepare` inlined (`_placements`); the DAG input reads
+`ShownPaths.block_columns`. No tracked object is kept per chunk or block, so the cyclic GC sees
+only what the builder keeps.
+
+Complexity: one-shot O(B log B + C + T) in Python for the B blocks and C chunks on the shown paths
+and the T threads, plus C-level passes over the whole chunk log; the feeder's per-chunk work is
+O(1) amortised, which the incremental `ConversationProjector` relies on.
 """
 
 from __future__ import annotations
