@@ -469,3 +469,21 @@ def test_reused_compact_encoder_gives_exactly_json_dumps() -> None:
     with pytest.raises(ValueError, match="Circular"):
         encode(cyclic)
     assert compact_json_encoder()([1, {"a": 2}]) == '[1,{"a":2}]'
+
+
+@pytest.mark.parametrize(
+    "call_id",
+    ["a/b", "x" * 80, "", "ünï/cöde", "a\nb", "ok_id-1", "/" * 30 + "abc", "a" * 26 + "é" + "b" * 5, "abc\n"],
+)
+def test_safe_tool_id_stand_in_is_the_documented_formula(call_id: str) -> None:
+    """``<sanitised prefix (27 chars)>_<12 hex of sha256>``, the same for both APIs when rewritten."""
+    import hashlib
+    import re
+
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)[:27]
+    stand_in = f"{prefix}_{digest}" if prefix else f"call_{digest}"
+    openai_ok = 0 < len(call_id) <= 40
+    anthropic_ok = re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id) is not None
+    assert safe_tool_id(call_id, api="openai") == (call_id if openai_ok else stand_in)
+    assert safe_tool_id(call_id, api="anthropic") == (call_id if anthropic_ok else stand_in)

@@ -209,7 +209,8 @@ def serialize_output(output: Any, encode: Callable[[Any], str] | None = None) ->
     return COMPACT_JSON.encode(output) if encode is None else encode(output)
 
 
-_ANTHROPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")  # used with fullmatch: `$` would let "id\n" through
+_UNSAFE_ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def safe_tool_id(call_id: str, *, api: Literal["openai", "anthropic"]) -> str:
@@ -222,8 +223,8 @@ def safe_tool_id(call_id: str, *, api: Literal["openai", "anthropic"]) -> str:
     if api == "openai":
         if 0 < len(call_id) <= 40:
             return call_id
-    elif _ANTHROPIC_ID.match(call_id):
+    elif _ANTHROPIC_ID.fullmatch(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
-    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)[:27]
+    prefix = _UNSAFE_ID_CHAR.sub("_", call_id[:27])  # one character for one: cut first
     return f"{prefix}_{digest}" if prefix else f"call_{digest}"
