@@ -51,8 +51,10 @@ __all__ = [
 ]
 
 Ints = array[int]
-"""Append-only integer lists are ``array("q")``: compact, and invisible to the cyclic GC, so a
-million-event conversation adds no per-element GC traversal work."""
+"""Append-only integer lists are ``array("q")``: compact (8 bytes per entry, no int objects), and
+the cyclic GC has no per-element work for them. Each array is still one GC-tracked object in
+CPython 3.12 (a 136k-event conversation holds ~186k of them: one per block, message, run and index
+key), which every full collection visits once."""
 
 PAGE_BITS: Final = 10
 PAGE: Final = 1 << PAGE_BITS
