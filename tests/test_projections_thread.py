@@ -513,3 +513,33 @@ def test_top_level_only_builder_gives_the_same_top_level() -> None:
             assert all(view.branches == [] for view in top)
             nested += any(view.branches for view in full)
     assert nested > 10  # the streams do nest runs under views
+
+
+def test_pending_views_made_at_the_end_keep_their_place() -> None:
+    """The one-shot loop makes a pending view only if nothing follows it by the end; its branch
+    keeps the place it took when the run started (before a sibling branch that filled later), and
+    until dropped it still ends its list (a later text of another run does not merge across it)."""
+    from convograph.projections import ThreadProjector
+
+    events: list[dict[str, Any]] = [
+        {"type": "harness_start", "runId": "lead"},
+        {"type": "tool_call", "runId": "lead", "id": "call", "name": "agent", "input": {}},
+        {"type": "harness_start", "runId": "sub1", "parentId": "call"},
+        {"type": "harness_start", "runId": "sub2", "parentId": "call"},
+        {"type": "text", "runId": "sub2", "id": "s2-text", "content": "working"},
+        {"type": "text", "runId": "lead", "id": "t1", "content": "a"},
+        {"type": "harness_start", "runId": "side", "parentId": "lead"},
+        {"type": "text", "runId": "lead", "id": "t2", "content": "b"},
+    ]
+    projector = ThreadProjector()
+    for event in events:
+        projector.apply(event)
+        graph = reduce_events(create_graph(), events[: events.index(event) + 1])
+        assert to_jsonable(project_thread(graph)) == to_jsonable(projector.views)
+    views = project_thread(reduce_events(create_graph(), events))
+    call = next(view for view in views if view.id == "call")
+    assert [[item.content.kind for item in branch] for branch in call.branches] == [["pending"], ["text"]]
+    assert [view.content.kind for view in views][-2:] == [
+        "text",
+        "text",
+    ]  # "a", then "b" after the pending view was dropped

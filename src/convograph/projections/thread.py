@@ -92,7 +92,7 @@ def call_id_of_result(node_id: str) -> str:
 class _Level:
     """One list of views: the top level, or one branch of ``owner`` (attached on first view)."""
 
-    __slots__ = ("attached", "index", "items", "owner")
+    __slots__ = ("attached", "deferred_id", "deferred_pending", "index", "items", "owner")
 
     def __init__(self, owner: ViewNode | None, *, attached: bool, index: int) -> None:
         self.items: list[ViewNode] = []
@@ -101,6 +101,11 @@ class _Level:
         self.index = index
         """Position in the builder's level list: placement records hold this int rather than the
         level itself, so they stay plain (untracked) tuples for the garbage collector."""
+        self.deferred_pending: str | None = None
+        """The run whose pending view stands, not yet made, at the end of this list (one-shot loop:
+        most are dropped by the next node, so the view is only made for those left at the end)."""
+        self.deferred_id = ""
+        """The id that view will have (its ``harness_start`` node's)."""
 
 
 class _Run(msgspec.Struct, gc=False):
@@ -179,7 +184,8 @@ class ThreadBuilder:
         self._progress: dict[str, dict[str, tuple[str, Any]]] = {}
         self._relay_params: dict[str, dict[str, Any]] = {}
         self._runs: dict[str, _Run] = {}
-        self._pending: dict[str, tuple[_Level, ViewNode]] = {}
+        self._pending: dict[str, tuple[_Level, ViewNode | None]] = {}
+        """run -> (its list, its pending view; ``None`` while deferred: `_Level.deferred_pending`)."""
         self._settle: list[ViewNode] | None = None
         """While the one-shot loop runs: every view created, for `_settle_statuses`."""
         self.changed: set[str] = set()
@@ -267,7 +273,9 @@ class ThreadBuilder:
 
     def _append(self, level: _Level, view: ViewNode) -> None:
         items = level.items
-        if items and isinstance(items[-1].content, PendingContent):
+        if level.deferred_pending is not None:
+            self._drop_pending(level.deferred_pending)
+        elif items and isinstance(items[-1].content, PendingContent):
             self._drop_pending(items[-1].run_id)
         items.append(view)
         if not level.attached and level.owner is not None:
@@ -306,6 +314,11 @@ class ThreadBuilder:
             return
         level, view = entry
         items = level.items
+        if view is None:  # deferred (never made): only its list's attachment to undo
+            level.deferred_pending = None
+            if not items and level.attached and level.owner is not None:
+                self._detach(level)
+            return
         if items and items[-1] is view:
             items.pop()
         else:
@@ -319,16 +332,23 @@ class ThreadBuilder:
                 del run_views[i]
                 break
         if not items and level.attached and level.owner is not None:
-            branches = level.owner.branches
-            for i, branch in enumerate(branches):
-                if branch is items:
-                    del branches[i]
-                    break
-            level.attached = False
-            if self.track_changes:
-                self.changed.add(level.owner.id)
+            self._detach(level)
         if self.track_changes:
             self.changed.add(view.id)
+
+    def _detach(self, level: _Level) -> None:
+        """Take an emptied list out of its owner's branches."""
+        owner = level.owner
+        assert owner is not None
+        items = level.items
+        branches = owner.branches
+        for i, branch in enumerate(branches):
+            if branch is items:
+                del branches[i]
+                break
+        level.attached = False
+        if self.track_changes:
+            self.changed.add(owner.id)
 
     def _place_cross(
         self, node: Node, parent_id: str, parent_level: _Level, parent_kind: str, parent_run: str
@@ -499,16 +519,20 @@ class ThreadBuilder:
                     if kind == "harness_start":
                         run.started = True
                         if not run.ended and not run.errored:
-                            marker = ViewNode(
-                                id=node_id,
-                                run_id=run_id,
-                                role="assistant",
-                                content=PendingContent(),
-                                status=unsettled,
-                                branches=new_branches(),
-                            )
-                            self._append(level, marker)
-                            pending[run_id] = (level, marker)
+                            # `_append` of a pending view, deferred: drop the list's own pending
+                            # view, attach the list as the view would, and make the view only if
+                            # nothing follows it by the end (`_make_deferred_pending`).
+                            items = level.items
+                            if level.deferred_pending is not None:
+                                self._drop_pending(level.deferred_pending)
+                            elif pending and items and type(items[-1].content) is PendingContent:
+                                self._drop_pending(items[-1].run_id)
+                            if not level.attached and level.owner is not None:
+                                level.owner.branches.append(items)
+                                level.attached = True
+                            level.deferred_pending = run_id
+                            level.deferred_id = node_id
+                            pending[run_id] = (level, None)
                     elif kind == "harness_end":
                         run.ended = True
                     else:
@@ -524,7 +548,7 @@ class ThreadBuilder:
                     text: str = node.fragments.text()  # type: ignore[union-attr]
                     signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
                     items = level.items
-                    if items:
+                    if items and level.deferred_pending is None:  # a pending view stands last
                         last = items[-1]
                         content = last.content
                         if last.run_id == run_id and type(content) is (
@@ -627,7 +651,9 @@ class ThreadBuilder:
                 if kind == "tool_call":
                     calls[node_id] = view
                 items = level.items
-                if pending and items and type(items[-1].content) is PendingContent:
+                if level.deferred_pending is not None:
+                    self._drop_pending(level.deferred_pending)
+                elif pending and items and type(items[-1].content) is PendingContent:
                     self._drop_pending(items[-1].run_id)
                 items.append(view)
                 if not level.attached and level.owner is not None:
@@ -635,8 +661,29 @@ class ThreadBuilder:
                     level.attached = True
                 settle_append(view)
         finally:
+            self._make_deferred_pending(settle)
             self._settle = None
             self._settle_statuses(settle)
+
+    def _make_deferred_pending(self, settle: list[ViewNode]) -> None:
+        """Make the pending views still deferred: each stands at the end of its (already attached)
+        list, where `_append` would have put it."""
+        pending = self._pending
+        for run_id, (level, view) in list(pending.items()):
+            if view is not None:
+                continue
+            marker = ViewNode(
+                id=level.deferred_id,
+                run_id=run_id,
+                role="assistant",
+                content=PendingContent(),
+                status="complete",
+                branches=self._new_branches(),
+            )
+            level.items.append(marker)
+            level.deferred_pending = None
+            settle.append(marker)
+            pending[run_id] = (level, marker)
 
     def _settle_statuses(self, views: list[ViewNode]) -> None:
         """Give every non-user view of ``views`` its run's current status: the re-stamps of `add`,
@@ -750,7 +797,7 @@ class ThreadBuilder:
             self._signatures[node.id] = signature
         items = level.items
         kind = node.kind
-        if items:
+        if items and level.deferred_pending is None:  # else a pending view stands last
             last = items[-1]
             if last.run_id == node.run_id and last.content.kind == kind:
                 content = last.content
