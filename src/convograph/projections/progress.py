@@ -108,6 +108,12 @@ class ProgressRegistry:
         """Forget the accumulator for ``tool`` (no error when there is none)."""
         self._by_tool.pop(tool, None)
 
+    @property
+    def folds_nothing(self) -> bool:
+        """True when no tool has an accumulator and there is no fallback: every ``progress`` is
+        ``None``, so a projection can skip progress nodes."""
+        return not self._by_tool and self.fallback is None
+
     def get(self, tool: str) -> Accumulator | None:
         return self._by_tool.get(tool, self.fallback)
 

@@ -459,6 +459,8 @@ class ThreadBuilder:
         pieces = self._pieces
         registry_get = self.registry.get
         options = self.options
+        # Nothing to fold (no accumulator, collapsed tools): progress nodes are only placed.
+        skip_progress = self.registry.folds_nothing or options.collapse_tools
         hide_reasoning = options.hide_reasoning
         hide_subagents = options.hide_subagents
         collapse = options.collapse_tools
@@ -569,6 +571,8 @@ class ThreadBuilder:
                         else TextContent(text=text)
                     )
                 elif kind == "tool_progress":
+                    if skip_progress:
+                        continue
                     call_id = node.tool_call_id  # type: ignore[union-attr]
                     view = calls_get(call_id)
                     if view is None:  # folded when the call arrives
