@@ -20,11 +20,9 @@ from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPa
 from convograph.projections.history import (
     AssistantTurn,
     History,
-    TextBlock,
     ThinkingBlock,
     compact_json_encoder,
     safe_tool_id,
-    serialize_output,
 )
 
 __all__ = ["render_anthropic", "user_blocks_anthropic"]
@@ -80,34 +78,45 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
             messages.append({"role": role, "content": blocks})
 
     for turn in history:
-        if not isinstance(turn, AssistantTurn):
-            push("user", user_blocks_anthropic(turn.content))
+        if type(turn) is not AssistantTurn:
+            push("user", user_blocks_anthropic(turn.content))  # type: ignore[union-attr]
             continue
         blocks: list[dict[str, Any]] = []
         for block in turn.blocks:
-            if isinstance(block, ThinkingBlock):
+            if type(block) is ThinkingBlock:
                 if block.signature:
                     blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
-            elif isinstance(block, TextBlock) and block.text:
+            elif block.text:  # a TextBlock
                 blocks.append({"type": "text", "text": block.text})
-        ids = [safe_tool_id(call.id, api="anthropic") for call in turn.calls]
-        for call_id, call in zip(ids, turn.calls, strict=True):
+        calls = turn.calls
+        results: list[dict[str, Any]] = []
+        for call in calls:  # tool_use blocks and their results in one pass
+            call_id = safe_tool_id(call.id, api="anthropic")
+            tool_input = call.input
             blocks.append(
-                {"type": "tool_use", "id": call_id, "name": call.name, "input": _tool_input(call.input)}
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": call.name,
+                    "input": tool_input if isinstance(tool_input, dict) else _tool_input(tool_input),
+                }
             )
+            output = call.output
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": (output if isinstance(output, str) else encode(output)) or "(empty)",
+            }
+            # `call.missing or call.denied`, inline
+            if call.missing or (isinstance(output, dict) and output.get("status") == "denied"):
+                result["is_error"] = True
+            results.append(result)
         if not blocks:
             continue
-        push("assistant", blocks)
-        if turn.calls:
-            results: list[dict[str, Any]] = []
-            for call_id, call in zip(ids, turn.calls, strict=True):
-                result: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": serialize_output(call.output, encode) or "(empty)",
-                }
-                if call.missing or call.denied:
-                    result["is_error"] = True
-                results.append(result)
+        if messages and messages[-1]["role"] == "assistant":
+            push("assistant", blocks)
+        else:
+            messages.append({"role": "assistant", "content": blocks})
+        if results:
             push("user", results)
     return messages

@@ -21,9 +21,9 @@ from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPa
 from convograph.projections.history import (
     AssistantTurn,
     History,
+    TextBlock,
     compact_json_encoder,
     safe_tool_id,
-    serialize_output,
 )
 
 __all__ = ["render_openai", "user_content_openai"]
@@ -49,37 +49,41 @@ def render_openai(history: History) -> list[dict[str, Any]]:
     """Chat Completions messages for ``history``. O(turns + blocks)."""
     messages: list[dict[str, Any]] = []
     encode = compact_json_encoder()
+    append = messages.append
     for turn in history:
-        if not isinstance(turn, AssistantTurn):
-            messages.append({"role": "user", "content": user_content_openai(turn.content)})
+        if type(turn) is not AssistantTurn:
+            append({"role": "user", "content": user_content_openai(turn.content)})  # type: ignore[union-attr]
             continue
-        text = turn.text
-        if text is None and not turn.calls:
-            continue  # reasoning only
-        message: dict[str, Any] = {"role": "assistant", "content": text}
+        texts = [block.text for block in turn.blocks if type(block) is TextBlock]  # `turn.text`
+        text = "".join(texts) if texts else None
         calls = turn.calls
-        if calls:
-            ids = [safe_tool_id(call.id, api="openai") for call in calls]
-            message["tool_calls"] = [
+        if not calls:
+            if text is not None:  # else reasoning only
+                append({"role": "assistant", "content": text})
+            continue
+        tool_calls: list[dict[str, Any]] = []
+        tool_messages: list[dict[str, Any]] = []
+        for call in calls:  # the calls and their tool messages in one pass
+            call_id = safe_tool_id(call.id, api="openai")
+            tool_input = call.input
+            tool_calls.append(
                 {
                     "id": call_id,
                     "type": "function",
                     "function": {
                         "name": call.name,
-                        "arguments": "{}" if call.input is None else encode(call.input),
+                        "arguments": "{}" if tool_input is None else encode(tool_input),
                     },
                 }
-                for call_id, call in zip(ids, calls, strict=True)
-            ]
-            messages.append(message)
-            for call_id, call in zip(ids, calls, strict=True):
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": serialize_output(call.output, encode),
-                    }
-                )
-        else:
-            messages.append(message)
+            )
+            output = call.output
+            tool_messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": output if isinstance(output, str) else encode(output),
+                }
+            )
+        append({"role": "assistant", "content": text, "tool_calls": tool_calls})
+        messages.extend(tool_messages)
     return messages
