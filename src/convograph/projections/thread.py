@@ -119,9 +119,9 @@ class _Run(msgspec.Struct, gc=False):
     children: list[str] | None = None
     """Runs it spawned, created with the first one (most runs spawn none)."""
     views: list[ViewNode] | None = None
-    """Its non-pending views, for re-stamping, created with the first one. The one-shot loop keeps
-    no per-run lists (one list per run was ~18k GC-tracked objects for 100k nodes): it collects
-    every view in one list and settles statuses at the end (`ThreadBuilder._add_many`)."""
+    """Its views, for re-stamping (incremental builds), created with the first one. The one-shot
+    loop keeps no per-run lists (one list per run was ~18k GC-tracked objects for 100k nodes): it
+    collects every view in one list and settles statuses at the end (`ThreadBuilder._add_many`)."""
 
     def add_child(self, run_id: str) -> None:
         if self.children is None:
