@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from litestar import Litestar, MediaType, Request, Response, Router, get
 from litestar.connection import ASGIConnection
@@ -34,6 +34,9 @@ from convograph.store import open_event_log
 __all__ = ["create_app", "serve_app"]
 
 log = logging.getLogger("convograph.server")
+
+SERVE_GC_THRESHOLDS: Final = (100_000, 50, 50)
+"""`gc.set_threshold` of a ``convograph serve`` process (see `serve_app`)."""
 
 
 @get("/healthz", summary="Liveness and readiness", include_in_schema=True, tags=["operations"])
@@ -112,8 +115,16 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
 
 
 def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
-    """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above)."""
+    """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above).
+
+    The serving process is an application, so it tunes the cyclic GC for its workload (the library
+    never touches process-wide GC settings): young collections every 100,000 allocations instead of
+    700, which saves ~5 µs of CPU per ingested event (docs/server.md)."""
+    import gc
+
     import uvicorn
+
+    gc.set_threshold(SERVE_GC_THRESHOLDS[0], SERVE_GC_THRESHOLDS[1], SERVE_GC_THRESHOLDS[2])
 
     class GracefulServer(uvicorn.Server):
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
