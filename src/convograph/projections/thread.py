@@ -1154,14 +1154,14 @@ def build_thread(
     top_level_only: bool = False,
 ) -> ThreadBuilder:
     """A `ThreadBuilder` filled from ``source`` (see `project_thread`). ``top_level_only``: the
-    caller reads the top-level views' content only and keeps none of them (`ThreadBuilder`; flat graphs
-    only, a hypergraph builder is made by `convograph.projections.sources`)."""
-    builder = ThreadBuilder(
-        options=options, registry=registry, track_changes=track_changes, top_level_only=top_level_only
-    )
+    caller reads the top-level views' content only and keeps none of them (`ThreadBuilder`); for a
+    hypergraph the builder is made by `convograph.projections.sources`, which takes it too."""
     if isinstance(source, Graph):
         if active is not None:
             raise TypeError("project_thread(graph) takes no active set; it is for the hypergraph")
+        builder = ThreadBuilder(
+            options=options, registry=registry, track_changes=track_changes, top_level_only=top_level_only
+        )
         nodes, parents = _arrival_lists(source)
         if track_changes:
             builder.add_all(zip(nodes, parents, strict=True))
@@ -1171,5 +1171,10 @@ def build_thread(
     from convograph.projections.sources import fill_from_conversation
 
     return fill_from_conversation(
-        source, active, options=options, registry=registry, track_changes=track_changes
+        source,
+        active,
+        options=options,
+        registry=registry,
+        track_changes=track_changes,
+        top_level_only=top_level_only,
     )
