@@ -175,46 +175,9 @@ def compact_json(value: Any) -> str:
         return compact(repr(value))
 
 
-def layout(data: LayoutInput) -> DAGLayout:
-    """Lay out ``data`` (see the module docstring). O(V + E + C·K)."""
-    ids = data.ids
-    runs = data.runs
-    n = len(ids)
-    if n == 0:
-        return DAGLayout(nodes=[], edges=[], groups=[], width=0, height=0)
-
-    # -- edges: dedupe, drop self-loops, adjacency ------------------------------------------------
-    # No list per node: most nodes have one predecessor and one successor, kept in flat int lists
-    # (-1: none); any further ones go to small overflow lists.
-    pred0 = [-1] * n
-    succ0 = [-1] * n
-    more_preds: dict[int, list[int]] = {}
-    more_succs: dict[int, list[int]] = {}
-    indegree = [0] * n
-    seen_edges: set[tuple[int, int]] = set()
-    seen_add = seen_edges.add
-    unique = data.edges_unique
-    edge_list: list[tuple[int, int]] = data.edges if unique else []
-    edge_append = edge_list.append
-    for edge in data.edges:
-        s, t = edge
-        if not unique:
-            if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
-                continue
-            seen_add(edge)
-            edge_append(edge)
-        if pred0[t] < 0:
-            pred0[t] = s
-        else:
-            more_preds.setdefault(t, []).append(s)
-        if succ0[s] < 0:
-            succ0[s] = t
-        else:
-            more_succs.setdefault(s, []).append(t)
-        indegree[t] += 1
-
-    # -- 1. layering, arrival-preferring Kahn order -----------------------------------------------
-    # The order is computed first (it depends only on the edges), then nodes are placed in it.
+def _kahn_order(n: int, indegree: list[int], succ0: list[int], more_succs: dict[int, list[int]]) -> list[int]:
+    """Kahn order preferring the earliest arrival; nodes on a cycle go last, by arrival. Consumes
+    ``indegree``. O(V + E)."""
     done = [False] * n
     order: list[int] = []
     order_append = order.append
@@ -247,7 +210,55 @@ def layout(data: LayoutInput) -> DAGLayout:
                 stack.extend(ready)
     if len(order) < n:  # cycles: place the rest by arrival, ignoring unplaced predecessors
         order.extend(i for i in range(n) if not done[i])
+    return order
 
+
+def layout(data: LayoutInput) -> DAGLayout:
+    """Lay out ``data`` (see the module docstring). O(V + E + C·K)."""
+    ids = data.ids
+    runs = data.runs
+    n = len(ids)
+    if n == 0:
+        return DAGLayout(nodes=[], edges=[], groups=[], width=0, height=0)
+
+    # -- edges: dedupe, drop self-loops, adjacency ------------------------------------------------
+    # No list per node: most nodes have one predecessor and one successor, kept in flat int lists
+    # (-1: none); any further ones go to small overflow lists.
+    pred0 = [-1] * n
+    succ0 = [-1] * n
+    more_preds: dict[int, list[int]] = {}
+    more_succs: dict[int, list[int]] = {}
+    indegree = [0] * n
+    seen_edges: set[tuple[int, int]] = set()
+    seen_add = seen_edges.add
+    unique = data.edges_unique
+    edge_list: list[tuple[int, int]] = data.edges if unique else []
+    edge_append = edge_list.append
+    backward = False
+    for edge in data.edges:
+        s, t = edge
+        if s > t:
+            backward = True
+        if not unique:
+            if s == t or edge in seen_edges or not (0 <= s < n and 0 <= t < n):
+                continue
+            seen_add(edge)
+            edge_append(edge)
+        if pred0[t] < 0:
+            pred0[t] = s
+        else:
+            more_preds.setdefault(t, []).append(s)
+        if succ0[s] < 0:
+            succ0[s] = t
+        else:
+            more_succs.setdefault(s, []).append(t)
+        indegree[t] += 1
+
+    # -- 1. layering, arrival-preferring Kahn order -----------------------------------------------
+    # The order is computed first (it depends only on the edges), then nodes are placed in it.
+    # When every edge points forward in arrival order (the usual case: a node's predecessors
+    # arrived before it) that order is arrival order itself: skip the pass.
+    order: Sequence[int] = range(n) if not backward else _kahn_order(n, indegree, succ0, more_succs)
     layer = [-1] * n
     chain_of = [-1] * n
     chain_tail: list[int] = []
