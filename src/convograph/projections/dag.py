@@ -175,9 +175,17 @@ def compact_json(value: Any) -> str:
         return compact(repr(value))
 
 
-def _kahn_order(n: int, indegree: list[int], succ0: list[int], more_succs: dict[int, list[int]]) -> list[int]:
-    """Kahn order preferring the earliest arrival; nodes on a cycle go last, by arrival. Consumes
-    ``indegree``. O(V + E)."""
+def _kahn_order(
+    n: int,
+    pred0: list[int],
+    more_preds: dict[int, list[int]],
+    succ0: list[int],
+    more_succs: dict[int, list[int]],
+) -> list[int]:
+    """Kahn order preferring the earliest arrival; nodes on a cycle go last, by arrival. O(V + E)."""
+    indegree = [0 if p < 0 else 1 for p in pred0]
+    for v, others in more_preds.items():
+        indegree[v] += len(others)
     done = [False] * n
     order: list[int] = []
     order_append = order.append
@@ -228,7 +236,6 @@ def layout(data: LayoutInput) -> DAGLayout:
     succ0 = [-1] * n
     more_preds: dict[int, list[int]] = {}
     more_succs: dict[int, list[int]] = {}
-    indegree = [0] * n
     seen_edges: set[tuple[int, int]] = set()
     seen_add = seen_edges.add
     unique = data.edges_unique
@@ -252,13 +259,14 @@ def layout(data: LayoutInput) -> DAGLayout:
             succ0[s] = t
         else:
             more_succs.setdefault(s, []).append(t)
-        indegree[t] += 1
 
     # -- 1. layering, arrival-preferring Kahn order -----------------------------------------------
     # The order is computed first (it depends only on the edges), then nodes are placed in it.
     # When every edge points forward in arrival order (the usual case: a node's predecessors
-    # arrived before it) that order is arrival order itself: skip the pass.
-    order: Sequence[int] = range(n) if not backward else _kahn_order(n, indegree, succ0, more_succs)
+    # arrived before it) that order is arrival order itself: skip the pass. (By induction on i:
+    # all predecessors of i are < i, so were placed and counted down by the time the scan reaches
+    # i, which is then placed; its successors are > i, never pushed early.)
+    order: Sequence[int] = range(n) if not backward else _kahn_order(n, pred0, more_preds, succ0, more_succs)
     layer = [-1] * n
     chain_of = [-1] * n
     chain_tail: list[int] = []
