@@ -109,3 +109,40 @@ def test_arbitrary_parent_links_still_lay_out(links: list[tuple[int, int]]) -> N
         )
     layout = layout_of(events)
     assert not check_no_overlap(layout.nodes)
+
+
+@st.composite
+def random_dags(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]], list[int]]:
+    """An acyclic edge set over ``n`` items, and an arrival order that may put a successor first
+    (backward edges: `layout` must then compute a topological order) or keep every edge forward
+    (the identity order: `layout` takes arrival order as it is)."""
+    n = draw(st.integers(1, 12))
+    edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    edges = [(min(a, b), max(a, b)) for a, b in edges if a != b]  # acyclic in index order
+    arrival = draw(st.one_of(st.just(list(range(n))), st.permutations(list(range(n)))))
+    return n, edges, arrival
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_dags(), st.integers(1, 3))
+def test_layering_holds_whether_edges_point_forward_or_backward(
+    dag: tuple[int, list[tuple[int, int]], list[int]], run_count: int
+) -> None:
+    from convograph.projections.dag import LayoutInput, layout
+
+    n, edges, arrival = dag
+    position = {item: slot for slot, item in enumerate(arrival)}
+    data = LayoutInput()
+    for item in arrival:
+        data.ids.append(f"n{item}")
+        data.kinds.append("text")
+        data.labels.append(f"n{item}")
+        data.runs.append(f"r{item % run_count}")
+    data.edges = [(position[a], position[b]) for a, b in edges]
+    result = layout(data)
+    by_id = {node.id: node for node in result.nodes}
+    assert len(by_id) == n
+    for a, b in edges:  # every edge goes down at least one layer, in either arrival regime
+        assert by_id[f"n{b}"].layer > by_id[f"n{a}"].layer, (a, b)
+    assert not check_no_overlap(result.nodes)
+    assert to_jsonable(layout(data)) == to_jsonable(result)
