@@ -205,9 +205,7 @@ class GraphApplier:
                     if self._sync_cursor():
                         prefetched = None  # the store went back: the prefetched batch is not next any more
                 except EngineUnavailable as exc:
-                    self.last_error = f"graph engine unavailable: {exc}"
-                    self._stop.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
+                    backoff = self._engine_down(exc, backoff)
                     continue
                 planned: _Planned | None = None
                 if prefetched is not None:
@@ -233,9 +231,7 @@ class GraphApplier:
                         try:
                             self._isolate(records)
                         except EngineUnavailable as unavailable:
-                            self.last_error = f"graph engine unavailable: {unavailable}"
-                            self._stop.wait(backoff)
-                            backoff = min(backoff * 2, 5.0)
+                            backoff = self._engine_down(unavailable, backoff)
                             continue
                         self._advance(records[-1].seq)
                         continue
@@ -250,26 +246,29 @@ class GraphApplier:
                 try:
                     self._write(planned)
                 except EngineUnavailable as exc:
-                    self.last_error = f"graph engine unavailable: {exc}"
-                    log.warning("%s; retrying in %.2fs", self.last_error, backoff)
                     prefetched = None
-                    self._stop.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
+                    backoff = self._engine_down(exc, backoff, warn=True)
                     continue
                 except Exception as exc:
                     log.warning("batch of %d failed (%s); isolating records", len(batch), exc)
                     try:
                         self._isolate(batch)
                     except EngineUnavailable as unavailable:
-                        self.last_error = f"graph engine unavailable: {unavailable}"
                         prefetched = None
-                        self._stop.wait(backoff)
-                        backoff = min(backoff * 2, 5.0)
+                        backoff = self._engine_down(unavailable, backoff)
                         continue
                 backoff = 0.05
                 self._advance(batch[-1].seq)
         finally:
             planner.shutdown(wait=True, cancel_futures=True)
+
+    def _engine_down(self, exc: EngineUnavailable, backoff: float, *, warn: bool = False) -> float:
+        """Record the outage, wait ``backoff`` seconds (or until stopped); the next, doubled, wait."""
+        self.last_error = f"graph engine unavailable: {exc}"
+        if warn:
+            log.warning("%s; retrying in %.2fs", self.last_error, backoff)
+        self._stop.wait(backoff)
+        return min(backoff * 2, 5.0)
 
     def _sync_cursor(self) -> bool:
         """Rewind if the graph store is behind us (it restarted empty or from an older snapshot)."""
