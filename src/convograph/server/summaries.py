@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Final
 
 import msgspec
 
@@ -41,7 +40,6 @@ __all__ = ["ConversationListFeed", "ListListener"]
 log = logging.getLogger("convograph.server")
 
 _encode = msgspec.json.encode
-_DELETED: Final = None
 
 
 def _frame(event: str, payload: object) -> bytes:
@@ -131,9 +129,11 @@ class ConversationListFeed:
             self._task = asyncio.create_task(self._run(), name="convograph-conversation-list")
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_reconcile = loop.time() + self._refresh
         while not self.closed.is_set() and self._listeners:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self._refresh)
+                await asyncio.wait_for(self._kick.wait(), max(0.0, next_reconcile - loop.time()))
             if self.closed.is_set() or not self._listeners:
                 break
             try:
@@ -145,7 +145,8 @@ class ConversationListFeed:
                         info = await self._log.get_conversation(conversation_id)
                         if info is not None:
                             self._publish(info)
-                else:
+                if loop.time() >= next_reconcile:  # also while this server's own appends keep coming
+                    next_reconcile = loop.time() + self._refresh
                     await self._reconcile()
             except Exception:  # the backend may be down (appends spool meanwhile); try again later
                 log.warning("conversation list feed: reading the event log failed", exc_info=True)
