@@ -140,3 +140,34 @@ def test_a_crashed_embedded_child_is_restarted_and_the_graph_replayed(tmp_path: 
         assert svc.dead_letters() == []
     finally:
         svc.close()
+
+
+def test_a_restart_waits_while_a_large_snapshot_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-server answers nothing while it loads a big ``falkordb.rdb`` (10 s for a 1M-event
+    graph): the start allows time by snapshot size and treats a read timeout as "still loading"."""
+    import redis
+
+    from convograph.intelligence import engine as engine_module
+
+    first = EmbeddedFalkorDB(tmp_path)
+    first.start().execute("g", "CREATE (:X {v: 1})")
+    first.close()
+    size = (tmp_path / "falkordb.rdb").stat().st_size
+    assert size > 0
+    # no start budget of its own: only the snapshot allowance (here ~30 s) lets the start wait
+    monkeypatch.setattr(engine_module, "LOAD_BYTES_PER_S", size / 30)
+    timeouts = iter(range(3))
+    real_ping = redis.Redis.ping
+
+    def ping_as_while_loading(self: redis.Redis, **kwargs: Any) -> Any:
+        if next(timeouts, None) is not None:
+            raise redis.TimeoutError("Timeout reading from socket")
+        return real_ping(self, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "ping", ping_as_while_loading)
+    second = EmbeddedFalkorDB(tmp_path, start_timeout=0.0)
+    try:
+        assert second._load_allowance() == pytest.approx(30.0)
+        assert second.start().execute("g", "MATCH (x:X) RETURN x.v", read_only=True).rows == [[1]]
+    finally:
+        second.close()
