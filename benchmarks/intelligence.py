@@ -125,8 +125,35 @@ QUESTIONS: list[tuple[str, str]] = [
         "MATCH (t:ToolCall {workspace: $workspace}) WHERE t.parallel_group_id IS NOT NULL "
         "RETURN t.parallel_group_id AS grp, count(*) AS width ORDER BY width DESC LIMIT 10",
     ),
+    # The same three whole-workspace questions through the workspace rollups (docs/querying.md,
+    # "Workspace rollups"): same answers, read from Tool / ParallelGroup nodes kept at write time.
+    (
+        "Q6 most used tools (rollup)",
+        "MATCH (s:Tool {workspace: $workspace}) RETURN s.tool_name AS tool, s.calls AS calls "
+        "ORDER BY calls DESC LIMIT 15",
+    ),
+    (
+        "Q7 slowest tool calls (rollup)",
+        "MATCH (tool:Tool {workspace: $workspace}) WHERE tool.max_duration_ms IS NOT NULL "
+        "WITH tool.max_duration_ms AS longest ORDER BY longest DESC LIMIT 10 "
+        "WITH collect(longest) AS maxima "
+        "WITH CASE WHEN size(maxima) = 10 THEN maxima[9] ELSE 0 END AS threshold "
+        "MATCH (t:ToolCall {workspace: $workspace}) WHERE t.duration_ms >= threshold "
+        "WITH t ORDER BY t.duration_ms DESC LIMIT 10 "
+        "RETURN t.tool_name AS tool, t.session_id AS session, t.duration_ms AS ms",
+    ),
+    (
+        "Q26 parallel fan-outs (rollup)",
+        "MATCH (g:ParallelGroup {workspace: $workspace}) WITH g ORDER BY g.width DESC LIMIT 10 "
+        "MATCH (g)-[:HAS_MEMBER]->(t:ToolCall) "
+        "RETURN g.parallel_group_id AS grp, g.session_id AS session, g.width AS width, "
+        "collect(t.tool_name)[0..8] AS tools ORDER BY width DESC",
+    ),
 ]
 
+ROLLUP_COLUMN = {"Q6": "calls", "Q7": "ms", "Q26": "width"}
+"""The column compared between a question's scan and rollup forms (ties may order the other
+columns differently)."""
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -345,6 +372,7 @@ def question_latencies(
         workspace=workspace,
     ).results[0]["sid"]
     out = []
+    answers: dict[str, list[dict[str, Any]]] = {}
     for name, query in QUESTIONS:
         params = {"sid": busiest} if "$sid" in query else None
         service.cypher(query, params, workspace=workspace)  # warm the plan cache
@@ -354,14 +382,20 @@ def question_latencies(
             result = service.cypher(query, params, workspace=workspace)
             samples.append((time.perf_counter() - start) * 1000)
         samples.sort()
-        out.append(
-            {
-                "question": name,
-                "p50_ms": round(statistics.median(samples), 2),
-                "p95_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 2),
-                "rows": len(result.results),
-            }
-        )
+        answers[name] = result.results
+        row: dict[str, Any] = {
+            "question": name,
+            "p50_ms": round(statistics.median(samples), 2),
+            "p95_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 2),
+            "rows": len(result.results),
+        }
+        if name.endswith(" (rollup)"):  # the rollup form must give the scan's answer
+            column = ROLLUP_COLUMN[name.split()[0]]
+            scanned = answers[name.removesuffix(" (rollup)")]
+            row["same_answer_as_scan"] = sorted(r[column] for r in result.results) == sorted(
+                r[column] for r in scanned
+            )
+        out.append(row)
     return out
 
 
@@ -464,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {q['question']:32s} p50 {q['p50_ms']:7.2f} ms  p95 {q['p95_ms']:7.2f} ms  rows {q['rows']:4d}  "
             f"target ratio {TARGET_P50_MS / max(q['p50_ms'], 1e-6):6.1f}x"
+            + (
+                ""
+                if "same_answer_as_scan" not in q
+                else f"  same answer as the scan: {q['same_answer_as_scan']}"
+            )
         )
     return 0
 

@@ -142,7 +142,9 @@ def test_a_crashed_embedded_child_is_restarted_and_the_graph_replayed(tmp_path: 
         svc.close()
 
 
-def test_a_restart_waits_while_a_large_snapshot_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_restart_waits_while_a_large_snapshot_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """redis-server answers nothing while it loads a big ``falkordb.rdb`` (10 s for a 1M-event
     graph): the start allows time by snapshot size and treats a read timeout as "still loading"."""
     import redis

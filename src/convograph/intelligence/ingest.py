@@ -39,6 +39,7 @@ from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBat
 from convograph.intelligence.writer import (
     GraphNames,
     Statement,
+    backfill_rollups,
     batch_statements,
     ensure_schema,
     rename_collided_events,
@@ -142,8 +143,12 @@ class GraphApplier:
     def start(self) -> None:
         """Create the schema of every existing graph, load the cursor, start the thread."""
         for graph in self.engine.graphs():
-            if self.names.workspace(graph) is not None:
+            workspace = self.names.workspace(graph)
+            if workspace is not None:
                 self._ensure_schema(graph)
+                rolled = backfill_rollups(self.engine, graph, workspace)
+                if rolled:
+                    log.info("rolled up %d tool calls of %s written before the rollups", rolled, graph)
         stored = self.engine.get_meta(self.cursor_key)
         self._applied = int(stored) if stored else 0
         self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)

@@ -77,7 +77,7 @@ _decoder = msgspec.json.Decoder(dict[str, Any])
 
 _SESSIONS = """
 UNWIND $rows AS r
-MERGE (s:Session {node_id: r[0], workspace: $ws})
+MERGE (s:Session {node_id: r[0], workspace: intern($ws)})
 SET s.session_id = coalesce(s.session_id, r[0]),
     s.status = coalesce(s.status, 'running'),
     s.status_rank = coalesce(s.status_rank, 0),
@@ -107,7 +107,7 @@ SET s.session_type = CASE WHEN s.has_fork THEN 'forked'
 """
 _NODES = """
 UNWIND $rows AS r
-MERGE (n:{label} {{node_id: r[0], workspace: $ws}})
+MERGE (n:{label} {{node_id: r[0], workspace: intern($ws)}})
 {assignments}WITH n, r
 UNWIND r[1] AS eid
 MATCH (e:Event {{node_id: eid, workspace: $ws}})
@@ -115,8 +115,8 @@ MERGE (n)-[:SOURCED_FROM]->(e)
 """
 _EDGES = """
 UNWIND $rows AS r
-MERGE (a:{src} {{node_id: r[0], workspace: $ws}})
-MERGE (b:{dst} {{node_id: r[1], workspace: $ws}})
+MERGE (a:{src} {{node_id: r[0], workspace: intern($ws)}})
+MERGE (b:{dst} {{node_id: r[1], workspace: intern($ws)}})
 MERGE (a)-[:{kind}]->(b)
 """
 _CHUNK = 5000
@@ -131,9 +131,9 @@ RETURN d.node_id, d.sub_session_id, d.resolved_agent
 """
 _SELF_AGENT = """
 UNWIND $rows AS r
-MERGE (a:Agent {node_id: 'agent:' + r[1], workspace: $ws})
+MERGE (a:Agent {node_id: 'agent:' + r[1], workspace: intern($ws)})
 SET a.name = r[1]
-MERGE (c:Session {node_id: r[0], workspace: $ws})
+MERGE (c:Session {node_id: r[0], workspace: intern($ws)})
 MERGE (c)-[:HAS_AGENT]->(a)
 """
 SELF_HOPS = 8

@@ -43,7 +43,10 @@ GRAPH_QUERY_SCHEMA: dict[str, Any] = {
         "Run a read-only Cypher query on the context-intelligence graph (FalkorDB). $workspace is "
         "injected; anchor every MATCH on {workspace: $workspace}. Layer 1: (:Session)-[:HAS_EVENT]->"
         "(:Event), (:Session)-[:HAS_TOOL_CALL]->(:ToolCall)-[:HAS_EVENT]->(:Event), "
-        "(:Session)-[:HAS_FORK]->(:ForkedSession). Always LIMIT; results are capped."
+        "(:Session)-[:HAS_FORK]->(:ForkedSession). Workspace rollups (cheaper than scanning every "
+        "ToolCall): (:ToolCall)-[:CALLS]->(:Tool {tool_name, calls, max_duration_ms}), "
+        "(:ParallelGroup {parallel_group_id, width})-[:HAS_MEMBER]->(:ToolCall). "
+        "Always LIMIT; results are capped."
     ),
     "parameters": {
         "type": "object",

@@ -31,21 +31,41 @@ __all__ = [
     "CHUNK_ROWS",
     "GraphNames",
     "Statement",
+    "backfill_rollups",
     "batch_statements",
     "ensure_schema",
     "rename_collided_events",
     "render_statements",
+    "rollup_statements",
     "write_batch",
     "write_statements",
 ]
 
 CHUNK_ROWS = 5000
 
+INTERNED_EVENT_KEYS = frozenset(
+    {
+        "event_name",
+        "model",
+        "provider",
+        "tool_name",
+        "agent",
+        "agent_name",
+        "skill_name",
+        "recipe_name",
+        "created_by",
+    }
+)
+"""Event properties with few distinct values, stored with FalkorDB's ``intern()``: one shared copy
+per distinct string instead of one allocation per node (as ``workspace`` and ``ToolCall.tool_name``
+are). A whole-workspace scan that reads them then touches one hot string instead of a cold one per
+node (see docs/querying.md, "Interned strings")."""
+
 log = logging.getLogger(__name__)
 
 _SESSIONS = """
 UNWIND $rows AS r
-MERGE (s:Session {node_id: r.id, workspace: $ws})
+MERGE (s:Session {node_id: r.id, workspace: intern($ws)})
 ON CREATE SET s.session_id = r.id, s.status = 'running', s.status_rank = 0
 WITH s, r,
   (r.start IS NOT NULL AND (s.started_at_ms IS NULL OR r.start < s.started_at_ms)) AS earlier,
@@ -79,10 +99,10 @@ REMOVE s:RootSession
 
 _EVENTS = """
 UNWIND $rows AS row
-MERGE (e:Event {{node_id: row[0], workspace: $ws}})
+MERGE (e:Event {{node_id: row[0], workspace: intern($ws)}})
 ON CREATE SET {assignments}
 WITH e, row
-MERGE (s:Session {{node_id: row[1], workspace: $ws}})
+MERGE (s:Session {{node_id: row[1], workspace: intern($ws)}})
 ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
 MERGE (s)-[:HAS_EVENT]->(e)
 """
@@ -90,7 +110,7 @@ MERGE (s)-[:HAS_EVENT]->(e)
 
 _EVENTS_NEW = """
 UNWIND $rows AS row
-MERGE (s:Session {{node_id: row[1], workspace: $ws}})
+MERGE (s:Session {{node_id: row[1], workspace: intern($ws)}})
 ON CREATE SET s.session_id = row[1], s.status = 'running', s.status_rank = 0
 CREATE (s)-[:HAS_EVENT]->(e:Event{labels} {{{properties}}})
 """
@@ -102,7 +122,7 @@ the whole statement, and `write_statements` then redoes the batch in the ``MERGE
 
 _TOOL_CALLS = """
 UNWIND $rows AS r
-MERGE (t:ToolCall {node_id: r.id, workspace: $ws})
+MERGE (t:ToolCall {node_id: r.id, workspace: intern($ws)})
 ON CREATE SET t.tool_call_id = r.tcid, t.session_id = r.sid
 WITH t, r,
   (r.start IS NOT NULL AND (t.started_at_ms IS NULL OR r.start < t.started_at_ms)) AS earlier,
@@ -110,7 +130,7 @@ WITH t, r,
 WITH t, r, earlier, later,
   CASE WHEN earlier THEN r.start ELSE t.started_at_ms END AS start_ms,
   CASE WHEN later THEN r.end ELSE t.ended_at_ms END AS end_ms
-SET t.tool_name = coalesce(r.name, t.tool_name),
+SET t.tool_name = intern(coalesce(r.name, t.tool_name)),
     t.parallel_group_id = coalesce(r.group, t.parallel_group_id),
     t.started_at_ms = start_ms,
     t.started_at = CASE WHEN earlier THEN r.start_iso ELSE t.started_at END,
@@ -127,7 +147,7 @@ SET t.tool_name = coalesce(r.name, t.tool_name),
                                  WHEN t.result_output_bytes IS NULL OR r.out_bytes > t.result_output_bytes
                                  THEN r.out_bytes ELSE t.result_output_bytes END
 WITH t, r
-MERGE (s:Session {node_id: r.sid, workspace: $ws})
+MERGE (s:Session {node_id: r.sid, workspace: intern($ws)})
 ON CREATE SET s.session_id = r.sid, s.status = 'running', s.status_rank = 0
 MERGE (s)-[:HAS_TOOL_CALL]->(t)
 WITH t, r
@@ -136,11 +156,47 @@ MATCH (e:Event {node_id: eid, workspace: $ws})
 MERGE (t)-[:HAS_EVENT]->(e)
 """
 
+_TOOLS = """
+UNWIND $ids AS id
+MATCH (t:ToolCall {node_id: id, workspace: $ws})
+WHERE t.tool_name IS NOT NULL
+MERGE (s:Tool {node_id: 'tool:' + t.tool_name, workspace: intern($ws)})
+ON CREATE SET s.tool_name = intern(t.tool_name), s.calls = 0
+MERGE (t)-[c:CALLS]->(s)
+ON CREATE SET c.counting = true
+WITH s, collect(c) AS edges, max(t.duration_ms) AS longest
+WITH s, longest, [e IN edges WHERE e.counting] AS fresh
+FOREACH (e IN fresh | SET e.counting = null)
+SET s.calls = s.calls + size(fresh),
+    s.max_duration_ms = CASE WHEN longest IS NOT NULL AND (s.max_duration_ms IS NULL OR longest > s.max_duration_ms)
+                             THEN longest ELSE s.max_duration_ms END
+"""
+"""Workspace rollup per tool name (`ToolCall-[:CALLS]->Tool`): ``calls`` counts the ``CALLS`` edges
+(incremented only for an edge this statement created, so redelivery and replays count each call
+once) and ``max_duration_ms`` is the longest call's duration (a call's duration never shrinks:
+its start is the earliest ``tool:pre``, its end the latest outcome). Runs after `_TOOL_CALLS` in
+the same pipeline, reading what that statement stored."""
+
+_PARALLEL_GROUPS = """
+UNWIND $ids AS id
+MATCH (t:ToolCall {node_id: id, workspace: $ws})
+WHERE t.parallel_group_id IS NOT NULL
+MERGE (g:ParallelGroup {node_id: 'parallel_group:' + t.parallel_group_id, workspace: intern($ws)})
+ON CREATE SET g.parallel_group_id = t.parallel_group_id, g.session_id = t.session_id
+MERGE (g)-[:HAS_MEMBER]->(t)
+WITH DISTINCT g
+MATCH (g)-[:HAS_MEMBER]->(m:ToolCall)
+WITH g, count(m) AS width
+SET g.width = width
+"""
+"""Workspace rollup per parallel group: ``width`` is recounted from the ``HAS_MEMBER`` edges of the
+groups this batch touched (O(group width) each), so it is exact whatever the order or repetition."""
+
 _FORKS = """
 UNWIND $rows AS r
-MERGE (p:Session {node_id: r.parent, workspace: $ws})
+MERGE (p:Session {node_id: r.parent, workspace: intern($ws)})
 ON CREATE SET p.session_id = r.parent, p.status = 'running', p.status_rank = 0
-MERGE (c:Session {node_id: r.child, workspace: $ws})
+MERGE (c:Session {node_id: r.child, workspace: intern($ws)})
 ON CREATE SET c.session_id = r.child, c.status = 'running', c.status_rank = 0
 MERGE (p)-[f:HAS_FORK]->(c)
 SET f.occurred_at = r.at
@@ -156,7 +212,7 @@ SET e.node_id = g.base + '__' + substring(e.fingerprint, 0, 12)
 # One graph per workspace, so ``workspace`` is constant inside a graph: a unique constraint on
 # ``node_id`` there is the seed's ``{node_id, workspace}`` uniqueness, and indexing ``workspace``
 # (one value for every node) would only slow writes down.
-_UNIQUE = ("Session", "Event", "ToolCall")
+_UNIQUE = ("Session", "Event", "ToolCall", "Tool", "ParallelGroup")
 _INDEXES: tuple[tuple[str, str], ...] = (
     ("Session", "node_id"),
     ("Session", "parent_id"),
@@ -164,6 +220,9 @@ _INDEXES: tuple[tuple[str, str], ...] = (
     ("ToolCall", "node_id"),
     ("ToolCall", "session_id"),
     ("ToolCall", "tool_name"),
+    ("ToolCall", "duration_ms"),  # "slowest calls" above a threshold read from the Tool rollup
+    ("Tool", "node_id"),
+    ("ParallelGroup", "node_id"),
 )
 
 
@@ -203,6 +262,39 @@ def _safe_key(key: str) -> str:
     if not key or "`" in key:
         raise ValueError(f"property name {key!r} cannot be written")
     return f"`{key}`"
+
+
+def _interned(key: str, rows: list[dict[str, Any]], value: str) -> str:
+    """``value`` wrapped in ``intern()`` when ``key`` is in `INTERNED_EVENT_KEYS` and every row's
+    value is a string or missing (``intern`` takes strings only)."""
+    if key in INTERNED_EVENT_KEYS and all(isinstance(row["p"].get(key, ""), str) for row in rows):
+        return f"intern({value})"
+    return value
+
+
+def rollup_statements(workspace: str, tool_call_ids: Sequence[str]) -> list[Statement]:
+    """The workspace rollups (`_TOOLS`, `_PARALLEL_GROUPS`) of these ToolCalls, which must be
+    written already. Idempotent: also how `backfill_rollups` fills a graph written before them."""
+    out: list[Statement] = []
+    for chunk in _chunks(tool_call_ids):
+        params = {"ids": MapFreeList(chunk), "ws": workspace}
+        out.append(Statement(_TOOLS, params))
+        out.append(Statement(_PARALLEL_GROUPS, params))
+    return out
+
+
+def backfill_rollups(engine: GraphEngine, graph: str, workspace: str) -> int:
+    """Roll up the ToolCalls that have no ``CALLS`` edge yet (a graph written before the rollups
+    existed); returns how many were rolled up. One scan of the ToolCalls, then `CHUNK_ROWS` per
+    statement. Calls without a tool name stay unrolled (and are scanned again next time)."""
+    rows = engine.execute(
+        graph,
+        "MATCH (t:ToolCall) WHERE t.tool_name IS NOT NULL AND NOT (t)-[:CALLS]->(:Tool) RETURN t.node_id",
+        read_only=True,
+    ).rows
+    ids = [row[0] for row in rows]
+    _run(engine, graph, [(text, params) for text, params, _ in rollup_statements(workspace, ids)])
+    return len(ids)
 
 
 def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[Any]]:
@@ -350,12 +442,13 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
             keys.update(row["p"])  # only the (ordered) keys matter
         key_list = list(keys)
         extra = label_clause(tuple(label for label in labels if label != "Event"))
+        values = [_interned(key, rows, f"row[{i + 2}]") for i, key in enumerate(key_list)]
         assignments = ([f"e{extra}"] if extra else []) + [
-            f"e.{_safe_key(key)} = row[{i + 2}]" for i, key in enumerate(key_list)
+            f"e.{_safe_key(key)} = {value}" for key, value in zip(key_list, values, strict=True)
         ]
         merge = _EVENTS.format(assignments=", ".join(assignments))
-        properties = ["node_id: row[0]", "workspace: $ws"] + [
-            f"{_safe_key(key)}: row[{i + 2}]" for i, key in enumerate(key_list)
+        properties = ["node_id: row[0]", "workspace: intern($ws)"] + [
+            f"{_safe_key(key)}: {value}" for key, value in zip(key_list, values, strict=True)
         ]  # a null value is not stored, as with SET e.k = null
         create = _EVENTS_NEW.format(labels=extra, properties=", ".join(properties))
         arrays = [[row["id"], row["sid"], *map(row["p"].get, key_list)] for row in rows]
@@ -364,6 +457,7 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
             statements.append(Statement(create, {"rows": MapFreeList(chunk), "ws": ws}, merge))
     if batch.tool_calls:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
+        statements.extend(rollup_statements(ws, list(batch.tool_calls)))
     if batch.forks:
         add(_FORKS, list(batch.forks.values()))
     return statements
