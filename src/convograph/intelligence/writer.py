@@ -4,12 +4,13 @@ One workspace = one FalkorDB graph (``{prefix}{workspace}``): isolation is struc
 stay small, and every node still carries ``workspace`` with ``{node_id, workspace}`` as its MERGE
 key (seed 004). `ensure_schema` creates range indexes and ``node_id`` unique
 constraints (per-workspace graph, so this is ``{node_id, workspace}`` uniqueness) for ``Session``,
-``Event`` and ``ToolCall``, plus the query-side indexes the example questions need, before the
+``Event``, ``ToolCall`` and the rollups ``Tool`` and ``ParallelGroup``, plus the query-side indexes the example questions need, before the
 first write to a graph.
 
 `write_batch` issues, per workspace and per `CHUNK_ROWS` rows, at most: 1 Session statement,
 2 Session label statements, 1 Event statement per distinct event name (labels are static
-Cypher), 1 ToolCall statement and 1 HAS_FORK statement. Never one statement per node; rows are
+Cypher), 1 ToolCall statement, 2 workspace-rollup statements (`Tool`, `ParallelGroup`: see
+`rollup_statements`) and 1 HAS_FORK statement. Never one statement per node; rows are
 chunked (`CHUNK_ROWS`) to bound statement size. Event statements come in two forms: ``CREATE``
 (new events, the fast path while the unique constraint guards it) and the idempotent ``MERGE``
 form (`write_statements` falls back to it when a ``CREATE`` meets an existing node).
@@ -59,7 +60,7 @@ INTERNED_EVENT_KEYS = frozenset(
 """Event properties with few distinct values, stored with FalkorDB's ``intern()``: one shared copy
 per distinct string instead of one allocation per node (as ``workspace`` and ``ToolCall.tool_name``
 are). A whole-workspace scan that reads them then touches one hot string instead of a cold one per
-node (see docs/querying.md, "Interned strings")."""
+node (docs/intelligence.md, "Interned strings")."""
 
 log = logging.getLogger(__name__)
 
