@@ -125,8 +125,8 @@ QUESTIONS: list[tuple[str, str]] = [
         "MATCH (t:ToolCall {workspace: $workspace}) WHERE t.parallel_group_id IS NOT NULL "
         "RETURN t.parallel_group_id AS grp, count(*) AS width ORDER BY width DESC LIMIT 10",
     ),
-    # The same three whole-workspace questions through the workspace rollups (docs/querying.md,
-    # "Workspace rollups"): same answers, read from Tool / ParallelGroup nodes kept at write time.
+    # The same whole-workspace questions through the workspace rollups (docs/querying.md,
+    # "Workspace rollups"): same answers, read from Tool / Model / ParallelGroup nodes kept at write time.
     (
         "Q6 most used tools (rollup)",
         "MATCH (s:Tool {workspace: $workspace}) RETURN s.tool_name AS tool, s.calls AS calls "
@@ -143,6 +143,11 @@ QUESTIONS: list[tuple[str, str]] = [
         "RETURN t.tool_name AS tool, t.session_id AS session, t.duration_ms AS ms",
     ),
     (
+        "Q12 LLM calls per model (rollup)",
+        "MATCH (m:Model {workspace: $workspace}) RETURN m.model AS model, m.responses AS calls "
+        "ORDER BY calls DESC",
+    ),
+    (
         "Q26 parallel fan-outs (rollup)",
         "MATCH (g:ParallelGroup {workspace: $workspace}) WITH g ORDER BY g.width DESC LIMIT 10 "
         "MATCH (g)-[:HAS_MEMBER]->(t:ToolCall) "
@@ -151,7 +156,7 @@ QUESTIONS: list[tuple[str, str]] = [
     ),
 ]
 
-ROLLUP_COLUMN = {"Q6": "calls", "Q7": "ms", "Q26": "width"}
+ROLLUP_COLUMN = {"Q6": "calls", "Q7": "ms", "Q12": "calls", "Q26": "width"}
 """The column compared between a question's scan and rollup forms (ties may order the other
 columns differently)."""
 

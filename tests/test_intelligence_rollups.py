@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
-"""Workspace rollups (`Tool`, `ParallelGroup`) on a real FalkorDB: they equal the aggregation over
+"""Workspace rollups (`Tool`, `ParallelGroup`, `Model`) on a real FalkorDB: they equal the aggregation over
 the ToolCalls they summarise, whatever the arrival order, batching and redelivery; a graph written
 before them is rolled up on start; the rollup-guided "slowest calls" question equals the full scan."""
 
@@ -57,6 +57,34 @@ RETURN t.duration_ms AS ms
 """
 
 
+MODELS_SCAN = (
+    "MATCH (e:LlmResponseEvent {workspace: $workspace}) WHERE e.model IS NOT NULL "
+    "RETURN e.model AS model, count(*) AS responses"
+)
+MODELS_ROLLUP = (
+    "MATCH (m:Model {workspace: $workspace}) RETURN m.model AS model, m.responses AS responses, "
+    "m.input_tokens AS input, m.output_tokens AS output, m.cache_read_input_tokens AS cache_read, "
+    "m.cache_creation_input_tokens AS cache_creation"
+)
+
+
+def expected_models() -> list[tuple[Any, ...]]:
+    """Responses and token sums per model, computed from the raw events."""
+    sums: dict[str, list[int]] = {}
+    for line in LINES:
+        data = line["data"]
+        if line["event"] != "llm:response" or not data.get("model"):
+            continue
+        usage = data.get("usage") or {}
+        totals = sums.setdefault(data["model"], [0, 0, 0, 0, 0])
+        totals[0] += 1
+        for i, key in enumerate(
+            ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ):
+            totals[i + 1] += usage.get(key) or 0
+    return sorted((model, *totals) for model, totals in sums.items())
+
+
 def rows(svc: IntelligenceService, query: str, **params: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(row.values()) for row in svc.cypher(query, params or None, workspace=WS).results)
 
@@ -69,6 +97,10 @@ def assert_rollups_match(svc: IntelligenceService) -> None:
     groups = rows(svc, GROUPS_SCAN)
     assert any(width > 1 for _, _, width in groups), "the dataset has parallel fan-outs"
     assert rows(svc, GROUPS_ROLLUP) == groups
+    models = expected_models()
+    assert sum(row[1] for row in models) > 0, "the dataset has LLM responses"
+    assert rows(svc, MODELS_ROLLUP) == models
+    assert [row[:2] for row in models] == rows(svc, MODELS_SCAN)
 
 
 def drop(falkor: FalkorEngine, graph_names: GraphNames) -> None:
@@ -108,7 +140,9 @@ def test_a_graph_written_before_the_rollups_is_rolled_up_on_start(falkor: Falkor
         assert svc.wait_applied(timeout=60)
         before = snapshot(svc, WS)
         svc.close()
-        falkor.execute(graph_names.graph(WS), "MATCH (n) WHERE n:Tool OR n:ParallelGroup DETACH DELETE n")
+        falkor.execute(
+            graph_names.graph(WS), "MATCH (n) WHERE n:Tool OR n:ParallelGroup OR n:Model DETACH DELETE n"
+        )
         assert rows(svc, TOOLS_ROLLUP) == []
         svc = make_service(falkor, graph_names)  # the applier's start rolls the old ToolCalls up
         assert snapshot(svc, WS) == before

@@ -43,6 +43,7 @@ __all__ = [
     "ToolCallRow",
     "WorkspaceBatch",
     "iso_ms",
+    "model_response_row",
     "plan_batch",
     "tool_call_node_id",
 ]
@@ -188,6 +189,9 @@ class WorkspaceBatch:
         self.events: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self.tool_calls: dict[str, ToolCallRow] = {}
         self.forks: dict[tuple[str, str], dict[str, Any]] = {}
+        self.model_responses: dict[str, list[Any]] = {}
+        """Event node id -> ``[node id, model, input, output, cache read, cache creation tokens]``
+        of each ``llm:response`` naming a model (the `Model` rollup's rows)."""
         self.count = 0
 
     def session(self, node_id: str) -> SessionRow:
@@ -340,7 +344,34 @@ def tool_call(facts: EventFacts, batch: WorkspaceBatch) -> None:
         row.output_bytes = max(size, row.output_bytes or 0)
 
 
-LAYER1_HANDLERS: tuple[Handler, ...] = (session_node, event_node, tool_call)
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def model_response_row(node_id: str, data: dict[str, Any]) -> list[Any] | None:
+    """The ``Model`` rollup row of one ``llm:response`` payload: ``[node id, model, input, output,
+    cache read, cache creation tokens]`` (a count missing or not an integer is 0); None when the
+    payload names no model."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        return None
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    counts = [value if type(value := usage.get(key)) is int else 0 for key in _USAGE_KEYS]
+    return [node_id, model, *counts]
+
+
+def model_response(facts: EventFacts, batch: WorkspaceBatch) -> None:
+    """A row for the ``Model`` workspace rollup per ``llm:response`` that names its model, read
+    from the original payload."""
+    if facts.event != "llm:response":
+        return
+    row = model_response_row(facts.node_id, facts.data)
+    if row is not None:
+        batch.model_responses[facts.node_id] = row
+
+
+LAYER1_HANDLERS: tuple[Handler, ...] = (session_node, event_node, tool_call, model_response)
 
 
 def plan_batch(facts: Iterable[EventFacts], handlers: tuple[Handler, ...] = LAYER1_HANDLERS) -> GraphBatch:

@@ -45,7 +45,8 @@ GRAPH_QUERY_SCHEMA: dict[str, Any] = {
         "(:Event), (:Session)-[:HAS_TOOL_CALL]->(:ToolCall)-[:HAS_EVENT]->(:Event), "
         "(:Session)-[:HAS_FORK]->(:ForkedSession). Workspace rollups (cheaper than scanning every "
         "ToolCall): (:ToolCall)-[:CALLS]->(:Tool {tool_name, calls, max_duration_ms}), "
-        "(:ParallelGroup {parallel_group_id, width})-[:HAS_MEMBER]->(:ToolCall). "
+        "(:ParallelGroup {parallel_group_id, width})-[:HAS_MEMBER]->(:ToolCall), "
+        "(:LlmResponseEvent)-[:BY_MODEL]->(:Model {model, responses, input_tokens, output_tokens}). "
         "Always LIMIT; results are capped."
     ),
     "parameters": {

@@ -19,6 +19,7 @@ form (`write_statements` falls back to it when a ``CREATE`` meets an existing no
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.labels import label_clause
-from convograph.intelligence.layer1 import WorkspaceBatch
+from convograph.intelligence.layer1 import WorkspaceBatch, model_response_row
 
 __all__ = [
     "CHUNK_ROWS",
@@ -193,6 +194,26 @@ SET g.width = width
 """Workspace rollup per parallel group: ``width`` is recounted from the ``HAS_MEMBER`` edges of the
 groups this batch touched (O(group width) each), so it is exact whatever the order or repetition."""
 
+_MODELS = """
+UNWIND $rows AS r
+MATCH (e:Event {node_id: r[0], workspace: $ws})
+MERGE (m:Model {node_id: 'model:' + r[1], workspace: intern($ws)})
+ON CREATE SET m.model = intern(r[1]), m.responses = 0, m.input_tokens = 0, m.output_tokens = 0,
+              m.cache_read_input_tokens = 0, m.cache_creation_input_tokens = 0
+MERGE (e)-[c:BY_MODEL]->(m)
+ON CREATE SET c.counting = true
+WITH m, collect(c) AS edges, collect(CASE WHEN c.counting THEN r END) AS fresh
+FOREACH (e IN edges | SET e.counting = null)
+SET m.responses = m.responses + size(fresh),
+    m.input_tokens = m.input_tokens + reduce(n = 0, x IN fresh | n + x[2]),
+    m.output_tokens = m.output_tokens + reduce(n = 0, x IN fresh | n + x[3]),
+    m.cache_read_input_tokens = m.cache_read_input_tokens + reduce(n = 0, x IN fresh | n + x[4]),
+    m.cache_creation_input_tokens = m.cache_creation_input_tokens + reduce(n = 0, x IN fresh | n + x[5])
+"""
+"""Workspace rollup per model (`LlmResponseEvent-[:BY_MODEL]->Model`): response count and token
+sums, added only for a ``BY_MODEL`` edge this statement created (rows are unique per event), so
+redelivery and replays add nothing. Runs after the Event statements of the same pipeline."""
+
 _FORKS = """
 UNWIND $rows AS r
 MERGE (p:Session {node_id: r.parent, workspace: intern($ws)})
@@ -213,7 +234,7 @@ SET e.node_id = g.base + '__' + substring(e.fingerprint, 0, 12)
 # One graph per workspace, so ``workspace`` is constant inside a graph: a unique constraint on
 # ``node_id`` there is the seed's ``{node_id, workspace}`` uniqueness, and indexing ``workspace``
 # (one value for every node) would only slow writes down.
-_UNIQUE = ("Session", "Event", "ToolCall", "Tool", "ParallelGroup")
+_UNIQUE = ("Session", "Event", "ToolCall", "Tool", "ParallelGroup", "Model")
 _INDEXES: tuple[tuple[str, str], ...] = (
     ("Session", "node_id"),
     ("Session", "parent_id"),
@@ -224,6 +245,7 @@ _INDEXES: tuple[tuple[str, str], ...] = (
     ("ToolCall", "duration_ms"),  # "slowest calls" above a threshold read from the Tool rollup
     ("Tool", "node_id"),
     ("ParallelGroup", "node_id"),
+    ("Model", "node_id"),
 )
 
 
@@ -285,17 +307,37 @@ def rollup_statements(workspace: str, tool_call_ids: Sequence[str]) -> list[Stat
 
 
 def backfill_rollups(engine: GraphEngine, graph: str, workspace: str) -> int:
-    """Roll up the ToolCalls that have no ``CALLS`` edge yet (a graph written before the rollups
-    existed); returns how many were rolled up. One scan of the ToolCalls, then `CHUNK_ROWS` per
-    statement. Calls without a tool name stay unrolled (and are scanned again next time)."""
+    """Roll up what a graph written before the rollups holds: ToolCalls without a ``CALLS`` edge and
+    ``llm:response`` Events without a ``BY_MODEL`` edge (their usage read back from the stored
+    ``data``); returns how many nodes were rolled up. One label scan each, then `CHUNK_ROWS` per
+    statement. Calls without a tool name and responses without a model stay unrolled (and are
+    scanned again next time)."""
     rows = engine.execute(
         graph,
         "MATCH (t:ToolCall) WHERE t.tool_name IS NOT NULL AND NOT (t)-[:CALLS]->(:Tool) RETURN t.node_id",
         read_only=True,
     ).rows
     ids = [row[0] for row in rows]
-    _run(engine, graph, [(text, params) for text, params, _ in rollup_statements(workspace, ids)])
-    return len(ids)
+    statements = rollup_statements(workspace, ids)
+    responses = engine.execute(
+        graph,
+        "MATCH (e:LlmResponseEvent) WHERE e.event_name = 'llm:response' AND e.model IS NOT NULL "
+        "AND NOT (e)-[:BY_MODEL]->(:Model) RETURN e.node_id, e.data",
+        read_only=True,
+    ).rows
+    model_rows = []
+    for node_id, data_json in responses:
+        try:
+            data = json.loads(data_json) if isinstance(data_json, str) else None
+        except ValueError:
+            data = None
+        row = model_response_row(node_id, data) if isinstance(data, dict) else None
+        if row is not None:
+            model_rows.append(row)
+    for chunk in _chunks(model_rows):
+        statements.append(Statement(_MODELS, {"rows": MapFreeList(chunk), "ws": workspace}))
+    _run(engine, graph, [(text, params) for text, params, _ in statements])
+    return len(ids) + len(model_rows)
 
 
 def _chunks(rows: Sequence[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[Any]]:
@@ -459,6 +501,9 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
     if batch.tool_calls:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
         statements.extend(rollup_statements(ws, list(batch.tool_calls)))
+    if batch.model_responses:
+        for chunk in _chunks(list(batch.model_responses.values())):
+            statements.append(Statement(_MODELS, {"rows": MapFreeList(chunk), "ws": ws}))
     if batch.forks:
         add(_FORKS, list(batch.forks.values()))
     return statements
