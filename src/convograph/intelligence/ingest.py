@@ -148,7 +148,11 @@ class GraphApplier:
                 self._ensure_schema(graph)
                 rolled = backfill_rollups(self.engine, graph, workspace)
                 if rolled:
-                    log.info("rolled up %d tool calls and LLM responses of %s written before the rollups", rolled, graph)
+                    log.info(
+                        "rolled up %d tool calls and LLM responses of %s written before the rollups",
+                        rolled,
+                        graph,
+                    )
         stored = self.engine.get_meta(self.cursor_key)
         self._applied = int(stored) if stored else 0
         self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
