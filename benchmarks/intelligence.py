@@ -13,7 +13,9 @@ only unless ``--semantic-layers``):
    clients, on the first ``--single-events`` events.
 3. **In-process ingest**: ``ingest_many`` → ``wait_applied`` without HTTP (the ceiling).
 4. **Example questions** (seed 004 and upstream spec §7.4, layer-1 forms): p50/p95 of
-   ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here.
+   ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here. The
+   whole-workspace ones are asked twice: as a scan and through the workspace rollups (``Tool``,
+   ``Model``, ``ParallelGroup``); each rollup answer is checked against its scan.
 
 Every ingest row also reports CPU time per event (the figure to compare on a shared machine):
 the serving process (the uvicorn server, or this process in process) and the FalkorDB child,
