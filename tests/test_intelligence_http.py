@@ -12,7 +12,16 @@ from litestar.testing import TestClient
 
 from convograph.intelligence.http import Principal, create_intelligence_router
 from convograph.intelligence.service import IntelligenceService
-from tests.test_intelligence_support import SID, WS, ev, falkor, names, service, session_stream  # noqa: F401
+from tests.test_intelligence_support import (  # noqa: F401
+    CHILD,
+    SID,
+    WS,
+    ev,
+    falkor,
+    names,
+    service,
+    session_stream,
+)
 
 
 def amplifier_key(body: dict[str, Any]) -> str:
@@ -216,3 +225,29 @@ async def test_concurrent_single_posts_share_commits_and_keep_per_request_outcom
     assert statuses.count("queued") == 20
     assert statuses.count("duplicate") == 1
     assert service.journal.last_seq() == 20
+
+
+def test_forget_session_route(client: TestClient[Litestar], service: IntelligenceService) -> None:
+    client.post("/events", json=session_stream())
+    assert service.wait_applied(timeout=30)
+    assert client.delete(f"/sessions/{SID}").status_code == 400  # the workspace is required
+    denied = client.delete(f"/sessions/{SID}?workspace={WS}", headers={"x-test-workspaces": "other"})
+    assert denied.status_code == 403
+    assert client.delete(f"/sessions/nobody?workspace={WS}").status_code == 404
+    forgot = client.delete(f"/sessions/{SID}?workspace={WS}")
+    assert forgot.status_code == 202
+    body = forgot.json()
+    assert body["workspace"] == WS
+    assert body["session_id"] == SID
+    assert body["events"] == sum(1 for e in session_stream() if e["data"]["session_id"] == SID)
+    assert service.wait_rebuilt(timeout=60)
+    assert service.wait_applied(timeout=30)
+    rows = client.post(
+        "/cypher",
+        json={
+            "query": "MATCH (e:Event {workspace: $workspace}) RETURN DISTINCT e.session_id AS sid",
+            "workspace": WS,
+        },
+    ).json()["results"]
+    assert rows == [{"sid": CHILD}]  # the fork's own events stay
+    assert client.post("/events", json=session_stream()).json()["accepted"] == 0

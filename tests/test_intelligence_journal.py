@@ -156,3 +156,61 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     )
     assert "events_base_content" in plan
     again.close()
+
+
+def test_forgetting_a_session_deletes_its_records_and_tombstones_its_keys(
+    make_journal: Callable[[], Journal],
+) -> None:
+    journal = make_journal()
+    journal.append([env(1, key="a1", session="A"), env(2, key="b1", session="B"), env(3, session="A")])
+    journal.append([env(4, session="A", ws="W2")])  # the same session id in another workspace
+    (dead,) = [r.seq for r in journal.read_after(0, 10) if r.session_id == "A" and r.epoch_ms % 10 == 3]
+    journal.dead_letter(dead, "boom")
+    assert journal.session_count("W", "A") == 2
+    assert journal.forget_session("W", "A") == 2
+    assert journal.session_count("W", "A") == 0
+    assert journal.forget_session("W", "A") == 0
+    left = journal.read_after(0, 10)
+    assert [(r.workspace, r.session_id) for r in left] == [("W", "B"), ("W2", "A")]
+    assert journal.dead_letters() == []
+    # a redelivered copy is a duplicate (by content, and by key with other content) ...
+    assert journal.append([env(1, key="a1", session="A")])[0].status == "duplicate"
+    assert journal.append([env(9, key="a1", session="A")])[0].status == "duplicate"
+    assert journal.append([env(3, session="A")])[0].status == "duplicate"
+    # ... mixed into a batch, the others still go in, in order
+    mixed = journal.append([env(5, session="A"), env(3, session="A"), env(6, session="C")])
+    assert [r.status for r in mixed] == ["queued", "duplicate", "queued"]
+    assert mixed[0].seq is not None
+    assert mixed[2].seq is not None
+    assert mixed[0].seq < mixed[2].seq
+    assert [r.epoch_ms % 10 for r in journal.read_after(left[-1].seq, 10)] == [5, 6]
+    # new events of the forgotten session id are new data
+    assert journal.session_count("W", "A") == 1
+
+
+def test_read_workspace_pages_live_records_of_one_workspace(make_journal: Callable[[], Journal]) -> None:
+    journal = make_journal()
+    journal.append([env(i, session=f"S{i % 2}", ws="W" if i % 3 else "X") for i in range(1, 10)])
+    everything = journal.read_after(0, 100)
+    ws_seqs = [r.seq for r in everything if r.workspace == "W"]
+    journal.dead_letter(ws_seqs[1], "boom")
+    live = [s for s in ws_seqs if s != ws_seqs[1]]
+    upto = ws_seqs[-2]
+    pages, position = [], 0
+    while page := journal.read_workspace("W", position, upto, 2):
+        assert len(page) <= 2
+        pages.extend(r.seq for r in page)
+        position = page[-1].seq
+    assert pages == [s for s in live if s <= upto]
+
+
+def test_sqlite_tombstones_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    first = SqliteJournal(path)
+    first.append([env(1, key="k", session="A")])
+    assert first.forget_session("W", "A") == 1
+    first.close()
+    again = SqliteJournal(path)
+    assert again.append([env(1, key="k", session="A")])[0].status == "duplicate"
+    assert again.read_after(0, 10) == []
+    again.close()

@@ -502,6 +502,7 @@ def test_intelligence_routes_enforce_scopes_and_workspaces(tmp_path: Path) -> No
     keyfile = tmp_path / "keys.json"
     reader = add_key_to_file(keyfile, key_id="reader", scopes=["read"])
     acme = add_key_to_file(keyfile, key_id="acme", scopes=["read", "write"], workspaces=["acme"])
+    admin = add_key_to_file(keyfile, key_id="admin", scopes=["admin"])
     envelope = {
         "event": "session:start",
         "workspace": "acme",
@@ -535,6 +536,24 @@ def test_intelligence_routes_enforce_scopes_and_workspaces(tmp_path: Path) -> No
             time.sleep(0.2)
         assert rows == [{"id": "s-1"}]
         assert http.post("/queues/dead-letter/x/purge", headers=auth(acme)).status_code == 403
+        # forgetting a session is an admin action: read and write keys are refused
+        assert http.delete("/sessions/s-1?workspace=acme", headers=auth(acme)).status_code == 403
+        assert http.delete("/sessions/s-1?workspace=acme", headers=auth(reader)).status_code == 403
+        forgot = http.delete("/sessions/s-1?workspace=acme", headers=auth(admin))
+        assert forgot.status_code == 202, forgot.text
+        assert forgot.json()["events"] == 1
+        assert http.delete("/sessions/s-1?workspace=acme", headers=auth(admin)).status_code == 404
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and rows:
+            status = http.get("/intelligence/status", headers=auth(acme)).json()
+            if not status["rebuilding"]:
+                rows = http.post("/cypher", json={**query, "workspace": "acme"}, headers=auth(acme)).json()[
+                    "results"
+                ]
+            time.sleep(0.2)
+        assert rows == []
+        # the hook client re-sending the event does not bring it back
+        assert http.post("/events", json=envelope, headers=auth(acme)).json()["status"] == "duplicate"
 
 
 def test_postgres_down_with_spool_accepts_and_answers_202(tmp_path: Path) -> None:

@@ -10,6 +10,10 @@ traversal is impossible by construction, and `validate_key` still rejects odd ke
 error. Identical content is stored once (dedupe across events and sessions). Every ref remembers
 which workspaces wrote it so workspace-restricted readers only see their own blobs.
 
+`forget_session` drops one workspace's refs of a session and deletes the objects no ref names
+any more (a mark-and-sweep over the refs, O(all refs): an administrative operation, under the
+store's lock so no concurrent `put` can lose an object it just referenced).
+
 `offload_fields` decides what leaves the event payload: the fields in `OFFLOAD_FIELDS` whose
 compact JSON is at least ``threshold`` bytes are replaced by ``{"$blob_ref": uri, "sha256",
 "bytes", "preview"}``. The key is ``{event base id}__{fingerprint[:12]}__{field}``: unique per
@@ -18,6 +22,7 @@ distinct event even when two share a millisecond (upstream §10 B4 overwrote the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -112,6 +117,11 @@ class BlobStore(Protocol):
 
     def list(self, session_id: str, workspaces: frozenset[str] | None = None) -> list[str]: ...
 
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        """Remove ``workspace`` from the session's refs, delete refs no workspace holds and the
+        objects no ref names; returns how many refs were deleted."""
+        ...
+
 
 def _visible(ref_workspaces: Iterable[str], allowed: frozenset[str] | None) -> bool:
     return allowed is None or any(ws in allowed for ws in ref_workspaces)
@@ -145,6 +155,20 @@ class MemoryBlobStore:
         with self._lock:
             refs = self._refs.get(session_id, {})
             return sorted(k for k, (_, ws) in refs.items() if _visible(ws, workspaces))
+
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        with self._lock:
+            refs = self._refs.get(session_id, {})
+            gone = [key for key, (_, ws) in refs.items() if ws == {workspace}]
+            for _, ws in refs.values():
+                ws.discard(workspace)
+            candidates = {refs.pop(key)[0] for key in gone}
+            if not refs:
+                self._refs.pop(session_id, None)
+            live = {sha for session_refs in self._refs.values() for sha, _ in session_refs.values()}
+            for sha in candidates - live:
+                del self._objects[sha]
+            return len(gone)
 
 
 def _digest(text: str) -> str:
@@ -181,10 +205,10 @@ class LocalBlobStore:
     def put(self, workspace: str, session_id: str, key: str, content: bytes) -> BlobRef:
         sha = hashlib.sha256(content).hexdigest()
         obj = self._object_path(sha)
-        if not obj.exists():
-            self._write_atomic(obj, content)
         ref_path = self._ref_path(session_id, key)
-        with self._lock:
+        with self._lock:  # object and ref together: `forget_session` sweeps under the same lock
+            if not obj.exists():
+                self._write_atomic(obj, content)
             ref: dict[str, Any] = {"key": key, "sha256": sha, "size": len(content), "workspaces": []}
             if ref_path.exists():
                 ref = msgspec.json.decode(ref_path.read_bytes())
@@ -219,6 +243,37 @@ class LocalBlobStore:
             if ref is not None and _visible(ref["workspaces"], workspaces):
                 keys.append(ref["key"])
         return sorted(keys)
+
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        directory = self.root / "refs" / _digest(session_id)
+        with self._lock:
+            if not directory.is_dir():
+                return 0
+            deleted = 0
+            candidates: set[str] = set()
+            for path in directory.glob("*.json"):
+                ref = self._read_ref(path)
+                if ref is None or workspace not in ref["workspaces"]:
+                    continue
+                ref["workspaces"] = [ws for ws in ref["workspaces"] if ws != workspace]
+                if ref["workspaces"]:
+                    self._write_atomic(path, _json.encode(ref))
+                else:
+                    path.unlink()
+                    candidates.add(ref["sha256"])
+                    deleted += 1
+            with contextlib.suppress(OSError):  # not empty: another workspace's refs remain
+                directory.rmdir()
+            if candidates:
+                for path in (self.root / "refs").glob("*/*.json"):
+                    ref = self._read_ref(path)
+                    if ref is not None:
+                        candidates.discard(ref["sha256"])
+                    if not candidates:
+                        break
+                for sha in candidates:
+                    self._object_path(sha).unlink(missing_ok=True)
+            return deleted
 
 
 def offload_fields(

@@ -13,6 +13,10 @@
   ``GET /blobs/{session_id}/{key}`` → the stored JSON value.
 - ``GET /queues/dead-letter``, ``POST /queues/dead-letter/{key}/replay``,
   ``POST /queues/dead-letter/{key}/purge`` (upstream paths) and ``GET /intelligence/status``.
+- ``DELETE /sessions/{session_id}?workspace=W`` — forget one session of one workspace (journal
+  records, blobs, and its graph nodes through a workspace rebuild) → 202 ``{"workspace",
+  "session_id", "events", "blobs", "rebuilding"}``; 404 when the workspace has no such session.
+  Upstream's client ships a ``delete_session`` tool with no server endpoint behind it (§10 B16).
 
 Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
 workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure.
@@ -29,9 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, Router, get, post
+from litestar import Request, Response, Router, delete, get, post
 from litestar.concurrency import sync_to_thread
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 
 from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
@@ -250,6 +254,26 @@ def create_intelligence_router(
         count = service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "purged": count})
 
+    @delete(
+        "/sessions/{session_id:str}",
+        status_code=202,
+        summary="Forget one session of a workspace",
+        tags=["context intelligence"],
+    )
+    async def forget_session(
+        request: Request[Any, Any, Any], session_id: FromPath[str], workspace: FromQuery[str | None] = None
+    ) -> Response[bytes]:
+        caller = who(request)
+        if not workspace:
+            return error_response(400, "invalid_request", "the workspace query parameter is required")
+        try:
+            result = await sync_to_thread(
+                service.forget_session, workspace, session_id, allowed_workspaces=caller.allowed_workspaces
+            )
+        except (AccessDenied, BlobError, NotFound) as exc:
+            return _map_error(exc)
+        return _json(result, 202)
+
     @get("/intelligence/status", summary="Ingest and graph status", tags=["context intelligence"])
     async def status() -> Response[bytes]:
         return _json(service.status())
@@ -264,6 +288,7 @@ def create_intelligence_router(
             list_dead,
             replay_dead,
             purge_dead,
+            forget_session,
             status,
         ],
     )

@@ -19,14 +19,24 @@ Failure policy (upstream §10 B9):
 - Any other error: apply the batch record by record; a record that still fails is written to
   the journal's dead-letter table with the error and skipped. Dead letters can be listed,
   replayed (moved to the journal tail) and purged.
+
+Workspace rebuilds (`request_rebuild`, used when a session is forgotten): the applier thread,
+between two batches, drops the workspace's graph and replays the workspace's live journal records
+up to the applied cursor through the same plan and write path, so the rebuilt graph is what the
+journal without the forgotten records produces (the convergence the layers are tested for), with
+no per-entity deletion logic to drift from the writers. O(events of the workspace). A pending
+rebuild is recorded in the engine's meta before the journal forgets anything, and resumed from
+scratch after a restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -51,6 +61,8 @@ __all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
 
 log = logging.getLogger(__name__)
 
+REBUILD_MARK = "__rebuild__:"
+"""Meta key prefix (+ graph prefix + journal id): JSON ``{workspace: token}`` of pending rebuilds."""
 ROLLUPS_MARK = "__rollups__:"
 """Meta key prefix (+ graph key): the rollup version a graph was backfilled to."""
 ROLLUPS_VERSION = "1"
@@ -60,6 +72,7 @@ Stage = Callable[[GraphEngine, GraphNames, Sequence[JournalRecord], Sequence[Eve
 """A later layer: ``(engine, names, records, facts)`` after layer 1 wrote the batch (facts align
 with records). It must be idempotent: batches are retried and replayed."""
 _decoder = msgspec.json.Decoder(dict[str, Any])
+_json = msgspec.json.Encoder()
 
 
 def resolve_node_ids(
@@ -122,6 +135,7 @@ class GraphApplier:
         on_applied: Callable[[int], None] | None = None,
         linger_s: float = 0.02,
         stages: Sequence[Stage] = (),
+        resets: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -132,8 +146,12 @@ class GraphApplier:
         self.handlers = handlers
         self.linger_s = linger_s
         self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
+        self.resets = tuple(resets)  # drop the stages' journal-derived caches before a rebuild
         # outside the graph-name space, so no workspace name can collide with it
         self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
+        self.rebuild_key = f"{REBUILD_MARK}{self.names.prefix}{journal.journal_id}"
+        self._rebuild_lock = threading.Lock()
+        self.rebuilds_done = 0
         self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
         self._applied = 0
         self._cond = threading.Condition()
@@ -156,6 +174,80 @@ class GraphApplier:
         self._applied = int(stored) if stored else 0
         self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
         self._thread.start()
+
+    @contextlib.contextmanager
+    def rebuild_after(self, workspace: str) -> Iterator[None]:
+        """Hold while removing ``workspace`` data from the journal: the workspace is marked for a
+        rebuild first (durably, in the engine's meta, with a fresh token), and no rebuild starts
+        or is marked done while the block runs. A crash inside the block costs a harmless
+        rebuild, never a graph that keeps what the journal forgot; a forget during a rebuild
+        changes the token, so that rebuild runs again instead of being marked done."""
+        with self._rebuild_lock:
+            pending = self._pending()
+            pending[workspace] = uuid.uuid4().hex
+            self.engine.set_meta(self.rebuild_key, _json.encode(pending).decode())
+            yield
+        self._wake.set()
+
+    def request_rebuild(self, workspace: str) -> None:
+        """Mark ``workspace`` for a rebuild and wake the thread."""
+        with self.rebuild_after(workspace):
+            pass
+
+    def _pending(self) -> dict[str, str]:
+        stored = self.engine.get_meta(self.rebuild_key)
+        return dict(msgspec.json.decode(stored, type=dict[str, str])) if stored else {}
+
+    def pending_rebuilds(self) -> list[str]:
+        """Workspaces waiting for (or in) a rebuild."""
+        return sorted(self._pending())
+
+    def wait_rebuilt(self, timeout: float = 60.0) -> bool:
+        """Poll until no rebuild is pending (True) or ``timeout`` seconds pass (False)."""
+        deadline = time.monotonic() + timeout
+        while self.pending_rebuilds():
+            if time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.02)
+        return True
+
+    def _run_rebuilds(self) -> None:
+        """Rebuild every pending workspace (applier thread only); each is unmarked when done,
+        unless it was marked again meanwhile."""
+        with self._rebuild_lock:
+            pending = self._pending()
+        for workspace, token in sorted(pending.items()):
+            if self._stop.is_set():
+                return
+            self._rebuild(workspace)
+            with self._rebuild_lock:
+                now = self._pending()
+                if now.get(workspace) == token:
+                    del now[workspace]
+                    self.engine.set_meta(self.rebuild_key, _json.encode(now).decode())
+            self.rebuilds_done += 1
+
+    def _rebuild(self, workspace: str) -> None:
+        graph = self.names.graph(workspace)
+        log.info("rebuilding the graph of workspace %r from the journal", workspace)
+        for reset in self.resets:
+            reset()
+        self.engine.delete_graph(graph)
+        self._schema_ready.pop(graph, None)
+        upto, position = self._applied, 0
+        while not self._stop.is_set():
+            records = self.journal.read_workspace(workspace, position, upto, self.batch_size)
+            if not records:
+                return
+            try:
+                self._write(self._plan(records))
+            except EngineUnavailable:
+                raise
+            except Exception as exc:
+                log.warning("rebuild batch of %d failed (%s); isolating records", len(records), exc)
+                self._isolate(records)
+            position = records[-1].seq
 
     def _backfill_rollups(self, graph: str, workspace: str) -> None:
         """Roll up what ``graph`` holds from before the rollups (`writer.backfill_rollups`), once:
@@ -229,6 +321,13 @@ class GraphApplier:
                 except EngineUnavailable as exc:
                     backoff = self._engine_down(exc, backoff)
                     continue
+                if self.engine.get_meta(self.rebuild_key) not in (None, "{}"):
+                    prefetched = None  # it may hold records planned before a session was forgotten
+                    try:
+                        self._run_rebuilds()
+                    except EngineUnavailable as exc:
+                        backoff = self._engine_down(exc, backoff, warn=True)
+                        continue
                 planned: _Planned | None = None
                 if prefetched is not None:
                     try:

@@ -21,6 +21,9 @@ Invariants:
   arrival order.
 - Dead letters reference journal rows. Replay moves the rows to the tail (new seq), purge
   forgets the dead-letter entries (the event stays known for deduplication).
+- ``forget_session`` deletes a session's rows (payloads included) and keeps only their dedupe
+  digests as tombstones, so a redelivered copy of a forgotten event is a duplicate, never a
+  resurrection. Tombstones hold 128-bit digests, no content.
 """
 
 from __future__ import annotations
@@ -104,6 +107,21 @@ class Journal(Protocol):
 
     def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int: ...
 
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        """Delete one session's records (tombstoning their dedupe keys); returns how many."""
+        ...
+
+    def session_count(self, workspace: str, session_id: str) -> int:
+        """How many records the session has in ``workspace``."""
+        ...
+
+    def read_workspace(
+        self, workspace: str, after_seq: int, upto_seq: int, limit: int
+    ) -> list[JournalRecord]:
+        """Up to ``limit`` live (not dead-lettered) records of ``workspace`` with
+        ``after_seq < seq <= upto_seq``, in seq order (a workspace rebuild replays them)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -127,6 +145,8 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tombstones (content_key BLOB PRIMARY KEY, idem_key BLOB) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS tombstones_idem_key ON tombstones (idem_key) WHERE idem_key IS NOT NULL;
 """
 # One unique index on (base_key, content_key) does the work of a unique index on content_key
 # and a plain one on base_key: the base id is a function of the content (session id, event
@@ -237,6 +257,34 @@ class SqliteJournal:
             self._write.execute("INSERT INTO meta (k, v) VALUES ('journal_id', ?)", (self.journal_id,))
         else:
             self.journal_id = row[0]
+        self._has_tombstones = self._write.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone() is not None
+
+    def _tombstoned(self, cur: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> set[bytes]:
+        """Content keys of ``rows`` whose content or idempotency key was forgotten. One indexed
+        query per 2,000 rows, only once something was forgotten (never on the common path)."""
+        found: set[bytes] = set()
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            contents = [row[9] for row in chunk]
+            idems = [row[10] for row in chunk if row[10] is not None]
+            hits = {
+                key
+                for (key,) in cur.execute(
+                    f"SELECT content_key FROM tombstones WHERE content_key IN ({','.join('?' * len(contents))})",
+                    contents,
+                )
+            }
+            if idems:
+                dead_idems = {
+                    key
+                    for (key,) in cur.execute(
+                        f"SELECT idem_key FROM tombstones WHERE idem_key IN ({','.join('?' * len(idems))})",
+                        idems,
+                    )
+                }
+                hits.update(row[9] for row in chunk if row[10] is not None and row[10] in dead_idems)
+            found |= hits
+        return found
 
     def append(self, envelopes: Sequence[Envelope], created_by: str | None = None) -> list[AppendResult]:
         """Insert all envelopes in one transaction. O(n log N).
@@ -262,6 +310,13 @@ class SqliteJournal:
             cur = self._write.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
+                if self._has_tombstones:
+                    forgotten = self._tombstoned(cur, rows)
+                    if forgotten:
+                        results = self._append_past_tombstones(cur, envelopes, rows, forgotten)
+                        cur.execute("COMMIT")
+                        self._remember(envelopes, rows, results)
+                        return results
                 if len(rows) == 1:
                     cur.execute(insert, rows[0])
                     results = [
@@ -297,6 +352,78 @@ class SqliteJournal:
                     cur.execute("ROLLBACK")
                 raise
         return results
+
+    def _append_past_tombstones(
+        self,
+        cur: sqlite3.Cursor,
+        envelopes: Sequence[Envelope],
+        rows: list[tuple[Any, ...]],
+        forgotten: set[bytes],
+    ) -> list[AppendResult]:
+        """Insert the rows not forgotten one by one (rare path); forgotten ones are duplicates."""
+        insert = _INSERT_HEAD + _ROW_MARKS
+        results = []
+        for row in rows:
+            if row[9] in forgotten:
+                results.append(AppendResult("duplicate"))
+                continue
+            cur.execute(insert, row)
+            results.append(
+                AppendResult("queued", cur.lastrowid) if cur.rowcount else AppendResult("duplicate")
+            )
+        return results
+
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        """Delete the session's rows and dead letters in one transaction, keeping their dedupe
+        digests as tombstones. O(session rows · log N)."""
+        with self._write_lock:
+            self._write.execute("BEGIN IMMEDIATE")
+            try:
+                selected = "FROM events WHERE workspace = ? AND session_id = ?"
+                self._write.execute(
+                    f"INSERT OR IGNORE INTO tombstones (content_key, idem_key) SELECT content_key, idem_key {selected}",
+                    (workspace, session_id),
+                )
+                self._write.execute(
+                    f"DELETE FROM dead_letters WHERE seq IN (SELECT seq {selected})", (workspace, session_id)
+                )
+                count = self._write.execute(f"DELETE {selected}", (workspace, session_id)).rowcount
+                self._write.execute("COMMIT")
+            except BaseException:
+                self._write.execute("ROLLBACK")
+                raise
+            if count:
+                self._has_tombstones = True
+                with self._tail_lock:
+                    gone = [
+                        seq
+                        for seq, record in self._tail.items()
+                        if record.workspace == workspace and record.session_id == session_id
+                    ]
+                    for seq in gone:
+                        del self._tail[seq]
+                    if gone:
+                        dropped = set(gone)
+                        self._tail_order = collections.deque(s for s in self._tail_order if s not in dropped)
+        return count
+
+    def session_count(self, workspace: str, session_id: str) -> int:
+        """Indexed count (``events_session``)."""
+        with self._read_lock:
+            row = self._read.execute(
+                "SELECT count(*) FROM events WHERE workspace = ? AND session_id = ?", (workspace, session_id)
+            ).fetchone()
+        return int(row[0])
+
+    def read_workspace(
+        self, workspace: str, after_seq: int, upto_seq: int, limit: int
+    ) -> list[JournalRecord]:
+        """A rowid range scan filtered on the workspace: O(rows scanned) per page."""
+        return self._read_records(
+            "workspace = ? AND seq > ? AND seq <= ? AND seq NOT IN (SELECT seq FROM dead_letters)"
+            " ORDER BY seq LIMIT ?",
+            (workspace, after_seq, upto_seq, limit),
+        )
 
     def _remember(
         self, envelopes: Sequence[Envelope], rows: list[tuple[Any, ...]], results: list[AppendResult]
@@ -578,6 +705,45 @@ class MemoryJournal:
             for seq in seqs:
                 del self._dead[seq]
             return len(seqs)
+
+    def forget_session(self, workspace: str, session_id: str) -> int:
+        """Drop the records; their fingerprints and keys stay in the dedupe sets (tombstones)."""
+        with self._lock:
+            gone = [
+                seq
+                for seq, r in self._records.items()
+                if r.workspace == workspace and r.session_id == session_id
+            ]
+            for seq in gone:
+                record = self._records.pop(seq)
+                self._dead.pop(seq, None)
+                fingerprints = self._bases.get((workspace, record.base_id))
+                if fingerprints is not None:
+                    fingerprints.discard(record.fingerprint)
+            if gone:
+                dropped = set(gone)
+                self._order = [s for s in self._order if s not in dropped]
+            return len(gone)
+
+    def session_count(self, workspace: str, session_id: str) -> int:
+        with self._lock:
+            return sum(
+                1 for r in self._records.values() if r.workspace == workspace and r.session_id == session_id
+            )
+
+    def read_workspace(
+        self, workspace: str, after_seq: int, upto_seq: int, limit: int
+    ) -> list[JournalRecord]:
+        with self._lock:
+            start = bisect.bisect_right(self._order, after_seq)
+            out: list[JournalRecord] = []
+            for seq in self._order[start:]:
+                if seq > upto_seq or len(out) >= limit:
+                    break
+                record = self._records[seq]
+                if record.workspace == workspace and seq not in self._dead:
+                    out.append(record)
+            return out
 
     def close(self) -> None:
         return None

@@ -32,7 +32,15 @@ from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.writer import GraphNames
 
-__all__ = ["BatchError", "BatchResult", "IngestResult", "IntelligenceService", "NotFound", "check_write"]
+__all__ = [
+    "BatchError",
+    "BatchResult",
+    "ForgetResult",
+    "IngestResult",
+    "IntelligenceService",
+    "NotFound",
+    "check_write",
+]
 
 
 class IngestResult(msgspec.Struct, frozen=True):
@@ -51,6 +59,21 @@ class BatchResult(msgspec.Struct, frozen=True):
     last_seq: int | None
 
 
+class ForgetResult(msgspec.Struct, frozen=True):
+    """Outcome of `IntelligenceService.forget_session`: what was deleted, and the rebuild queued.
+
+    ``events`` journal records and ``blobs`` blob refs are gone when this is returned; the
+    workspace graph drops the session's nodes once its rebuild finishes (``rebuilding`` lists the
+    workspaces still waiting, as ``status()`` does; `IntelligenceService.wait_rebuilt` blocks).
+    """
+
+    workspace: str
+    session_id: str
+    events: int
+    blobs: int
+    rebuilding: list[str]
+
+
 class BatchError(ValueError):
     """Some envelopes of a batch are invalid; nothing was stored. ``errors`` lists each one."""
 
@@ -60,7 +83,7 @@ class BatchError(ValueError):
 
 
 class NotFound(LookupError):
-    """No such blob (or not visible to this key)."""
+    """No such blob or session (or not visible to this key)."""
 
 
 def check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
@@ -95,6 +118,7 @@ class IntelligenceService:
         self.query_timeout_ms = query_timeout_ms
         self.embedded = embedded
         self._owns_engine = owns_engine or embedded is not None
+        semantic = SemanticLayer(journal) if semantic_layers else None
         self.applier = GraphApplier(
             journal,
             engine,
@@ -102,7 +126,8 @@ class IntelligenceService:
             names=self.names,
             batch_size=batch_size,
             offload_threshold=offload_threshold,
-            stages=(SemanticLayer(journal).stage,) if semantic_layers else (),
+            stages=(semantic.stage,) if semantic is not None else (),
+            resets=(semantic.forget,) if semantic is not None else (),
         )
         self._started = False
 
@@ -274,6 +299,35 @@ class IntelligenceService:
     def purge_dead_letters(self, key: str, *, allowed_workspaces: frozenset[str] | None = None) -> int:
         return self.journal.purge_dead(key, allowed_workspaces)
 
+    # -- forgetting -------------------------------------------------------------------------------
+    def forget_session(
+        self, workspace: str, session_id: str, *, allowed_workspaces: frozenset[str] | None = None
+    ) -> ForgetResult:
+        """Delete one session of one workspace: its journal records (their dedupe digests stay as
+        tombstones, so a redelivered copy is a duplicate, not a resurrection), its blobs (objects
+        no other ref names are deleted), and, through a rebuild of the workspace graph from the
+        journal, every node derived from it. Other workspaces sharing the session id keep theirs.
+
+        Raises `AccessDenied` for a key that may not write ``workspace``, `BlobError` for a bad
+        name, `NotFound` when the workspace knows nothing of the session. The journal and blob
+        deletions are done on return; the graph catches up when ``rebuilding`` is empty.
+        """
+        validate_key(session_id, "session id")
+        validate_key(workspace, "workspace")
+        if allowed_workspaces is not None and workspace not in allowed_workspaces:
+            raise AccessDenied(f"this API key may not write to workspace {workspace!r}")
+        known = self.journal.session_count(workspace, session_id)
+        if not known and not self.blobs.list(session_id, frozenset({workspace})):
+            raise NotFound(f"workspace {workspace!r} has no session {session_id!r}")
+        with self.applier.rebuild_after(workspace):  # marked durably before anything is deleted
+            events = self.journal.forget_session(workspace, session_id)
+            blobs = self.blobs.forget_session(workspace, session_id)
+        return ForgetResult(workspace, session_id, events, blobs, self.applier.pending_rebuilds())
+
+    def wait_rebuilt(self, timeout: float = 60.0) -> bool:
+        """Block until no workspace rebuild is pending (True) or ``timeout`` seconds pass."""
+        return self.applier.wait_rebuilt(timeout)
+
     # -- status ----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """Counters: journal head, applied position, backlog, dead letters, last error."""
@@ -285,5 +339,6 @@ class IntelligenceService:
             "backlog": max(0, head - applied),
             "dead_letters": sum(g.item_count for g in self.journal.dead_letters()),
             "last_error": self.applier.last_error,
+            "rebuilding": self.applier.pending_rebuilds(),
             "engine": "embedded" if self.embedded is not None else "server",
         }

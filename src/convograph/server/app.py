@@ -184,10 +184,11 @@ _INTELLIGENCE_ADMIN_SUFFIXES = ("/replay", "/purge")
 
 
 def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """``POST /events`` needs write, dead-letter replay/purge admin, everything else read."""
+    """``POST /events`` needs write, dead-letter replay/purge and forgetting a session admin,
+    everything else read."""
     path = connection.scope["path"]
     method = connection.scope.get("method", "GET")
-    if method == "POST" and path.endswith(_INTELLIGENCE_ADMIN_SUFFIXES):
+    if method == "DELETE" or (method == "POST" and path.endswith(_INTELLIGENCE_ADMIN_SUFFIXES)):
         scope: Scope = "admin"
     elif method == "POST" and path == "/events":
         scope = "write"

@@ -1,0 +1,203 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
+"""Forgetting a session on a real FalkorDB: the graph equals one built without it, nothing comes back."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convograph.intelligence.blobs import LocalBlobStore, MemoryBlobStore
+from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.journal import MemoryJournal, SqliteJournal
+from convograph.intelligence.query import AccessDenied
+from convograph.intelligence.service import IntelligenceService, NotFound
+from convograph.intelligence.writer import GraphNames
+from tests.test_intelligence_support import falkor, snapshot  # noqa: F401  (fixture)
+
+DATASET = Path(__file__).resolve().parent / "fixtures" / "ci_layers.ndjson"
+LINES: list[dict[str, Any]] = [json.loads(x) for x in DATASET.read_text(encoding="utf-8").splitlines()]
+WS = LINES[0]["workspace"]
+ROOT = "8201e2bd-73ab-4876-b734-d7c1c7fde805"  # a root session with forks below it
+FORK = "3a1b793d5c0ef226-a6dc0aa866545e14_zen-architect"  # one of them (its parent stays)
+BIG = "x" * 6000  # over the offload threshold: the field goes to the blob store
+
+
+def with_blobs(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The dataset plus, per session, one tool:post whose result is offloaded to a blob."""
+    out = list(lines)
+    for sid in sorted({line["data"]["session_id"] for line in lines}):
+        out.append(
+            {
+                "event": "tool:post",
+                "workspace": WS,
+                "data": {
+                    "session_id": sid,
+                    "timestamp": "2026-03-02T09:00:00.000+00:00",
+                    "tool_name": "bash",
+                    "tool_call_id": f"blob_{sid[:8]}",
+                    "result": {"success": True, "output": f"{sid} {BIG}"},
+                },
+            }
+        )
+    return out
+
+
+class Services:
+    def __init__(self, engine: FalkorEngine, tmp_path: Path) -> None:
+        self.engine = engine
+        self.tmp_path = tmp_path
+        self.prefixes: list[str] = []
+        self.open: list[IntelligenceService] = []
+
+    def make(
+        self, *, durable: bool = False, prefix: str | None = None, **options: Any
+    ) -> IntelligenceService:
+        if prefix is None:
+            prefix = f"f{uuid.uuid4().hex[:10]}:"
+            self.prefixes.append(prefix)
+        if durable:
+            root = self.tmp_path / prefix.rstrip(":")
+            journal: Any = SqliteJournal(root / "journal.sqlite3")
+            blobs: Any = LocalBlobStore(root / "blobs")
+        else:
+            journal, blobs = MemoryJournal(), MemoryBlobStore()
+        svc = IntelligenceService(
+            journal, self.engine, blobs, names=GraphNames(prefix), semantic_layers=True, **options
+        )
+        svc.start()
+        self.open.append(svc)
+        return svc
+
+
+@pytest.fixture
+def services(falkor: FalkorEngine, tmp_path: Path) -> Iterator[Services]:
+    made = Services(falkor, tmp_path)
+    yield made
+    for svc in made.open:
+        svc.close()
+    for graph in falkor.graphs():
+        if any(graph.startswith(p) for p in made.prefixes):
+            falkor.delete_graph(graph)
+
+
+def ingest(svc: IntelligenceService, lines: list[dict[str, Any]]) -> None:
+    svc.ingest_many(lines)
+    assert svc.wait_applied(timeout=120)
+    assert svc.applier.dead_lettered == 0, svc.applier.last_error
+
+
+def session_nodes(svc: IntelligenceService, sid: str) -> int:
+    """Nodes holding the session's own data: its events, tool calls and derived entities (a
+    ``:Session`` node the *parent's* events name, e.g. a delegation's sub-session, is not one)."""
+    rows = svc.cypher(
+        "MATCH (n) WHERE NOT n:Session AND (n.session_id = $sid OR n.node_id STARTS WITH $events"
+        " OR n.node_id STARTS WITH $derived) RETURN count(n) AS c",
+        {"sid": sid, "events": f"{sid}__", "derived": f"{sid}::"},
+        workspace=WS,
+    ).results
+    return int(rows[0]["c"])
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "sqlite+local"])
+@pytest.mark.parametrize("forgotten", [ROOT, FORK], ids=["root", "fork"])
+def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
+    services: Services, durable: bool, forgotten: str
+) -> None:
+    lines = with_blobs(LINES)
+    kept = [line for line in lines if line["data"]["session_id"] != forgotten]
+    svc = services.make(durable=durable)
+    ingest(svc, lines)
+    assert session_nodes(svc, forgotten) > 0
+    assert svc.list_blobs(forgotten)
+    result = svc.forget_session(WS, forgotten)
+    assert result.events == sum(1 for line in lines if line["data"]["session_id"] == forgotten)
+    assert result.blobs == 1
+    assert result.rebuilding == [WS]
+    assert svc.wait_rebuilt(timeout=120)
+    assert svc.wait_applied(timeout=120)
+    assert svc.status()["rebuilding"] == []
+    assert svc.list_blobs(forgotten) == []
+    assert session_nodes(svc, forgotten) == 0
+    reference = services.make(durable=durable)
+    ingest(reference, kept)
+    expected = snapshot(reference, WS)
+    assert snapshot(svc, WS) == expected
+    # redelivery (the hook client re-sends everything) changes nothing
+    again = svc.ingest_many(lines)
+    assert again.accepted == 0
+    assert svc.wait_applied(timeout=120)
+    assert snapshot(svc, WS) == expected
+    # new events go on as usual after the rebuild
+    extra = {
+        "event": "session:start",
+        "workspace": WS,
+        "data": {"session_id": "after-forget", "timestamp": "2026-03-03T00:00:00.000+00:00"},
+    }
+    ingest(svc, [extra])
+    ingest(reference, [extra])
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_events_arriving_during_the_rebuild_are_applied_once(services: Services) -> None:
+    lines = with_blobs(LINES)
+    half = len(lines) // 2
+    svc = services.make(batch_size=97)  # many small batches: the rebuild interleaves with ingest
+    ingest(svc, lines[:half])
+    svc.forget_session(WS, FORK)
+    svc.ingest_many(lines[half:])
+    assert svc.wait_rebuilt(timeout=120)
+    assert svc.wait_applied(timeout=120)
+    # the session's events that arrive after the forget were never seen: they are new data
+    reference = services.make()
+    ingest(reference, [line for line in lines[:half] if line["data"]["session_id"] != FORK] + lines[half:])
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
+    svc = services.make(durable=True)
+    ingest(svc, LINES)
+    prefix = svc.names.prefix
+    reference = services.make()
+    ingest(reference, [line for line in LINES if line["data"]["session_id"] != FORK])
+    svc.applier.stop()  # the rebuild cannot run before the "crash"
+    svc.forget_session(WS, FORK)
+    assert svc.status()["rebuilding"] == [WS]
+    assert session_nodes(svc, FORK) > 0
+    svc.journal.close()
+    root = services.tmp_path / prefix.rstrip(":")
+    restarted = IntelligenceService(
+        SqliteJournal(root / "journal.sqlite3"),
+        services.engine,
+        LocalBlobStore(root / "blobs"),
+        names=GraphNames(prefix),
+        semantic_layers=True,
+    )
+    restarted.start()
+    services.open.append(restarted)
+    assert restarted.wait_rebuilt(timeout=120)
+    assert restarted.wait_applied(timeout=120)
+    assert session_nodes(restarted, FORK) == 0
+    assert snapshot(restarted, WS) == snapshot(reference, WS)
+
+
+def test_unknown_sessions_bad_names_and_other_workspaces_are_refused(services: Services) -> None:
+    svc = services.make()
+    ingest(svc, LINES[:50])
+    sid = LINES[0]["data"]["session_id"]
+    with pytest.raises(NotFound):
+        svc.forget_session(WS, "no-such-session")
+    with pytest.raises(NotFound):
+        svc.forget_session("other-workspace", sid)
+    with pytest.raises(AccessDenied):
+        svc.forget_session(WS, sid, allowed_workspaces=frozenset({"other-workspace"}))
+    from convograph.intelligence.blobs import BlobError
+
+    with pytest.raises(BlobError):
+        svc.forget_session(WS, "a/b")
+    assert svc.status()["rebuilding"] == []  # nothing refused queued a rebuild
+    assert session_nodes(svc, sid) > 0
