@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import httpx
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -69,4 +71,28 @@ def test_query_command_against_a_falkordb_url(
     rejected = runner.invoke(app, ["query", "MATCH (n) DELETE n", "--graph-url", url])
     assert rejected.exit_code == 1
     offline = runner.invoke(app, ["query", "RETURN 1", "--url", "http://127.0.0.1:9"])
+    assert offline.exit_code == 2
+
+
+def test_forget_command_against_a_real_server(tmp_path: Path) -> None:
+    from tests.support.server import running_server
+
+    body = ev("session:start", 1)
+    with running_server(tmp_path / "data") as server:
+        assert httpx.post(f"{server.url}/events", json=body, timeout=20).status_code == 202
+        args = ["forget", SID, "-w", WS, "--url", server.url, "--wait", "--timeout", "60"]
+        done = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert done.exit_code == 0, done.output
+        assert "1 events" in done.output
+        assert "graph rebuilt" in done.output
+        rows = httpx.post(
+            f"{server.url}/cypher",
+            json={"query": "MATCH (n) RETURN count(n) AS c", "workspace": WS},
+            timeout=20,
+        ).json()["results"]
+        assert rows == [{"c": 0}]
+        again = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert again.exit_code == 1
+        assert "not_found" in again.output
+    offline = runner.invoke(app, ["forget", SID, "-w", WS, "--url", "http://127.0.0.1:9"])
     assert offline.exit_code == 2

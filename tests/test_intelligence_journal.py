@@ -214,3 +214,14 @@ def test_sqlite_tombstones_survive_a_restart(tmp_path: Path) -> None:
     assert again.append([env(1, key="k", session="A")])[0].status == "duplicate"
     assert again.read_after(0, 10) == []
     again.close()
+
+
+def test_forgetting_without_tombstones_lets_the_same_events_in_again(
+    make_journal: Callable[[], Journal],
+) -> None:
+    journal = make_journal()
+    journal.append([env(1, key="k1", session="A"), env(2, session="A")])
+    assert journal.forget_session("W", "A", tombstone=False) == 2
+    again = journal.append([env(1, key="k1", session="A"), env(2, session="A")])
+    assert [r.status for r in again] == ["queued", "queued"]
+    assert journal.append([env(1, key="k1", session="A")])[0].status == "duplicate"

@@ -301,3 +301,39 @@ def test_real_uvicorn_server_with_hook_client_style_posts_and_cli(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_forgetting_a_session_on_a_falkordb_server(falkor_server: FalkorServer, tmp_path: Path) -> None:
+    """Server mode: the forgotten session's workspace is rebuilt; other workspaces are untouched."""
+    lines = workload()
+    parsed = [json.loads(line) for line in lines]
+    sizes: dict[tuple[str, str], int] = {}
+    for item in parsed:
+        key = (item["workspace"], item["data"]["session_id"])
+        sizes[key] = sizes.get(key, 0) + 1
+    (workspace, session_id), count = max(sizes.items(), key=lambda kv: kv[1])
+    kept = [
+        line
+        for line, item in zip(lines, parsed, strict=True)
+        if (item["workspace"], item["data"]["session_id"]) != (workspace, session_id)
+    ]
+    workspaces = sorted({item["workspace"] for item in parsed})
+    pictures = []
+    for kind, feed in (("forget", lines), ("without", kept)):
+        svc = IntelligenceService.open(tmp_path / kind, graph_url=falkor_server.url, graph_prefix=f"{kind}:")
+        try:
+            svc.ingest_many(feed)
+            assert svc.wait_applied(timeout=60)
+            if kind == "forget":
+                others = {ws: snapshot(svc, ws) for ws in workspaces if ws != workspace}
+                result = svc.forget_session(workspace, session_id)
+                assert result.events == count
+                assert svc.wait_rebuilt(timeout=120)
+                assert svc.wait_applied(timeout=60)
+                assert {ws: snapshot(svc, ws) for ws in workspaces if ws != workspace} == others
+                assert svc.ingest_many(lines).accepted == 0
+                assert svc.wait_applied(timeout=60)
+            pictures.append({ws: snapshot(svc, ws) for ws in workspaces})
+        finally:
+            svc.close()
+    assert pictures[0] == pictures[1]

@@ -111,3 +111,26 @@ def test_hook_events_and_conversations_share_one_cypher_surface(client: TestClie
         workspace,
     )
     assert mixed == [{"runs": 1}]
+
+
+def test_deleting_a_conversation_forgets_it_in_the_graph_and_the_id_can_start_again(
+    client: TestClient[Litestar],
+) -> None:
+    body = "\n".join(json.dumps(e) for e in conversation())
+    headers = {"content-type": "application/x-ndjson"}
+    for cid in ("acme:conv-1", "acme:conv-2"):
+        assert (
+            client.post(f"/v1/conversations/{cid}/events", content=body, headers=headers).status_code == 200
+        )
+    count = "MATCH (e:Event {workspace: $workspace}) RETURN e.session_id AS sid, count(*) AS n ORDER BY sid"
+    eventually(client, count, "acme", [{"sid": "conv-1", "n": 15}, {"sid": "conv-2", "n": 15}])
+    assert client.delete("/v1/conversations/acme:conv-1").status_code == 204
+    assert client.get("/intelligence/status").json()["rebuilding"] in ([], ["acme"])
+    eventually(client, count, "acme", [{"sid": "conv-2", "n": 15}])
+    derived = "MATCH (n {workspace: $workspace}) WHERE n.node_id STARTS WITH 'conv-1' RETURN count(n) AS c"
+    eventually(client, derived, "acme", [{"c": 0}])
+    # the same id used again starts from seq 1: its events reach the graph (no tombstones here)
+    assert (
+        client.post("/v1/conversations/acme:conv-1/events", content=body, headers=headers).status_code == 200
+    )
+    eventually(client, count, "acme", [{"sid": "conv-1", "n": 15}, {"sid": "conv-2", "n": 15}])

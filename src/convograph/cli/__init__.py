@@ -12,6 +12,7 @@ _COMMAND_MODULES = (
     "convograph.cli.serve",
     "convograph.cli.keys",
     "convograph.cli.query",
+    "convograph.cli.forget",
     "convograph.cli.demo",
     "convograph.cli.view",
     "convograph.cli.export",

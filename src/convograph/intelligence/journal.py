@@ -107,8 +107,9 @@ class Journal(Protocol):
 
     def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int: ...
 
-    def forget_session(self, workspace: str, session_id: str) -> int:
-        """Delete one session's records (tombstoning their dedupe keys); returns how many."""
+    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
+        """Delete one session's records, keeping their dedupe digests as tombstones unless
+        ``tombstone`` is false (then a re-sent copy is new data); returns how many."""
         ...
 
     def session_count(self, workspace: str, session_id: str) -> int:
@@ -373,17 +374,19 @@ class SqliteJournal:
             )
         return results
 
-    def forget_session(self, workspace: str, session_id: str) -> int:
+    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
         """Delete the session's rows and dead letters in one transaction, keeping their dedupe
-        digests as tombstones. O(session rows · log N)."""
+        digests as tombstones (unless ``tombstone`` is false). O(session rows · log N)."""
         with self._write_lock:
             self._write.execute("BEGIN IMMEDIATE")
             try:
                 selected = "FROM events WHERE workspace = ? AND session_id = ?"
-                self._write.execute(
-                    f"INSERT OR IGNORE INTO tombstones (content_key, idem_key) SELECT content_key, idem_key {selected}",
-                    (workspace, session_id),
-                )
+                if tombstone:
+                    self._write.execute(
+                        "INSERT OR IGNORE INTO tombstones (content_key, idem_key)"
+                        f" SELECT content_key, idem_key {selected}",
+                        (workspace, session_id),
+                    )
                 self._write.execute(
                     f"DELETE FROM dead_letters WHERE seq IN (SELECT seq {selected})", (workspace, session_id)
                 )
@@ -392,8 +395,9 @@ class SqliteJournal:
             except BaseException:
                 self._write.execute("ROLLBACK")
                 raise
-            if count:
+            if count and tombstone:
                 self._has_tombstones = True
+            if count:
                 with self._tail_lock:
                     gone = [
                         seq
@@ -601,6 +605,7 @@ class MemoryJournal:
         self._fingerprints: set[tuple[str, str]] = set()
         self._bases: dict[tuple[str, str], set[str]] = {}
         self._dead: dict[int, tuple[str, float]] = {}
+        self._idem_of: dict[int, str] = {}  # seq -> idempotency key (to forget without a tombstone)
         self._next = 1
         self._lock = threading.Lock()
 
@@ -619,6 +624,8 @@ class MemoryJournal:
                 self._bases.setdefault((env.workspace, env.base_id), set()).add(env.fingerprint)
                 seq = self._next
                 self._next += 1
+                if env.idempotency_key is not None:
+                    self._idem_of[seq] = env.idempotency_key
                 self._records[seq] = JournalRecord(
                     seq,
                     env.workspace,
@@ -695,6 +702,8 @@ class MemoryJournal:
                 self._order.remove(seq)
                 new_seq = self._next
                 self._next += 1
+                if seq in self._idem_of:
+                    self._idem_of[new_seq] = self._idem_of.pop(seq)
                 self._records[new_seq] = msgspec.structs.replace(record, seq=new_seq)
                 self._order.append(new_seq)
             return len(seqs)
@@ -706,8 +715,9 @@ class MemoryJournal:
                 del self._dead[seq]
             return len(seqs)
 
-    def forget_session(self, workspace: str, session_id: str) -> int:
-        """Drop the records; their fingerprints and keys stay in the dedupe sets (tombstones)."""
+    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
+        """Drop the records; their fingerprints and keys stay in the dedupe sets (tombstones)
+        unless ``tombstone`` is false."""
         with self._lock:
             gone = [
                 seq
@@ -720,6 +730,12 @@ class MemoryJournal:
                 fingerprints = self._bases.get((workspace, record.base_id))
                 if fingerprints is not None:
                     fingerprints.discard(record.fingerprint)
+                if not tombstone:
+                    self._fingerprints.discard((workspace, record.fingerprint))
+                    key = self._idem_of.get(seq)
+                    if key is not None:
+                        self._keys.discard((workspace, key))
+                self._idem_of.pop(seq, None)
             if gone:
                 dropped = set(gone)
                 self._order = [s for s in self._order if s not in dropped]

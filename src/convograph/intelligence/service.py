@@ -301,12 +301,20 @@ class IntelligenceService:
 
     # -- forgetting -------------------------------------------------------------------------------
     def forget_session(
-        self, workspace: str, session_id: str, *, allowed_workspaces: frozenset[str] | None = None
+        self,
+        workspace: str,
+        session_id: str,
+        *,
+        allowed_workspaces: frozenset[str] | None = None,
+        tombstone: bool = True,
     ) -> ForgetResult:
         """Delete one session of one workspace: its journal records (their dedupe digests stay as
         tombstones, so a redelivered copy is a duplicate, not a resurrection), its blobs (objects
         no other ref names are deleted), and, through a rebuild of the workspace graph from the
         journal, every node derived from it. Other workspaces sharing the session id keep theirs.
+
+        ``tombstone=False`` keeps no dedupe digests: for a source that is itself deleted (a
+        conversation removed from the event log), whose id may be used again from seq 1.
 
         Raises `AccessDenied` for a key that may not write ``workspace``, `BlobError` for a bad
         name, `NotFound` when the workspace knows nothing of the session. The journal and blob
@@ -320,7 +328,7 @@ class IntelligenceService:
         if not known and not self.blobs.list(session_id, frozenset({workspace})):
             raise NotFound(f"workspace {workspace!r} has no session {session_id!r}")
         with self.applier.rebuild_after(workspace):  # marked durably before anything is deleted
-            events = self.journal.forget_session(workspace, session_id)
+            events = self.journal.forget_session(workspace, session_id, tombstone=tombstone)
             blobs = self.blobs.forget_session(workspace, session_id)
         return ForgetResult(workspace, session_id, events, blobs, self.applier.pending_rebuilds())
 

@@ -146,6 +146,19 @@ class ConversationController(Controller):
             raise unknown_conversation(cid)
         state.conversations.forget(cid)
         state.conversation_list.deleted(cid)
+        if state.feeder is not None:  # its session in the context-intelligence graph goes too
+            try:
+                await state.feeder.forget(cid)
+            except Exception as exc:
+                from convograph.intelligence.conversations import conversation_target
+
+                workspace, session_id = conversation_target(cid)
+                raise ApiError(
+                    503,
+                    f"the conversation was deleted from the log, but forgetting its graph session failed"
+                    f" ({exc}); retry with DELETE /sessions/{session_id}?workspace={workspace}",
+                    code="unavailable",
+                ) from None
 
     @get("/{cid:str}/events", guards=[require("read")], summary="Replay events as NDJSON")
     async def replay(

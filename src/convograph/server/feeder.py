@@ -39,6 +39,7 @@ class IntelligenceFeeder:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._feeding = asyncio.Lock()  # held while a conversation is fed; `forget` waits for it
         self.last_error: str | None = None
 
     def _load(self) -> dict[str, int]:
@@ -70,6 +71,22 @@ class IntelligenceFeeder:
             await asyncio.sleep(0.02)
         return True
 
+    async def forget(self, conversation_id: str) -> None:
+        """The conversation was deleted from the event log: drop its cursor and forget its
+        session in the graph (no tombstones: the id may start again from seq 1). Waits for a
+        feed in progress, so nothing read before the deletion is ingested after it."""
+        from convograph.intelligence.blobs import BlobError
+        from convograph.intelligence.conversations import conversation_target
+        from convograph.intelligence.service import NotFound
+
+        async with self._feeding:
+            self._dirty.discard(conversation_id)
+            self._cursors.pop(conversation_id, None)
+            await asyncio.to_thread(self._save)
+            workspace, session_id = conversation_target(conversation_id)
+            with contextlib.suppress(NotFound, BlobError):  # never fed (or an id no session can have)
+                await asyncio.to_thread(self._service.forget_session, workspace, session_id, tombstone=False)
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -93,7 +110,8 @@ class IntelligenceFeeder:
             batch, self._dirty = self._dirty, set()
             for conversation_id in batch:
                 try:
-                    await self._feed(conversation_id)
+                    async with self._feeding:
+                        await self._feed(conversation_id)
                 except Exception as exc:  # the graph is down or failed: keep the cursor, retry later
                     self.last_error = f"feeding {conversation_id!r} failed: {exc}"
                     log.warning("intelligence feeder: %s", self.last_error)
