@@ -16,6 +16,10 @@ only unless ``--semantic-layers``):
    ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here. The
    whole-workspace ones are asked twice: as a scan and through the workspace rollups (``Tool``,
    ``Model``, ``ParallelGroup``); each rollup answer is checked against its scan.
+5. **Forgetting a session** on that graph (after the questions): the ``forget_session`` call
+   (journal rows + tombstones + blobs), the workspace rebuild it queues (replay of the
+   workspace's journal), and the in-process ingest of 10,000 more events with tombstones present
+   (the append's tombstone check) next to the same count before the forget.
 
 Every ingest row also reports CPU time per event (the figure to compare on a shared machine):
 the serving process (the uvicorn server, or this process in process) and the FalkorDB child,
@@ -406,6 +410,42 @@ def question_latencies(
     return out
 
 
+def forget_cost(service: IntelligenceService, extra: list[bytes], results: dict[str, Any]) -> None:
+    """Forget the biggest session of the biggest workspace; time the call, the rebuild, and the
+    ingest of ``extra`` (split in two halves: before the forget, then with tombstones present)."""
+    half = len(extra) // 2
+
+    def ingest_rate(lines: list[bytes]) -> float:
+        start = time.perf_counter()
+        for i in range(0, len(lines), 2000):
+            service.ingest_many(lines[i : i + 2000])
+        if not service.wait_applied(timeout=600):
+            raise TimeoutError("ingest did not drain")
+        return len(lines) / (time.perf_counter() - start)
+
+    results["forget_ingest_before_events_per_s"] = round(ingest_rate(extra[:half]))
+    biggest = service.cypher(
+        "MATCH (s:Session {workspace: $workspace})-[:HAS_EVENT]->(e) "
+        "RETURN s.workspace AS ws, s.node_id AS sid, count(e) AS n ORDER BY n DESC LIMIT 1",
+        workspace="*",
+    ).results[0]
+    workspace_events = service.cypher("MATCH (e:Event) RETURN count(e) AS n", workspace=biggest["ws"]).results
+    start = time.perf_counter()
+    result = service.forget_session(biggest["ws"], biggest["sid"])
+    call = time.perf_counter() - start
+    if not service.wait_rebuilt(timeout=1200):
+        raise TimeoutError("rebuild did not finish")
+    rebuild = time.perf_counter() - start
+    results["forget"] = {
+        "session_events": result.events,
+        "workspace_events": workspace_events[0]["n"],
+        "call_ms": round(call * 1000, 1),
+        "rebuild_s": round(rebuild, 2),
+        "rebuild_events_per_s": round((workspace_events[0]["n"] - result.events) / rebuild),
+    }
+    results["forget_ingest_after_events_per_s"] = round(ingest_rate(extra[half:]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: small workloads, few repeats")
@@ -471,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
                 "edges": sum(r["n"] for r in edges),
             }
             results["questions"] = question_latencies(service, args.repeat, results)
+            extra = generate(root / "ci-extra.ndjson", max(2, args.sessions // 12), seed=23, workspaces=1)
+            forget_cost(service, extra[:10_000], results)
         finally:
             service.close()
     results["load_average_end"] = round(os.getloadavg()[0], 2)
@@ -511,6 +553,14 @@ def main(argv: list[str] | None = None) -> int:
                 else f"  same answer as the scan: {q['same_answer_as_scan']}"
             )
         )
+    forget = results["forget"]
+    print(
+        f"forget a session of {forget['session_events']:,} events in a workspace of "
+        f"{forget['workspace_events']:,}: call {forget['call_ms']} ms, graph rebuilt after "
+        f"{forget['rebuild_s']} s ({forget['rebuild_events_per_s']:,} events/s replayed); in-process ingest "
+        f"{results['forget_ingest_before_events_per_s']:,} ev/s before, "
+        f"{results['forget_ingest_after_events_per_s']:,} ev/s with tombstones"
+    )
     return 0
 
 
