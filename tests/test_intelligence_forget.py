@@ -201,3 +201,38 @@ def test_unknown_sessions_bad_names_and_other_workspaces_are_refused(services: S
         svc.forget_session(WS, "a/b")
     assert svc.status()["rebuilding"] == []  # nothing refused queued a rebuild
     assert session_nodes(svc, sid) > 0
+
+
+def test_retention_forgets_sessions_idle_for_longer_than_the_limit(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convograph.intelligence import journal as journal_module
+
+    day = 86_400_000
+    clock = {"now": 100 * day}
+    monkeypatch.setattr(journal_module, "now_ms", lambda: clock["now"])
+    lines = with_blobs(LINES)
+    sessions = sorted({line["data"]["session_id"] for line in lines})
+    old = set(sessions[: len(sessions) // 2])
+    old_lines = [line for line in lines if line["data"]["session_id"] in old]
+    new_lines = [line for line in lines if line["data"]["session_id"] not in old]
+    svc = services.make(durable=True)
+    ingest(svc, old_lines)
+    clock["now"] = 140 * day
+    ingest(svc, new_lines)
+    with pytest.raises(ValueError, match="idle_days"):
+        svc.forget_idle_sessions(0)
+    assert svc.forget_idle_sessions(30, allowed_workspaces=frozenset({"elsewhere"})).sessions == 0
+    result = svc.forget_idle_sessions(30)
+    assert result.sessions == len(old)
+    assert result.events == len(old_lines)
+    assert result.blobs == len(old)
+    assert svc.wait_rebuilt(timeout=120)
+    assert svc.wait_applied(timeout=120)
+    for sid in old:
+        assert svc.list_blobs(sid) == []
+    reference = services.make()
+    ingest(reference, new_lines)
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+    assert svc.forget_idle_sessions(30).sessions == 0
+    assert svc.ingest_many(old_lines).accepted == 0  # tombstoned

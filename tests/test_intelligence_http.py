@@ -251,3 +251,15 @@ def test_forget_session_route(client: TestClient[Litestar], service: Intelligenc
     ).json()["results"]
     assert rows == [{"sid": CHILD}]  # the fork's own events stay
     assert client.post("/events", json=session_stream()).json()["accepted"] == 0
+
+
+def test_forget_idle_sessions_route(client: TestClient[Litestar], service: IntelligenceService) -> None:
+    client.post("/events", json=session_stream())
+    assert client.delete("/sessions").status_code == 400
+    assert client.delete("/sessions?idle_days=0").status_code == 400
+    assert client.delete("/sessions?idle_days=soon").status_code == 400
+    denied = client.delete(f"/sessions?idle_days=1&workspace={WS}", headers={"x-test-workspaces": "other"})
+    assert denied.status_code == 403
+    fresh = client.delete("/sessions?idle_days=1")
+    assert fresh.status_code == 202
+    assert fresh.json() == {"idle_days": 1.0, "sessions": 0, "events": 0, "blobs": 0, "rebuilding": []}

@@ -225,3 +225,23 @@ def test_forgetting_without_tombstones_lets_the_same_events_in_again(
     again = journal.append([env(1, key="k1", session="A"), env(2, session="A")])
     assert [r.status for r in again] == ["queued", "queued"]
     assert journal.append([env(1, key="k1", session="A")])[0].status == "duplicate"
+
+
+def test_idle_sessions_and_the_idle_check_inside_forget(
+    make_journal: Callable[[], Journal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convograph.intelligence import journal as journal_module
+
+    journal = make_journal()
+    clock = {"now": 1_000_000}
+    monkeypatch.setattr(journal_module, "now_ms", lambda: clock["now"])
+    journal.append([env(1, session="old"), env(2, session="both"), env(3, session="old", ws="W2")])
+    clock["now"] = 2_000_000
+    journal.append([env(4, session="new"), env(5, session="both")])
+    assert journal.idle_sessions(1_500_000) == [("W", "old"), ("W2", "old")]
+    assert journal.idle_sessions(1_500_000, "W2") == [("W2", "old")]
+    assert journal.idle_sessions(2_000_001) == [("W", "both"), ("W", "new"), ("W", "old"), ("W2", "old")]
+    assert journal.forget_session("W", "both", idle_before_ms=1_500_000) == 0  # active again: kept
+    assert journal.session_count("W", "both") == 2
+    assert journal.forget_session("W", "old", idle_before_ms=1_500_000) == 1
+    assert journal.idle_sessions(1_500_000) == [("W2", "old")]

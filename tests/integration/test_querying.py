@@ -134,3 +134,29 @@ def test_deleting_a_conversation_forgets_it_in_the_graph_and_the_id_can_start_ag
         client.post("/v1/conversations/acme:conv-1/events", content=body, headers=headers).status_code == 200
     )
     eventually(client, count, "acme", [{"sid": "conv-1", "n": 15}, {"sid": "conv-2", "n": 15}])
+
+
+def test_serve_with_retention_forgets_idle_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convograph.intelligence import journal as journal_module
+
+    real_now = journal_module.now_ms
+    monkeypatch.setattr(journal_module, "now_ms", lambda: real_now() - 40 * 86_400_000)
+    config = ServerConfig(
+        data_dir=tmp_path,
+        database_url="memory://",
+        intelligence=True,
+        retention_days=30,
+        retention_interval_seconds=0.2,
+    )
+    old = {
+        "event": "session:start",
+        "workspace": "acme",
+        "data": {"session_id": "old-1", "timestamp": "2026-01-01T00:00:00Z"},
+    }
+    new = {**old, "data": {"session_id": "new-1", "timestamp": "2026-11-01T00:00:00Z"}}
+    query = "MATCH (s:Session {workspace: $workspace}) RETURN s.node_id AS id ORDER BY id"
+    with TestClient(create_app(config)) as client:
+        assert client.post("/events", json=old).status_code == 202  # received "40 days ago"
+        monkeypatch.setattr(journal_module, "now_ms", real_now)
+        assert client.post("/events", json=new).status_code == 202
+        eventually(client, query, "acme", [{"id": "new-1"}])

@@ -1,8 +1,9 @@
-"""``convograph forget SESSION -w WORKSPACE``: delete one session of a workspace on a running server.
+"""``convograph forget SESSION -w WORKSPACE``: delete one session of a workspace on a running server;
+``convograph forget --idle-days D [-w WORKSPACE]``: delete every session idle for more than D days.
 
-Sends ``DELETE /sessions/{session}?workspace=`` (an admin-scope key when the server has keys):
-the session's journal records and blobs are deleted at once, its graph nodes when the workspace
-rebuild finishes (``--wait`` blocks until then). A redelivered copy of a forgotten event is
+Sends ``DELETE /sessions/{session}?workspace=`` (or ``DELETE /sessions?idle_days=``) with an
+admin-scope key when the server has keys: the journal records and blobs are deleted at once, the
+graph nodes when the workspace rebuild finishes (``--wait`` blocks until then). A redelivered copy of a forgotten event is
 refused as a duplicate. Exit code 0 on success, 1 when refused (unknown session, no access),
 2 when the server cannot be reached or the rebuild does not finish within ``--timeout``.
 """
@@ -31,8 +32,13 @@ def _error(response: httpx.Response) -> str:
 
 @app.command("forget")
 def forget(
-    session_id: Annotated[str, typer.Argument(help="The session id to forget.")],
-    workspace: Annotated[str, typer.Option("--workspace", "-w", help="The workspace it belongs to.")],
+    session_id: Annotated[str | None, typer.Argument(help="The session id to forget.")] = None,
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", "-w", help="The workspace (required with SESSION).")
+    ] = None,
+    idle_days: Annotated[
+        float | None, typer.Option("--idle-days", help="Instead of SESSION: every session idle this long.")
+    ] = None,
     url: Annotated[
         str, typer.Option("--url", help="convograph server.", envvar="CONVOGRAPH_URL")
     ] = "http://127.0.0.1:8321",
@@ -40,25 +46,39 @@ def forget(
     wait: Annotated[bool, typer.Option("--wait", help="Block until the graph no longer holds it.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.")] = 600.0,
 ) -> None:
-    """Forget one context-intelligence session: journal records, blobs and graph nodes."""
+    """Forget context-intelligence sessions: journal records, blobs and graph nodes."""
+    if (session_id is None) == (idle_days is None):
+        raise typer.BadParameter("give either SESSION (with --workspace) or --idle-days")
+    if session_id is not None and not workspace:
+        raise typer.BadParameter("--workspace is required with SESSION")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-            response = http.delete(f"/sessions/{quote(session_id, safe='')}", params={"workspace": workspace})
+            params: dict[str, str] = {"workspace": workspace} if workspace else {}
+            if session_id is not None:
+                path = f"/sessions/{quote(session_id, safe='')}"
+            else:
+                path, params["idle_days"] = "/sessions", str(idle_days)
+            response = http.delete(path, params=params)
             if response.status_code != 202:
                 err_console.print(f"[red]{_error(response)}")
                 raise typer.Exit(1)
             result = response.json()
+            what = (
+                f"session {session_id} of {workspace}"
+                if session_id is not None
+                else f"{result['sessions']} sessions idle for more than {idle_days:g} days"
+            )
             console.print(
-                f"forgot session {session_id} of {workspace}: {result['events']} events, "
-                f"{result['blobs']} blobs; graph rebuild {'pending' if result['rebuilding'] else 'done'}"
+                f"forgot {what}: {result['events']} events, {result['blobs']} blobs; "
+                f"graph rebuild {'pending' if result['rebuilding'] else 'done'}"
             )
             if not wait:
                 return
             deadline = time.monotonic() + timeout
-            while workspace in http.get("/intelligence/status").json().get("rebuilding", []):
+            while http.get("/intelligence/status").json().get("rebuilding", []):
                 if time.monotonic() >= deadline:
-                    err_console.print(f"[red]the rebuild of {workspace} did not finish in {timeout:g} s")
+                    err_console.print(f"[red]the graph rebuild did not finish in {timeout:g} s")
                     raise typer.Exit(2)
                 time.sleep(0.25)
             console.print("graph rebuilt")

@@ -34,6 +34,10 @@ def serve(
     intelligence: Annotated[
         bool | None, typer.Option("--intelligence/--no-intelligence", help="Serve /events, /cypher, /blobs.")
     ] = None,
+    retention_days: Annotated[
+        float | None,
+        typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
@@ -49,6 +53,7 @@ def serve(
             api_key_file=api_key_file,
             allow_public_without_keys=allow_public_without_keys or None,
             intelligence=intelligence,
+            retention_days=retention_days,
         )
         keys = KeyRing.load(config.api_key_file)
     except (ConfigError, ValueError) as exc:

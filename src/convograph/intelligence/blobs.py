@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,9 +117,9 @@ class BlobStore(Protocol):
 
     def list(self, session_id: str, workspaces: frozenset[str] | None = None) -> list[str]: ...
 
-    def forget_session(self, workspace: str, session_id: str) -> int:
-        """Remove ``workspace`` from the session's refs, delete refs no workspace holds and the
-        objects no ref names; returns how many refs were deleted."""
+    def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
+        """Remove ``workspace`` from the sessions' refs, delete refs no workspace holds and the
+        objects no ref names (one sweep for all); returns how many refs were deleted."""
         ...
 
 
@@ -157,18 +157,24 @@ class MemoryBlobStore:
             return sorted(k for k, (_, ws) in refs.items() if _visible(ws, workspaces))
 
     def forget_session(self, workspace: str, session_id: str) -> int:
+        return self.forget_sessions(workspace, [session_id])
+
+    def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
         with self._lock:
-            refs = self._refs.get(session_id, {})
-            gone = [key for key, (_, ws) in refs.items() if ws == {workspace}]
-            for _, ws in refs.values():
-                ws.discard(workspace)
-            candidates = {refs.pop(key)[0] for key in gone}
-            if not refs:
-                self._refs.pop(session_id, None)
+            deleted, candidates = 0, set[str]()
+            for session_id in set(session_ids):
+                refs = self._refs.get(session_id, {})
+                gone = [key for key, (_, ws) in refs.items() if ws == {workspace}]
+                for _, ws in refs.values():
+                    ws.discard(workspace)
+                candidates.update(refs.pop(key)[0] for key in gone)
+                deleted += len(gone)
+                if not refs:
+                    self._refs.pop(session_id, None)
             live = {sha for session_refs in self._refs.values() for sha, _ in session_refs.values()}
             for sha in candidates - live:
                 del self._objects[sha]
-            return len(gone)
+            return deleted
 
 
 def _digest(text: str) -> str:
@@ -245,25 +251,29 @@ class LocalBlobStore:
         return sorted(keys)
 
     def forget_session(self, workspace: str, session_id: str) -> int:
-        directory = self.root / "refs" / _digest(session_id)
+        return self.forget_sessions(workspace, [session_id])
+
+    def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
         with self._lock:
-            if not directory.is_dir():
-                return 0
             deleted = 0
             candidates: set[str] = set()
-            for path in directory.glob("*.json"):
-                ref = self._read_ref(path)
-                if ref is None or workspace not in ref["workspaces"]:
+            for session_id in set(session_ids):
+                directory = self.root / "refs" / _digest(session_id)
+                if not directory.is_dir():
                     continue
-                ref["workspaces"] = [ws for ws in ref["workspaces"] if ws != workspace]
-                if ref["workspaces"]:
-                    self._write_atomic(path, _json.encode(ref))
-                else:
-                    path.unlink()
-                    candidates.add(ref["sha256"])
-                    deleted += 1
-            with contextlib.suppress(OSError):  # not empty: another workspace's refs remain
-                directory.rmdir()
+                for path in directory.glob("*.json"):
+                    ref = self._read_ref(path)
+                    if ref is None or workspace not in ref["workspaces"]:
+                        continue
+                    ref["workspaces"] = [ws for ws in ref["workspaces"] if ws != workspace]
+                    if ref["workspaces"]:
+                        self._write_atomic(path, _json.encode(ref))
+                    else:
+                        path.unlink()
+                        candidates.add(ref["sha256"])
+                        deleted += 1
+                with contextlib.suppress(OSError):  # not empty: another workspace's refs remain
+                    directory.rmdir()
             if candidates:
                 for path in (self.root / "refs").glob("*/*.json"):
                     ref = self._read_ref(path)

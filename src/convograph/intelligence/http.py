@@ -17,6 +17,9 @@
   records, blobs, and its graph nodes through a workspace rebuild) → 202 ``{"workspace",
   "session_id", "events", "blobs", "rebuilding"}``; 404 when the workspace has no such session.
   Upstream's client ships a ``delete_session`` tool with no server endpoint behind it (§10 B16).
+- ``DELETE /sessions?idle_days=D[&workspace=W]`` — retention: forget every session (of W, or of
+  every workspace the key may write) idle for more than D days → 202 ``{"idle_days", "sessions",
+  "events", "blobs", "rebuilding"}``.
 
 Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
 workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure.
@@ -274,6 +277,26 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result, 202)
 
+    @delete("/sessions", status_code=202, summary="Forget idle sessions", tags=["context intelligence"])
+    async def forget_idle_sessions(
+        request: Request[Any, Any, Any],
+        idle_days: FromQuery[float | None] = None,
+        workspace: FromQuery[str | None] = None,
+    ) -> Response[bytes]:
+        caller = who(request)
+        if idle_days is None or not idle_days > 0:
+            return error_response(400, "invalid_request", "idle_days (a positive number of days) is required")
+        try:
+            result = await sync_to_thread(
+                service.forget_idle_sessions,
+                idle_days,
+                workspace=workspace or None,
+                allowed_workspaces=caller.allowed_workspaces,
+            )
+        except (AccessDenied, BlobError) as exc:
+            return _map_error(exc)
+        return _json(result, 202)
+
     @get("/intelligence/status", summary="Ingest and graph status", tags=["context intelligence"])
     async def status() -> Response[bytes]:
         return _json(service.status())
@@ -289,6 +312,7 @@ def create_intelligence_router(
             replay_dead,
             purge_dead,
             forget_session,
+            forget_idle_sessions,
             status,
         ],
     )

@@ -107,13 +107,22 @@ class Journal(Protocol):
 
     def purge_dead(self, key: str, workspaces: frozenset[str] | None = None) -> int: ...
 
-    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
+    def forget_session(
+        self, workspace: str, session_id: str, *, tombstone: bool = True, idle_before_ms: int | None = None
+    ) -> int:
         """Delete one session's records, keeping their dedupe digests as tombstones unless
-        ``tombstone`` is false (then a re-sent copy is new data); returns how many."""
+        ``tombstone`` is false (then a re-sent copy is new data); returns how many. With
+        ``idle_before_ms``, only if its newest record was received before then (checked in the
+        same transaction: a session that just became active again is kept, and 0 returned)."""
         ...
 
     def session_count(self, workspace: str, session_id: str) -> int:
         """How many records the session has in ``workspace``."""
+        ...
+
+    def idle_sessions(self, received_before_ms: int, workspace: str | None = None) -> list[tuple[str, str]]:
+        """``(workspace, session_id)`` of every session (of ``workspace``, or all) whose newest
+        record was received before ``received_before_ms``, sorted."""
         ...
 
     def read_workspace(
@@ -167,6 +176,11 @@ _MIGRATIONS = {
 
 
 _rows_decoder = msgspec.json.Decoder(list[list[Any]])
+
+
+def now_ms() -> int:
+    """Server time of an append (``received_ms``), in epoch milliseconds; tests may replace it."""
+    return int(time.time() * 1000)
 
 
 def _first(row: list[Any]) -> Any:
@@ -293,7 +307,7 @@ class SqliteJournal:
         Batches go through one ``executemany``; which rows were new is read back by seq (the first
         occurrence of a fingerprint in the batch is the one that was inserted).
         """
-        now = int(time.time() * 1000)
+        now = now_ms()
         rows = [
             (
                 env.workspace, env.session_id, env.event, env.epoch_ms, env.fingerprint, env.base_id, created_by, now,
@@ -374,13 +388,22 @@ class SqliteJournal:
             )
         return results
 
-    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
+    def forget_session(
+        self, workspace: str, session_id: str, *, tombstone: bool = True, idle_before_ms: int | None = None
+    ) -> int:
         """Delete the session's rows and dead letters in one transaction, keeping their dedupe
         digests as tombstones (unless ``tombstone`` is false). O(session rows · log N)."""
         with self._write_lock:
             self._write.execute("BEGIN IMMEDIATE")
             try:
                 selected = "FROM events WHERE workspace = ? AND session_id = ?"
+                if idle_before_ms is not None:
+                    newest = self._write.execute(
+                        f"SELECT max(received_ms) {selected}", (workspace, session_id)
+                    ).fetchone()[0]
+                    if newest is None or newest >= idle_before_ms:
+                        self._write.execute("COMMIT")
+                        return 0
                 if tombstone:
                     self._write.execute(
                         "INSERT OR IGNORE INTO tombstones (content_key, idem_key)"
@@ -410,6 +433,17 @@ class SqliteJournal:
                         dropped = set(gone)
                         self._tail_order = collections.deque(s for s in self._tail_order if s not in dropped)
         return count
+
+    def idle_sessions(self, received_before_ms: int, workspace: str | None = None) -> list[tuple[str, str]]:
+        """One grouped scan of the events table: O(N), for a retention sweep, not a hot path."""
+        where, params = ("WHERE workspace = ?", (workspace,)) if workspace is not None else ("", ())
+        with self._read_lock:
+            rows = self._read.execute(
+                f"SELECT workspace, session_id FROM events {where} GROUP BY workspace, session_id"
+                " HAVING max(received_ms) < ? ORDER BY workspace, session_id",
+                (*params, received_before_ms),
+            ).fetchall()
+        return [(ws, sid) for ws, sid in rows]
 
     def session_count(self, workspace: str, session_id: str) -> int:
         """Indexed count (``events_session``)."""
@@ -606,11 +640,13 @@ class MemoryJournal:
         self._bases: dict[tuple[str, str], set[str]] = {}
         self._dead: dict[int, tuple[str, float]] = {}
         self._idem_of: dict[int, str] = {}  # seq -> idempotency key (to forget without a tombstone)
+        self._received: dict[int, int] = {}  # seq -> received_ms
         self._next = 1
         self._lock = threading.Lock()
 
     def append(self, envelopes: Sequence[Envelope], created_by: str | None = None) -> list[AppendResult]:
         results: list[AppendResult] = []
+        now = now_ms()
         with self._lock:
             for env in envelopes:
                 fp_key = (env.workspace, env.fingerprint)
@@ -626,6 +662,7 @@ class MemoryJournal:
                 self._next += 1
                 if env.idempotency_key is not None:
                     self._idem_of[seq] = env.idempotency_key
+                self._received[seq] = now
                 self._records[seq] = JournalRecord(
                     seq,
                     env.workspace,
@@ -704,6 +741,7 @@ class MemoryJournal:
                 self._next += 1
                 if seq in self._idem_of:
                     self._idem_of[new_seq] = self._idem_of.pop(seq)
+                self._received[new_seq] = self._received.pop(seq)
                 self._records[new_seq] = msgspec.structs.replace(record, seq=new_seq)
                 self._order.append(new_seq)
             return len(seqs)
@@ -715,7 +753,9 @@ class MemoryJournal:
                 del self._dead[seq]
             return len(seqs)
 
-    def forget_session(self, workspace: str, session_id: str, *, tombstone: bool = True) -> int:
+    def forget_session(
+        self, workspace: str, session_id: str, *, tombstone: bool = True, idle_before_ms: int | None = None
+    ) -> int:
         """Drop the records; their fingerprints and keys stay in the dedupe sets (tombstones)
         unless ``tombstone`` is false."""
         with self._lock:
@@ -724,6 +764,11 @@ class MemoryJournal:
                 for seq, r in self._records.items()
                 if r.workspace == workspace and r.session_id == session_id
             ]
+            if (
+                idle_before_ms is not None
+                and max((self._received[s] for s in gone), default=idle_before_ms) >= idle_before_ms
+            ):
+                return 0
             for seq in gone:
                 record = self._records.pop(seq)
                 self._dead.pop(seq, None)
@@ -736,10 +781,20 @@ class MemoryJournal:
                     if key is not None:
                         self._keys.discard((workspace, key))
                 self._idem_of.pop(seq, None)
+                self._received.pop(seq, None)
             if gone:
                 dropped = set(gone)
                 self._order = [s for s in self._order if s not in dropped]
             return len(gone)
+
+    def idle_sessions(self, received_before_ms: int, workspace: str | None = None) -> list[tuple[str, str]]:
+        with self._lock:
+            newest: dict[tuple[str, str], int] = {}
+            for seq, record in self._records.items():
+                if workspace is None or record.workspace == workspace:
+                    key = (record.workspace, record.session_id)
+                    newest[key] = max(newest.get(key, 0), self._received[seq])
+            return sorted(key for key, ms in newest.items() if ms < received_before_ms)
 
     def session_count(self, workspace: str, session_id: str) -> int:
         with self._lock:

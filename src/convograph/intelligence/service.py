@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connect_engine
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
@@ -39,6 +40,7 @@ __all__ = [
     "IngestResult",
     "IntelligenceService",
     "NotFound",
+    "RetentionResult",
     "check_write",
 ]
 
@@ -69,6 +71,16 @@ class ForgetResult(msgspec.Struct, frozen=True):
 
     workspace: str
     session_id: str
+    events: int
+    blobs: int
+    rebuilding: list[str]
+
+
+class RetentionResult(msgspec.Struct, frozen=True):
+    """Outcome of `IntelligenceService.forget_idle_sessions`."""
+
+    idle_days: float
+    sessions: int
     events: int
     blobs: int
     rebuilding: list[str]
@@ -329,8 +341,44 @@ class IntelligenceService:
             raise NotFound(f"workspace {workspace!r} has no session {session_id!r}")
         with self.applier.rebuild_after(workspace):  # marked durably before anything is deleted
             events = self.journal.forget_session(workspace, session_id, tombstone=tombstone)
-            blobs = self.blobs.forget_session(workspace, session_id)
+            blobs = self.blobs.forget_sessions(workspace, [session_id])
         return ForgetResult(workspace, session_id, events, blobs, self.applier.pending_rebuilds())
+
+    def forget_idle_sessions(
+        self,
+        idle_days: float,
+        *,
+        workspace: str | None = None,
+        allowed_workspaces: frozenset[str] | None = None,
+    ) -> RetentionResult:
+        """Retention: forget (as `forget_session`, with tombstones) every session, of
+        ``workspace`` or of every workspace the caller may write, whose newest event was received
+        more than ``idle_days`` days ago. One rebuild and one blob sweep per affected workspace.
+        Finding them is one grouped scan of the journal, O(N). A session that receives an event
+        while the sweep runs is kept (re-checked inside each deletion's transaction)."""
+        if not idle_days > 0:
+            raise ValueError(f"idle_days must be a positive number of days, got {idle_days!r}")
+        if workspace is not None:
+            validate_key(workspace, "workspace")
+            if allowed_workspaces is not None and workspace not in allowed_workspaces:
+                raise AccessDenied(f"this API key may not write to workspace {workspace!r}")
+        cutoff = journal_module.now_ms() - int(idle_days * 86_400_000)
+        by_workspace: dict[str, list[str]] = {}
+        for ws, session_id in self.journal.idle_sessions(cutoff, workspace):
+            if allowed_workspaces is None or ws in allowed_workspaces:
+                by_workspace.setdefault(ws, []).append(session_id)
+        sessions = events = blobs = 0
+        for ws, session_ids in by_workspace.items():
+            with self.applier.rebuild_after(ws):
+                forgotten = []
+                for session_id in session_ids:
+                    count = self.journal.forget_session(ws, session_id, idle_before_ms=cutoff)
+                    if count:
+                        forgotten.append(session_id)
+                        events += count
+                blobs += self.blobs.forget_sessions(ws, forgotten)
+                sessions += len(forgotten)
+        return RetentionResult(idle_days, sessions, events, blobs, self.applier.pending_rebuilds())
 
     def wait_rebuilt(self, timeout: float = 60.0) -> bool:
         """Block until no workspace rebuild is pending (True) or ``timeout`` seconds pass."""

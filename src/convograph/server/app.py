@@ -77,6 +77,10 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                     event_log, state.intelligence, config.data_dir / "intelligence-feed.json"
                 )
                 state.feeder.start()
+                if config.retention_days is not None:
+                    state.retention = asyncio.create_task(
+                        _retention_loop(state.intelligence, config), name="convograph-retention"
+                    )
             yield
         finally:
             await state.close()
@@ -167,6 +171,25 @@ class _LateService:
         if self._service is None:
             raise ApiError(503, "the context-intelligence service is not running", code="unavailable")
         return getattr(self._service, name)
+
+
+async def _retention_loop(service: Any, config: ServerConfig) -> None:
+    """Forget sessions idle for ``config.retention_days``, now and every interval. A failed sweep
+    is logged and retried at the next interval."""
+    while True:
+        try:
+            result = await asyncio.to_thread(service.forget_idle_sessions, config.retention_days)
+            if result.sessions:
+                log.info(
+                    "retention: forgot %d idle sessions (%d events, %d blobs); rebuilding %s",
+                    result.sessions,
+                    result.events,
+                    result.blobs,
+                    ", ".join(result.rebuilding),
+                )
+        except Exception as exc:
+            log.warning("retention sweep failed: %s", exc)
+        await asyncio.sleep(config.retention_interval_seconds)
 
 
 async def _open_intelligence(config: ServerConfig) -> Any:

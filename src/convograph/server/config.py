@@ -45,6 +45,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Events buffered per SSE client before it is switched to catching up from the log."""
     intelligence: bool = True
     """Serve the context-intelligence endpoints (`POST /events`, `/cypher`, `/blobs`)."""
+    retention_days: float | None = None
+    """Forget context-intelligence sessions idle for longer than this many days (a sweep at start
+    and every ``retention_interval_seconds``); ``None`` keeps everything."""
+    retention_interval_seconds: float = 3600.0
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerConfig:
@@ -60,6 +64,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             ("api_key_file", Path),
             ("max_body_bytes", int),
             ("sse_heartbeat_seconds", float),
+            ("retention_days", float),
         )
         for name, kind in kinds:
             raw = env.get(ENV_PREFIX + name.upper())
@@ -87,6 +92,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(f"port {self.port} is outside 0-65535")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be at least 1024")
+        if self.retention_days is not None and not self.retention_days > 0:
+            raise ConfigError(f"retention_days must be a positive number of days, got {self.retention_days}")
+        if not self.retention_interval_seconds > 0:
+            raise ConfigError("retention_interval_seconds must be positive")
 
 
 def is_loopback(host: str) -> bool:

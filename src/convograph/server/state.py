@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,7 @@ class ServerState:
         self.conversation_list = ConversationListFeed(log)
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
+        self.retention: asyncio.Task[None] | None = None
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
@@ -57,6 +60,10 @@ class ServerState:
 
     async def close(self) -> None:
         await self.end_streams()
+        if self.retention is not None:
+            self.retention.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.retention
         if self.feeder is not None:
             await self.feeder.close()
         if self.intelligence is not None:
