@@ -168,6 +168,9 @@ def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
     svc.forget_session(WS, FORK)
     assert svc.status()["rebuilding"] == [WS]
     assert session_nodes(svc, FORK) > 0
+    # a batch planned before the forget offloads a field of the session after the blob sweep
+    svc.blobs.put(WS, FORK, "late-offload", b'"planned before the forget"')
+    assert svc.list_blobs(FORK) == [f"ci-blob://{FORK}/late-offload"]
     svc.journal.close()
     root = services.tmp_path / prefix.rstrip(":")
     restarted = IntelligenceService(
@@ -182,6 +185,7 @@ def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
     assert restarted.wait_rebuilt(timeout=120)
     assert restarted.wait_applied(timeout=120)
     assert session_nodes(restarted, FORK) == 0
+    assert restarted.list_blobs(FORK) == []  # swept again after the rebuild
     assert snapshot(restarted, WS) == snapshot(reference, WS)
 
 

@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -62,7 +62,8 @@ __all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
 log = logging.getLogger(__name__)
 
 REBUILD_MARK = "__rebuild__:"
-"""Meta key prefix (+ graph prefix + journal id): JSON ``{workspace: token}`` of pending rebuilds."""
+"""Meta key prefix (+ graph prefix + journal id): JSON ``{workspace: [token, [session ids]]}`` of
+pending rebuilds."""
 ROLLUPS_MARK = "__rollups__:"
 """Meta key prefix (+ graph key): the rollup version a graph was backfilled to."""
 ROLLUPS_VERSION = "1"
@@ -96,6 +97,13 @@ def resolve_node_ids(
         )
         renames.setdefault(record.workspace, {})[record.base_id] = {"base": record.base_id, "winner": winner}
     return ids, {ws: list(g.values()) for ws, g in renames.items()}
+
+
+class _Mark(msgspec.Struct, array_like=True):
+    """A pending workspace rebuild: its token and the sessions whose blobs to sweep again."""
+
+    token: str
+    sessions: tuple[str, ...]
 
 
 class _Planned:
@@ -151,6 +159,7 @@ class GraphApplier:
         self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
         self.rebuild_key = f"{REBUILD_MARK}{self.names.prefix}{journal.journal_id}"
         self._rebuild_lock = threading.Lock()
+        self._pending_cache: list[str] = []
         self.rebuilds_done = 0
         self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
         self._applied = 0
@@ -172,21 +181,31 @@ class GraphApplier:
                 self._backfill_rollups(graph, workspace)
         stored = self.engine.get_meta(self.cursor_key)
         self._applied = int(stored) if stored else 0
+        self._read_pending()
         self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
         self._thread.start()
 
     @contextlib.contextmanager
-    def rebuild_after(self, workspace: str) -> Iterator[None]:
-        """Hold while removing ``workspace`` data from the journal: the workspace is marked for a
-        rebuild first (durably, in the engine's meta, with a fresh token), and no rebuild starts
-        or is marked done while the block runs. A crash inside the block costs a harmless
-        rebuild, never a graph that keeps what the journal forgot; a forget during a rebuild
-        changes the token, so that rebuild runs again instead of being marked done."""
+    def rebuild_after(self, workspace: str, session_ids: Collection[str] = ()) -> Iterator[list[str]]:
+        """Hold while removing ``workspace`` data (``session_ids``) from the journal: the workspace
+        is marked for a rebuild first (durably, in the engine's meta, with a fresh token and the
+        sessions), and no rebuild starts or is marked done while the block runs. A crash inside
+        the block costs a harmless rebuild, never a graph that keeps what the journal forgot; a
+        forget during a rebuild changes the token, so that rebuild runs again. After the rebuild,
+        the sessions' blobs are swept once more: a batch planned before the forget may have
+        offloaded a field of theirs after the first sweep. The block may append to the list it is
+        given the sessions it found only once inside (they join the mark on exit)."""
         with self._rebuild_lock:
-            pending = self._pending()
-            pending[workspace] = uuid.uuid4().hex
-            self.engine.set_meta(self.rebuild_key, _json.encode(pending).decode())
-            yield
+            pending = self._read_pending()
+            token = uuid.uuid4().hex
+            sessions = {*pending.get(workspace, _Mark("", ())).sessions, *session_ids}
+            pending[workspace] = _Mark(token, tuple(sorted(sessions)))
+            self._store_pending(pending)
+            found: list[str] = []
+            yield found
+            if found:
+                pending[workspace] = _Mark(token, tuple(sorted({*sessions, *found})))
+                self._store_pending(pending)
         self._wake.set()
 
     def request_rebuild(self, workspace: str) -> None:
@@ -194,13 +213,20 @@ class GraphApplier:
         with self.rebuild_after(workspace):
             pass
 
-    def _pending(self) -> dict[str, str]:
+    def _read_pending(self) -> dict[str, _Mark]:
         stored = self.engine.get_meta(self.rebuild_key)
-        return dict(msgspec.json.decode(stored, type=dict[str, str])) if stored else {}
+        pending = dict(msgspec.json.decode(stored, type=dict[str, _Mark])) if stored else {}
+        self._pending_cache = sorted(pending)
+        return pending
+
+    def _store_pending(self, pending: dict[str, _Mark]) -> None:
+        self.engine.set_meta(self.rebuild_key, _json.encode(pending).decode())
+        self._pending_cache = sorted(pending)
 
     def pending_rebuilds(self) -> list[str]:
-        """Workspaces waiting for (or in) a rebuild."""
-        return sorted(self._pending())
+        """Workspaces waiting for (or in) a rebuild, as last read or written by this process (no
+        engine round trip: status pages keep working while the engine is down)."""
+        return list(self._pending_cache)
 
     def wait_rebuilt(self, timeout: float = 60.0) -> bool:
         """Poll until no rebuild is pending (True) or ``timeout`` seconds pass (False)."""
@@ -213,19 +239,21 @@ class GraphApplier:
         return True
 
     def _run_rebuilds(self) -> None:
-        """Rebuild every pending workspace (applier thread only); each is unmarked when done,
-        unless it was marked again meanwhile."""
+        """Rebuild every pending workspace (applier thread only, no plan in flight); each is
+        unmarked when done, unless it was marked again meanwhile."""
         with self._rebuild_lock:
-            pending = self._pending()
-        for workspace, token in sorted(pending.items()):
+            pending = self._read_pending()
+        for workspace, mark in sorted(pending.items()):
             if self._stop.is_set():
                 return
             self._rebuild(workspace)
+            if mark.sessions:
+                self.blobs.forget_sessions(workspace, mark.sessions)
             with self._rebuild_lock:
-                now = self._pending()
-                if now.get(workspace) == token:
+                now = self._read_pending()
+                if workspace in now and now[workspace].token == mark.token:
                     del now[workspace]
-                    self.engine.set_meta(self.rebuild_key, _json.encode(now).decode())
+                    self._store_pending(now)
             self.rebuilds_done += 1
 
     def _rebuild(self, workspace: str) -> None:
@@ -321,13 +349,16 @@ class GraphApplier:
                 except EngineUnavailable as exc:
                     backoff = self._engine_down(exc, backoff)
                     continue
-                if self.engine.get_meta(self.rebuild_key) not in (None, "{}"):
-                    prefetched = None  # it may hold records planned before a session was forgotten
-                    try:
+                try:
+                    if self._read_pending():
+                        if prefetched is not None:  # it may hold records planned before a forget:
+                            with contextlib.suppress(Exception):  # let it finish (its blob puts
+                                prefetched.result()  # are swept after the rebuild), then drop it
+                            prefetched = None
                         self._run_rebuilds()
-                    except EngineUnavailable as exc:
-                        backoff = self._engine_down(exc, backoff, warn=True)
-                        continue
+                except EngineUnavailable as exc:
+                    backoff = self._engine_down(exc, backoff, warn=True)
+                    continue
                 planned: _Planned | None = None
                 if prefetched is not None:
                     try:

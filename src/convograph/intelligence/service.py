@@ -339,7 +339,7 @@ class IntelligenceService:
         known = self.journal.session_count(workspace, session_id)
         if not known and not self.blobs.list(session_id, frozenset({workspace})):
             raise NotFound(f"workspace {workspace!r} has no session {session_id!r}")
-        with self.applier.rebuild_after(workspace):  # marked durably before anything is deleted
+        with self.applier.rebuild_after(workspace, [session_id]):  # marked durably before any deletion
             events = self.journal.forget_session(workspace, session_id, tombstone=tombstone)
             blobs = self.blobs.forget_sessions(workspace, [session_id])
         return ForgetResult(workspace, session_id, events, blobs, self.applier.pending_rebuilds())
@@ -369,8 +369,7 @@ class IntelligenceService:
                 by_workspace.setdefault(ws, []).append(session_id)
         sessions = events = blobs = 0
         for ws, session_ids in by_workspace.items():
-            with self.applier.rebuild_after(ws):
-                forgotten = []
+            with self.applier.rebuild_after(ws) as forgotten:
                 for session_id in session_ids:
                     count = self.journal.forget_session(ws, session_id, idle_before_ms=cutoff)
                     if count:
