@@ -238,7 +238,7 @@ class GraphApplier:
             time.sleep(0.02)
         return True
 
-    def _run_rebuilds(self) -> None:
+    def _run_rebuilds(self, planner: ThreadPoolExecutor | None = None) -> None:
         """Rebuild every pending workspace (applier thread only, no plan in flight); each is
         unmarked when done, unless it was marked again meanwhile."""
         with self._rebuild_lock:
@@ -246,7 +246,7 @@ class GraphApplier:
         for workspace, mark in sorted(pending.items()):
             if self._stop.is_set():
                 return
-            self._rebuild(workspace)
+            self._rebuild(workspace, planner)
             if mark.sessions:
                 self.blobs.forget_sessions(workspace, mark.sessions)
             with self._rebuild_lock:
@@ -256,26 +256,43 @@ class GraphApplier:
                     self._store_pending(now)
             self.rebuilds_done += 1
 
-    def _rebuild(self, workspace: str) -> None:
+    def _rebuild(self, workspace: str, planner: ThreadPoolExecutor | None = None) -> None:
+        """Drop the workspace graph and replay its live journal records up to the cursor, planning
+        the next page on ``planner`` while one is written (as the main loop does)."""
         graph = self.names.graph(workspace)
         log.info("rebuilding the graph of workspace %r from the journal", workspace)
         for reset in self.resets:
             reset()
         self.engine.delete_graph(graph)
         self._schema_ready.pop(graph, None)
-        upto, position = self._applied, 0
-        while not self._stop.is_set():
-            records = self.journal.read_workspace(workspace, position, upto, self.batch_size)
-            if not records:
-                return
+        upto = self._applied
+        records = self.journal.read_workspace(workspace, 0, upto, self.batch_size)
+        ahead: Future[_Planned] | None = None
+        while records and not self._stop.is_set():
+            planned: _Planned | None = None
             try:
-                self._write(self._plan(records))
-            except EngineUnavailable:
-                raise
+                planned = ahead.result() if ahead is not None else self._plan(records)
             except Exception as exc:
-                log.warning("rebuild batch of %d failed (%s); isolating records", len(records), exc)
-                self._isolate(records)
-            position = records[-1].seq
+                log.warning("rebuild planning of %d failed (%s); isolating records", len(records), exc)
+            following = self.journal.read_workspace(workspace, records[-1].seq, upto, self.batch_size)
+            ahead = planner.submit(self._plan, following) if following and planner is not None else None
+            try:
+                if planned is None:
+                    self._isolate(records)
+                else:
+                    try:
+                        self._write(planned)
+                    except EngineUnavailable:
+                        raise
+                    except Exception as exc:
+                        log.warning("rebuild batch of %d failed (%s); isolating records", len(records), exc)
+                        self._isolate(records)
+            except BaseException:
+                if ahead is not None:  # never leave a plan running behind a failed rebuild
+                    with contextlib.suppress(Exception):
+                        ahead.result()
+                raise
+            records = following
 
     def _backfill_rollups(self, graph: str, workspace: str) -> None:
         """Roll up what ``graph`` holds from before the rollups (`writer.backfill_rollups`), once:
@@ -355,7 +372,7 @@ class GraphApplier:
                             with contextlib.suppress(Exception):  # let it finish (its blob puts
                                 prefetched.result()  # are swept after the rebuild), then drop it
                             prefetched = None
-                        self._run_rebuilds()
+                        self._run_rebuilds(planner)
                 except EngineUnavailable as exc:
                     backoff = self._engine_down(exc, backoff, warn=True)
                     continue
