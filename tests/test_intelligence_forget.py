@@ -240,3 +240,28 @@ def test_retention_forgets_sessions_idle_for_longer_than_the_limit(
     assert snapshot(svc, WS) == snapshot(reference, WS)
     assert svc.forget_idle_sessions(30).sessions == 0
     assert svc.ingest_many(old_lines).accepted == 0  # tombstoned
+
+
+def _reversed_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _reversed_keys(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed_keys(item) for item in value]
+    return value
+
+
+def test_payloads_handed_over_by_the_ingest_path_build_the_graph_a_replay_builds(services: Services) -> None:
+    """Bytes bodies reach the planner as the dicts ingest decoded (sender's key order, `hint`);
+    dict bodies are decoded again from the journal (canonical order). Same graph, blobs included."""
+    lines = with_blobs(LINES)
+    hinted = services.make(durable=True)
+    hinted.ingest_many([json.dumps(_reversed_keys(line)).encode() for line in lines])
+    assert hinted.wait_applied(timeout=120)
+    assert not hinted.applier._hints  # every hint was used (or none would be needed)
+    decoded = services.make(durable=True)
+    ingest(decoded, lines)
+    assert snapshot(hinted, WS) == snapshot(decoded, WS)
+    sid = lines[0]["data"]["session_id"]
+    assert [hinted.read_blob(sid, uri.rsplit("/", 1)[1]) for uri in hinted.list_blobs(sid)] == [
+        decoded.read_blob(sid, uri.rsplit("/", 1)[1]) for uri in decoded.list_blobs(sid)
+    ]

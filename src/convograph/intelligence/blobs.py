@@ -61,7 +61,7 @@ OFFLOAD_FIELDS = (
     "error",
 )
 _KEY = re.compile(r"^[^/\\\x00]{1,1024}$")
-_json = msgspec.json.Encoder()
+_json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and journal replays encode alike
 
 
 class BlobError(ValueError):

@@ -67,7 +67,7 @@ FORWARDED = frozenset(
         "relay_resolved",
     }
 )
-_json = msgspec.json.Encoder()
+_json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and journal replays encode alike
 
 
 def conversation_target(cid: str) -> tuple[str, str]:

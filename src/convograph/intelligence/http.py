@@ -175,7 +175,7 @@ def create_intelligence_router(
                 result = await committer.submit(envelope, caller.created_by)
                 return _json({"status": result.status, "session_id": result.session_id}, 202)
             batch = service.ingest_many(
-                body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces
+                body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces, owned=True
             )
             return _json(
                 {

@@ -32,6 +32,7 @@ scratch after a restart.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -160,6 +161,10 @@ class GraphApplier:
         self.rebuild_key = f"{REBUILD_MARK}{self.names.prefix}{journal.journal_id}"
         self._rebuild_lock = threading.Lock()
         self._pending_cache: list[str] = []
+        # seq -> the payload the ingest path already decoded (see `hint`)
+        self._hints: dict[int, dict[str, Any]] = {}
+        self._hint_lock = threading.Lock()
+        self.hint_limit = 2 * batch_size
         self.rebuilds_done = 0
         self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
         self._applied = 0
@@ -314,6 +319,20 @@ class GraphApplier:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def hint(self, payloads: dict[int, dict[str, Any]]) -> None:
+        """Payloads the ingest path decoded itself, by seq, so planning need not decode the
+        journal's bytes again. A cache, never the truth: a missing hint is decoded from the
+        record; at most ``hint_limit`` are held (new ones are dropped when full, so a backlog
+        keeps the hints of its oldest records, the next to be planned). The caller owns the
+        dicts and never mutates them afterwards. O(len(payloads))."""
+        with self._hint_lock:
+            room = self.hint_limit - len(self._hints)
+            if room >= len(payloads):
+                self._hints.update(payloads)
+            elif room > 0:
+                for seq, payload in itertools.islice(payloads.items(), room):
+                    self._hints[seq] = payload
 
     def notify(self) -> None:
         """Wake the thread: new records were appended."""
@@ -489,9 +508,12 @@ class GraphApplier:
             for base_id, fps in self.journal.collision_groups(workspace, base_ids).items():
                 groups[(workspace, base_id)] = fps
         node_ids, renames = resolve_node_ids(records, groups)
+        with self._hint_lock:
+            pop = self._hints.pop
+            hinted = [pop(record.seq, None) for record in records] if self._hints else [None] * len(records)
         facts = []
-        for record, node_id in zip(records, node_ids, strict=True):
-            data = _decoder.decode(record.data)
+        for record, node_id, hint in zip(records, node_ids, hinted, strict=True):
+            data = hint if hint is not None else _decoder.decode(record.data)
             # a field's JSON is shorter than the whole payload's (key order does not change the
             # length), so a payload under the threshold has nothing to offload (most events)
             stored = (

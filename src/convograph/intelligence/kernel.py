@@ -45,7 +45,7 @@ PSEUDO_AGENTS = frozenset({"", "self", "root", "forked", "unresolved", "none", "
 """Agent names that are markers, never `Agent` nodes (upstream §10 B6)."""
 
 _PREVIEW = 500
-_json = msgspec.json.Encoder()
+_json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and journal replays encode alike
 
 
 class Fact(msgspec.Struct, frozen=True):

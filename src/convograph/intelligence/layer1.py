@@ -62,7 +62,7 @@ _STATUS_ALIASES = {
     "error": "failed",
 }
 _ERROR_PREVIEW = 1000
-_json = msgspec.json.Encoder()
+_json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and journal replays encode alike
 
 
 _SECONDS_CACHE = 65536

@@ -44,7 +44,7 @@ RESERVED_PROPERTIES = frozenset(
     }
 )
 
-_json = msgspec.json.Encoder()
+_json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and journal replays encode alike
 
 
 class FieldLifter(msgspec.Struct, frozen=True):

@@ -229,10 +229,16 @@ class IntelligenceService:
         *,
         created_by: str | None = None,
         allowed_workspaces: frozenset[str] | None = None,
+        owned: bool = False,
     ) -> BatchResult:
-        """Validate the whole batch, then append it in one transaction (all or nothing)."""
+        """Validate the whole batch, then append it in one transaction (all or nothing).
+
+        ``owned``: the mapping bodies were decoded for this call and nothing else holds them
+        (the HTTP routes), so their payloads may be handed to the applier as decoded (`hint`)
+        instead of being decoded again from the journal; str / bytes bodies always are."""
         envelopes: list[Envelope] = []
         errors: list[EnvelopeError] = []
+        mine: list[bool] = []
         for index, body in enumerate(bodies):
             try:
                 envelope = parse_envelope(body)
@@ -241,6 +247,7 @@ class IntelligenceService:
                 errors.append(exc)
                 continue
             envelopes.append(envelope)
+            mine.append(owned or isinstance(body, str | bytes))
         if errors:
             raise BatchError(errors)
         for envelope in envelopes:
@@ -248,6 +255,13 @@ class IntelligenceService:
         results = self.journal.append(envelopes, created_by) if envelopes else []
         queued = [r.seq for r in results if r.status == "queued" and r.seq is not None]
         if queued:
+            self.applier.hint(
+                {
+                    r.seq: e.data
+                    for e, r, own in zip(envelopes, results, mine, strict=True)
+                    if own and r.seq is not None
+                }
+            )
             self.applier.notify()
         return BatchResult(
             accepted=len(queued),
