@@ -386,7 +386,9 @@ class GraphApplier:
                     backoff = self._engine_down(exc, backoff)
                     continue
                 try:
-                    if self._read_pending():
+                    with self._rebuild_lock:  # (never a stale read over a forget's fresh mark)
+                        pending = self._read_pending()
+                    if pending:
                         if prefetched is not None:  # it may hold records planned before a forget:
                             with contextlib.suppress(Exception):  # let it finish (its blob puts
                                 prefetched.result()  # are swept after the rebuild), then drop it
