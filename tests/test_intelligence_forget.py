@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from convograph.intelligence.blobs import LocalBlobStore, MemoryBlobStore
 from convograph.intelligence.engine import FalkorEngine
@@ -265,3 +267,34 @@ def test_payloads_handed_over_by_the_ingest_path_build_the_graph_a_replay_builds
     assert [hinted.read_blob(sid, uri.rsplit("/", 1)[1]) for uri in hinted.list_blobs(sid)] == [
         decoded.read_blob(sid, uri.rsplit("/", 1)[1]) for uri in decoded.list_blobs(sid)
     ]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_forgets_at_any_point_of_the_stream_leave_the_graph_of_what_remains(
+    services: Services, data: st.DataObject
+) -> None:
+    """Property: ingest the stream in random chunks and batch sizes, forgetting random sessions
+    between chunks; the graph equals a fresh graph of the events that remain (a forgotten
+    session's later events are new data), and re-sending everything changes nothing."""
+    lines = with_blobs(LINES)
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(lines) - 1), min_size=1, max_size=4, unique=True)))
+    chunks = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    svc = services.make(batch_size=data.draw(st.sampled_from([53, 400, 20000])))
+    remaining: list[dict[str, Any]] = []
+    for chunk in chunks:
+        svc.ingest_many(chunk)
+        remaining.extend(chunk)
+        seen = sorted({line["data"]["session_id"] for line in remaining})
+        if seen:
+            for sid in data.draw(st.lists(st.sampled_from(seen), max_size=2, unique=True)):
+                svc.forget_session(WS, sid)
+                remaining = [line for line in remaining if line["data"]["session_id"] != sid]
+    assert svc.wait_rebuilt(timeout=120)
+    assert svc.wait_applied(timeout=120)
+    reference = services.make()
+    ingest(reference, remaining)
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+    svc.ingest_many(lines)  # everything again: forgotten events are tombstoned, the rest known
+    assert svc.wait_applied(timeout=120)
+    assert snapshot(svc, WS) == snapshot(reference, WS)
