@@ -163,7 +163,7 @@ def test_redelivery_rewind_and_restart_add_nothing(graphs: Graphs) -> None:
     restarted = graphs.service(journal, prefix=prefix)
     assert restarted.wait_applied(timeout=120)
     assert restarted.applier.dead_lettered == 0
-    layer = restarted.applier.stages[0].__self__
+    layer = restarted.applier.planned_stages[0]
     assert layer.rebuilds > 0  # fold states were rebuilt from the journal, mid-session
     assert picture(restarted) == expected
     restarted.close()

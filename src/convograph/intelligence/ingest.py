@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -58,7 +58,7 @@ from convograph.intelligence.writer import (
     write_statements,
 )
 
-__all__ = ["GraphApplier", "Stage", "resolve_node_ids"]
+__all__ = ["GraphApplier", "PlannedStage", "Stage", "resolve_node_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,27 @@ def resolve_node_ids(
     return ids, {ws: list(g.values()) for ws, g in renames.items()}
 
 
+def _settled(plan: Future[_Planned] | None) -> Future[_Planned] | None:
+    """Let a running plan finish, then drop it (returns ``None``, for ``prefetched =``): two
+    plans never run at once, because planned stages fold per-session state in plan order."""
+    if plan is not None:
+        with contextlib.suppress(Exception):
+            plan.result()
+    return None
+
+
+class PlannedStage(Protocol):
+    """A later layer split in two: ``plan`` runs with layer 1's planning (on the planner thread,
+    batches in seq order, never two at once; a batch may be planned again after a failure),
+    ``write`` with layer 1's writes, on the applier thread, in the same order."""
+
+    def plan_stage(
+        self, names: GraphNames, records: Sequence[JournalRecord], facts: Sequence[EventFacts]
+    ) -> Any: ...
+
+    def write_stage(self, engine: GraphEngine, planned: Any) -> None: ...
+
+
 class _Mark(msgspec.Struct, array_like=True):
     """A pending workspace rebuild: its token and the sessions whose blobs to sweep again."""
 
@@ -109,9 +130,9 @@ class _Mark(msgspec.Struct, array_like=True):
 
 class _Planned:
     """A batch ready to write: its records, their facts, layer-1 rows, the rendered layer-1
-    statements per workspace and the collision renames."""
+    statements per workspace, the collision renames and the planned stages' plans."""
 
-    __slots__ = ("batch", "facts", "records", "renames", "statements")
+    __slots__ = ("batch", "extras", "facts", "records", "renames", "statements")
 
     def __init__(
         self,
@@ -120,12 +141,14 @@ class _Planned:
         batch: GraphBatch,
         renames: dict[str, list[dict[str, str]]],
         statements: dict[str, list[Statement]],
+        extras: list[Any],
     ) -> None:
         self.records = records
         self.facts = facts
         self.batch = batch
         self.renames = renames
         self.statements = statements
+        self.extras = extras
 
 
 class GraphApplier:
@@ -144,6 +167,7 @@ class GraphApplier:
         on_applied: Callable[[int], None] | None = None,
         linger_s: float = 0.02,
         stages: Sequence[Stage] = (),
+        planned_stages: Sequence[PlannedStage] = (),
         resets: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.journal = journal
@@ -155,6 +179,7 @@ class GraphApplier:
         self.handlers = handlers
         self.linger_s = linger_s
         self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
+        self.planned_stages = tuple(planned_stages)  # later layers planned with layer 1 (overlapped)
         self.resets = tuple(resets)  # drop the stages' journal-derived caches before a rebuild
         # outside the graph-name space, so no workspace name can collide with it
         self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
@@ -282,20 +307,19 @@ class GraphApplier:
             following = self.journal.read_workspace(workspace, records[-1].seq, upto, self.batch_size)
             ahead = planner.submit(self._plan, following) if following and planner is not None else None
             try:
-                if planned is None:
-                    self._isolate(records)
-                else:
+                if planned is not None:
                     try:
                         self._write(planned)
                     except EngineUnavailable:
                         raise
                     except Exception as exc:
                         log.warning("rebuild batch of %d failed (%s); isolating records", len(records), exc)
-                        self._isolate(records)
+                        planned = None
+                if planned is None:  # isolating plans again: the next page is planned again too
+                    ahead = _settled(ahead)
+                    self._isolate(records)
             except BaseException:
-                if ahead is not None:  # never leave a plan running behind a failed rebuild
-                    with contextlib.suppress(Exception):
-                        ahead.result()
+                _settled(ahead)  # never leave a plan running behind a failed rebuild
                 raise
             records = following
 
@@ -381,7 +405,7 @@ class GraphApplier:
             while not self._stop.is_set():
                 try:
                     if self._sync_cursor():
-                        prefetched = None  # the store went back: the prefetched batch is not next any more
+                        prefetched = _settled(prefetched)  # the store went back: it is not next any more
                 except EngineUnavailable as exc:
                     backoff = self._engine_down(exc, backoff)
                     continue
@@ -389,10 +413,9 @@ class GraphApplier:
                     with self._rebuild_lock:  # (never a stale read over a forget's fresh mark)
                         pending = self._read_pending()
                     if pending:
-                        if prefetched is not None:  # it may hold records planned before a forget:
-                            with contextlib.suppress(Exception):  # let it finish (its blob puts
-                                prefetched.result()  # are swept after the rebuild), then drop it
-                            prefetched = None
+                        # it may hold records planned before a forget (its blob puts are swept
+                        # after the rebuild)
+                        prefetched = _settled(prefetched)
                         self._run_rebuilds(planner)
                 except EngineUnavailable as exc:
                     backoff = self._engine_down(exc, backoff, warn=True)
@@ -436,15 +459,17 @@ class GraphApplier:
                 try:
                     self._write(planned)
                 except EngineUnavailable as exc:
-                    prefetched = None
+                    prefetched = _settled(prefetched)
                     backoff = self._engine_down(exc, backoff, warn=True)
                     continue
                 except Exception as exc:
                     log.warning("batch of %d failed (%s); isolating records", len(batch), exc)
+                    # isolating plans the batch again, record by record: the following batch's
+                    # plan continued from the first plan's fold state, so it is planned again too
+                    prefetched = _settled(prefetched)
                     try:
                         self._isolate(batch)
                     except EngineUnavailable as unavailable:
-                        prefetched = None
                         backoff = self._engine_down(unavailable, backoff)
                         continue
                 backoff = 0.05
@@ -550,7 +575,8 @@ class GraphApplier:
             workspace: render_statements(self.engine, batch_statements(rows))
             for workspace, rows in batch.workspaces.items()
         }
-        return _Planned(records, facts, batch, renames, statements)
+        extras = [stage.plan_stage(self.names, records, facts) for stage in self.planned_stages]
+        return _Planned(records, facts, batch, renames, statements, extras)
 
     def _write(self, planned: _Planned) -> None:
         """The graph writes of a planned batch, then the later-layer stages."""
@@ -559,5 +585,7 @@ class GraphApplier:
             create = self._ensure_schema(graph)
             rename_collided_events(self.engine, graph, workspace, planned.renames.get(workspace, []))
             write_statements(self.engine, graph, planned.statements[workspace], create=create)
+        for planned_stage, extra in zip(self.planned_stages, planned.extras, strict=True):
+            planned_stage.write_stage(self.engine, extra)
         for stage in self.stages:
             stage(self.engine, self.names, planned.records, planned.facts)

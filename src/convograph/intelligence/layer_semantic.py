@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -188,6 +188,13 @@ def _record_fact(record: JournalRecord) -> Fact:
     )
 
 
+class SemanticPlan(NamedTuple):
+    """A batch folded by `SemanticLayer.plan_stage`: ``(graph, workspace, entities)`` parts."""
+
+    replay: bool
+    parts: list[tuple[str, str, Derived]]
+
+
 class SemanticLayer:
     """Applier stage for the kernel and foundation layers. ``max_sessions`` bounds the cache."""
 
@@ -250,9 +257,14 @@ class SemanticLayer:
         records: Sequence[JournalRecord],
         facts: Sequence[EventFacts],
     ) -> None:
-        """`convograph.intelligence.ingest.Stage` form: one `apply` per workspace of the batch."""
-        if records and records[0].seq <= self._high_seq:
-            self._schema_ready.clear()  # a replay: the graph store may have lost our indexes too
+        """`convograph.intelligence.ingest.Stage` form: plan and write in one call."""
+        self.write_stage(engine, self.plan_stage(names, records, facts))
+
+    def plan_stage(
+        self, names: GraphNames, records: Sequence[JournalRecord], facts: Sequence[EventFacts]
+    ) -> SemanticPlan:
+        """`convograph.intelligence.ingest.PlannedStage` half one: fold the batch (per workspace)."""
+        replay = bool(records) and records[0].seq <= self._high_seq
         if records:
             self._high_seq = max(self._high_seq, records[-1].seq)
         by_workspace: dict[str, list[Fact]] = {}
@@ -260,8 +272,17 @@ class SemanticLayer:
             by_workspace.setdefault(record.workspace, []).append(
                 Fact(record.seq, record.session_id, record.event, record.epoch_ms, item.node_id, item.data)
             )
-        for workspace, items in by_workspace.items():
-            self.apply(engine, names.graph(workspace), workspace, items)
+        return SemanticPlan(
+            replay, [(names.graph(ws), ws, self.plan(ws, items)) for ws, items in by_workspace.items()]
+        )
+
+    def write_stage(self, engine: GraphEngine, planned: SemanticPlan) -> None:
+        """Half two: write the folded entities (a replay re-creates the indexes first)."""
+        if planned.replay:
+            self._schema_ready.clear()  # the graph store may have lost our indexes too
+        for graph, workspace, out in planned.parts:
+            self.ensure_schema(engine, graph)
+            write_derived(engine, graph, workspace, out)
 
     def forget(self) -> None:
         """Drop every cached state (they are rebuilt from the journal on demand)."""

@@ -138,7 +138,7 @@ class IntelligenceService:
             names=self.names,
             batch_size=batch_size,
             offload_threshold=offload_threshold,
-            stages=(semantic.stage,) if semantic is not None else (),
+            planned_stages=(semantic,) if semantic is not None else (),
             resets=(semantic.forget,) if semantic is not None else (),
         )
         self._started = False
