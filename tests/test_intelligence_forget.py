@@ -298,3 +298,32 @@ def test_forgets_at_any_point_of_the_stream_leave_the_graph_of_what_remains(
     svc.ingest_many(lines)  # everything again: forgotten events are tombstoned, the rest known
     assert svc.wait_applied(timeout=120)
     assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_an_isolated_batch_with_a_plan_in_flight_keeps_the_semantic_folds_right(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch write fails once (not an outage): the applier isolates it record by record while
+    the next batch was already planned (its fold continued from the failed one). The result must
+    still be the graph of the stream."""
+    from convograph.intelligence import ingest as ingest_module
+
+    real = ingest_module.write_statements
+    calls = {"n": 0}
+
+    def flaky(*args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("injected write failure")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "write_statements", flaky)
+    svc = services.make(batch_size=120)
+    svc.ingest_many(LINES)
+    assert svc.wait_applied(timeout=120)
+    assert calls["n"] > 3
+    assert svc.applier.dead_lettered == 0
+    monkeypatch.setattr(ingest_module, "write_statements", real)
+    reference = services.make()
+    ingest(reference, LINES)
+    assert snapshot(svc, WS) == snapshot(reference, WS)
