@@ -410,6 +410,9 @@ class SqliteJournal:
                         f" SELECT content_key, idem_key {selected}",
                         (workspace, session_id),
                     )
+                seqs = [
+                    seq for (seq,) in self._write.execute(f"SELECT seq {selected}", (workspace, session_id))
+                ]
                 self._write.execute(
                     f"DELETE FROM dead_letters WHERE seq IN (SELECT seq {selected})", (workspace, session_id)
                 )
@@ -421,16 +424,9 @@ class SqliteJournal:
             if count and tombstone:
                 self._has_tombstones = True
             if count:
-                with self._tail_lock:
-                    gone = [
-                        seq
-                        for seq, record in self._tail.items()
-                        if record.workspace == workspace and record.session_id == session_id
-                    ]
-                    for seq in gone:
-                        del self._tail[seq]
-                    if gone:
-                        dropped = set(gone)
+                with self._tail_lock:  # O(session rows), plus O(tail) only when the tail held some
+                    dropped = {seq for seq in seqs if self._tail.pop(seq, None) is not None}
+                    if dropped:
                         self._tail_order = collections.deque(s for s in self._tail_order if s not in dropped)
         return count
 
