@@ -100,13 +100,13 @@ def test_forget_session_drops_refs_and_unreferenced_objects(store: BlobStore) ->
     store.put("W", "T", "other", b'"common"')  # the same content under another session
     store.put("W", "S", "both", b'"two workspaces"')
     store.put("W2", "S", "both", b'"two workspaces"')
-    assert store.forget_session("W", "S") == 2  # "both" stays for W2
+    assert store.forget_sessions("W", ["S"]) == 2  # "both" stays for W2
     assert store.list("S") == ["both"]
     assert store.get("S", "both", frozenset({"W"})) is None
     assert store.get("S", "both", frozenset({"W2"})) == b'"two workspaces"'
     assert store.get("T", "other") == b'"common"'  # its object is still named by T's ref
-    assert store.forget_session("W", "S") == 0
-    assert store.forget_session("W", "nobody") == 0
+    assert store.forget_sessions("W", ["S"]) == 0
+    assert store.forget_sessions("W", ["nobody"]) == 0
     if isinstance(store, LocalBlobStore):
         objects = {p.name for p in (store.root / "objects").glob("*/*")}
         import hashlib

@@ -10,7 +10,7 @@ traversal is impossible by construction, and `validate_key` still rejects odd ke
 error. Identical content is stored once (dedupe across events and sessions). Every ref remembers
 which workspaces wrote it so workspace-restricted readers only see their own blobs.
 
-`forget_session` drops one workspace's refs of a session and deletes the objects no ref names
+`forget_sessions` drops one workspace's refs of some sessions and deletes the objects no ref names
 any more (a mark-and-sweep over the refs, O(all refs): an administrative operation, under the
 store's lock so no concurrent `put` can lose an object it just referenced).
 
@@ -156,9 +156,6 @@ class MemoryBlobStore:
             refs = self._refs.get(session_id, {})
             return sorted(k for k, (_, ws) in refs.items() if _visible(ws, workspaces))
 
-    def forget_session(self, workspace: str, session_id: str) -> int:
-        return self.forget_sessions(workspace, [session_id])
-
     def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
         with self._lock:
             deleted, candidates = 0, set[str]()
@@ -212,7 +209,7 @@ class LocalBlobStore:
         sha = hashlib.sha256(content).hexdigest()
         obj = self._object_path(sha)
         ref_path = self._ref_path(session_id, key)
-        with self._lock:  # object and ref together: `forget_session` sweeps under the same lock
+        with self._lock:  # object and ref together: `forget_sessions` sweeps under the same lock
             if not obj.exists():
                 self._write_atomic(obj, content)
             ref: dict[str, Any] = {"key": key, "sha256": sha, "size": len(content), "workspaces": []}
@@ -249,9 +246,6 @@ class LocalBlobStore:
             if ref is not None and _visible(ref["workspaces"], workspaces):
                 keys.append(ref["key"])
         return sorted(keys)
-
-    def forget_session(self, workspace: str, session_id: str) -> int:
-        return self.forget_sessions(workspace, [session_id])
 
     def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
         with self._lock:

@@ -20,7 +20,7 @@ Failure policy (upstream §10 B9):
   the journal's dead-letter table with the error and skipped. Dead letters can be listed,
   replayed (moved to the journal tail) and purged.
 
-Workspace rebuilds (`request_rebuild`, used when a session is forgotten): the applier thread,
+Workspace rebuilds (`rebuild_after`, used when sessions are forgotten): the applier thread,
 between two batches, drops the workspace's graph and replays the workspace's live journal records
 up to the applied cursor through the same plan and write path, so the rebuilt graph is what the
 journal without the forgotten records produces (the convergence the layers are tested for), with
@@ -237,11 +237,6 @@ class GraphApplier:
                 pending[workspace] = _Mark(token, tuple(sorted({*sessions, *found})))
                 self._store_pending(pending)
         self._wake.set()
-
-    def request_rebuild(self, workspace: str) -> None:
-        """Mark ``workspace`` for a rebuild and wake the thread."""
-        with self.rebuild_after(workspace):
-            pass
 
     def _read_pending(self) -> dict[str, _Mark]:
         stored = self.engine.get_meta(self.rebuild_key)
