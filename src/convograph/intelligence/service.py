@@ -100,8 +100,12 @@ class NotFound(LookupError):
 
 def check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
     """Raise `AccessDenied` if a key limited to ``allowed`` workspaces may not write ``envelope``."""
-    if allowed is not None and envelope.workspace not in allowed:
-        raise AccessDenied(f"this API key may not write to workspace {envelope.workspace!r}")
+    _check_workspace_write(envelope.workspace, allowed)
+
+
+def _check_workspace_write(workspace: str, allowed: frozenset[str] | None) -> None:
+    if allowed is not None and workspace not in allowed:
+        raise AccessDenied(f"this API key may not write to workspace {workspace!r}")
 
 
 class IntelligenceService:
@@ -348,8 +352,7 @@ class IntelligenceService:
         """
         validate_key(session_id, "session id")
         validate_key(workspace, "workspace")
-        if allowed_workspaces is not None and workspace not in allowed_workspaces:
-            raise AccessDenied(f"this API key may not write to workspace {workspace!r}")
+        _check_workspace_write(workspace, allowed_workspaces)
         known = self.journal.session_count(workspace, session_id)
         if not known and not self.blobs.list(session_id, frozenset({workspace})):
             raise NotFound(f"workspace {workspace!r} has no session {session_id!r}")
@@ -374,8 +377,7 @@ class IntelligenceService:
             raise ValueError(f"idle_days must be a positive number of days, got {idle_days!r}")
         if workspace is not None:
             validate_key(workspace, "workspace")
-            if allowed_workspaces is not None and workspace not in allowed_workspaces:
-                raise AccessDenied(f"this API key may not write to workspace {workspace!r}")
+            _check_workspace_write(workspace, allowed_workspaces)
         cutoff = journal_module.now_ms() - int(idle_days * 86_400_000)
         by_workspace: dict[str, list[str]] = {}
         for ws, session_id in self.journal.idle_sessions(cutoff, workspace):
