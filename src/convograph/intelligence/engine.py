@@ -24,8 +24,10 @@ import atexit
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -123,6 +125,8 @@ def cypher_literal(value: Any) -> str:
         return "true"
     if value is False:
         return "false"
+    if isinstance(value, float) and 0.0 < abs(value) < _SMALLEST_NORMAL:
+        return "-0.0" if value < 0 else "0.0"  # FalkorDB's parser refuses subnormals: flushed to zero
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, Mapping):
@@ -140,6 +144,9 @@ def cypher_literal(value: Any) -> str:
 
 _json_encoder = msgspec.json.Encoder()
 _SCALARS = (str, int, float, bool, type(None))
+_SMALLEST_NORMAL = sys.float_info.min
+_SUBNORMAL_EXPONENT = re.compile(rb"e-3(?:0[89]|[1-9][0-9])")
+"""Exponents -308 and below: the text of every subnormal float (and of a few normal ones)."""
 
 
 def _has_map(value: Any) -> bool:
@@ -164,8 +171,8 @@ def _literal_fast(value: Any) -> str:
     if type(value) is not MapFreeList and _has_map(value):
         return cypher_literal(value)
     encoded = _json_encoder.encode(value)
-    if b"\\u" in encoded:
-        return cypher_literal(value)
+    if b"\\u" in encoded or (b"e-3" in encoded and _SUBNORMAL_EXPONENT.search(encoded)):
+        return cypher_literal(value)  # (a string holding such text only takes the slower path)
     return encoded.decode()
 
 
