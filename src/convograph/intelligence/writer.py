@@ -122,10 +122,13 @@ SET`` + ``MERGE`` of the edge, 21 → 11 µs per event). Only run while the ``Ev
 unique constraint is operational: a row whose node exists makes FalkorDB refuse (and roll back)
 the whole statement, and `write_statements` then redoes the batch in the ``MERGE`` form."""
 
+# The ids are SET on every write, not ON CREATE: an edge of the semantic layers (a delegation's
+# TRIGGERED, a PARALLEL_EXECUTION) may have created the node first when a call's tool:pre never
+# came (e.g. forgotten) or comes in a later batch; the values are functions of the node id.
 _TOOL_CALLS = """
 UNWIND $rows AS r
 MERGE (t:ToolCall {node_id: r.id, workspace: intern($ws)})
-ON CREATE SET t.tool_call_id = r.tcid, t.session_id = r.sid
+SET t.tool_call_id = r.tcid, t.session_id = r.sid
 WITH t, r,
   (r.start IS NOT NULL AND (t.started_at_ms IS NULL OR r.start < t.started_at_ms)) AS earlier,
   (r.end IS NOT NULL AND (t.ended_at_ms IS NULL OR r.end > t.ended_at_ms)) AS later
