@@ -240,7 +240,9 @@ def test_retention_forgets_sessions_idle_for_longer_than_the_limit(
     reference = services.make()
     ingest(reference, new_lines)
     assert snapshot(svc, WS) == snapshot(reference, WS)
-    assert svc.forget_idle_sessions(30).sessions == 0
+    again = svc.forget_idle_sessions(30)
+    assert again.sessions == 0
+    assert again.rebuilding == []  # nothing removed: no rebuild queued
     assert svc.ingest_many(old_lines).accepted == 0  # tombstoned
 
 
@@ -327,3 +329,20 @@ def test_an_isolated_batch_with_a_plan_in_flight_keeps_the_semantic_folds_right(
     reference = services.make()
     ingest(reference, LINES)
     assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_a_rebuild_block_that_removes_nothing_leaves_the_marks_as_they_were(services: Services) -> None:
+    svc = services.make()
+    svc.applier.stop()  # nothing runs the rebuilds: the marks stay as written
+    with svc.applier.rebuild_after(WS):
+        pass
+    assert svc.applier.pending_rebuilds() == []
+    with svc.applier.rebuild_after(WS, ["S1"]):
+        pass
+    with svc.applier.rebuild_after(WS) as found:
+        assert found == []
+    assert svc.applier.pending_rebuilds() == [WS]
+    assert svc.applier._read_pending()[WS].sessions == ("S1",)
+    with svc.applier.rebuild_after(WS) as found:
+        found.append("S2")
+    assert svc.applier._read_pending()[WS].sessions == ("S1", "S2")

@@ -224,17 +224,25 @@ class GraphApplier:
         forget during a rebuild changes the token, so that rebuild runs again. After the rebuild,
         the sessions' blobs are swept once more: a batch planned before the forget may have
         offloaded a field of theirs after the first sweep. The block may append to the list it is
-        given the sessions it found only once inside (they join the mark on exit)."""
+        given the sessions it found only once inside (they join the mark on exit); when it was
+        given no sessions and appends none, nothing was removed and no rebuild is left queued."""
         with self._rebuild_lock:
             pending = self._read_pending()
+            previous = pending.get(workspace)
             token = uuid.uuid4().hex
-            sessions = {*pending.get(workspace, _Mark("", ())).sessions, *session_ids}
+            sessions = {*(previous.sessions if previous is not None else ()), *session_ids}
             pending[workspace] = _Mark(token, tuple(sorted(sessions)))
             self._store_pending(pending)
             found: list[str] = []
             yield found
             if found:
                 pending[workspace] = _Mark(token, tuple(sorted({*sessions, *found})))
+                self._store_pending(pending)
+            elif not session_ids:  # the block removed nothing: the mark goes back to what it was
+                if previous is None:
+                    del pending[workspace]
+                else:
+                    pending[workspace] = previous
                 self._store_pending(pending)
         self._wake.set()
 
