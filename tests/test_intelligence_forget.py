@@ -201,10 +201,14 @@ def test_unknown_sessions_bad_names_and_other_workspaces_are_refused(services: S
         svc.forget_session("other-workspace", sid)
     with pytest.raises(AccessDenied):
         svc.forget_session(WS, sid, allowed_workspaces=frozenset({"other-workspace"}))
-    from convograph.intelligence.blobs import BlobError
+    from convograph.intelligence.envelope import EnvelopeError
 
-    with pytest.raises(BlobError):
+    with pytest.raises(EnvelopeError, match="session_id"):
         svc.forget_session(WS, "a/b")
+    with pytest.raises(EnvelopeError, match="workspace"):
+        svc.forget_session(" ", sid)
+    with pytest.raises(NotFound):  # a workspace name with '/' is valid (as in ingest), just unknown here
+        svc.forget_session("team/a", sid)
     assert svc.status()["rebuilding"] == []  # nothing refused queued a rebuild
     assert session_nodes(svc, sid) > 0
 

@@ -234,6 +234,9 @@ def test_forget_session_route(client: TestClient[Litestar], service: Intelligenc
     denied = client.delete(f"/sessions/{SID}?workspace={WS}", headers={"x-test-workspaces": "other"})
     assert denied.status_code == 403
     assert client.delete(f"/sessions/nobody?workspace={WS}").status_code == 404
+    dots = client.delete(f"/sessions/..?workspace={WS}")
+    assert dots.status_code in (400, 404)  # a client may normalise the path; never a 5xx
+    assert client.delete("/sessions/x?workspace=%20").json()["error"]["code"] == "invalid_workspace"
     forgot = client.delete(f"/sessions/{SID}?workspace={WS}")
     assert forgot.status_code == 202
     body = forgot.json()

@@ -28,6 +28,8 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "base_event_id",
+    "check_session_id",
+    "check_workspace",
     "content_fingerprint",
     "parse_envelope",
     "parse_timestamp_ms",
@@ -143,6 +145,24 @@ def _check_name(value: Any, field: str, limit: int) -> str:
     return value
 
 
+def check_workspace(value: Any, field: str = "workspace") -> str:
+    """A valid workspace name (non-blank, at most 512 characters, no NUL), else `EnvelopeError`."""
+    return _check_name(value, field, _MAX_ID)
+
+
+def check_session_id(value: Any, field: str = "session_id") -> str:
+    """A valid session id (as `check_workspace`, and no ``/``, ``\\``, ``.`` or ``..``: it names
+    blob directories), else `EnvelopeError` naming ``field``."""
+    session_id = _check_name(value, field, _MAX_ID)
+    if "/" in session_id or "\\" in session_id or session_id in (".", ".."):
+        raise EnvelopeError(
+            "invalid_session_id",
+            f"{field} must not contain '/' or '\\' nor be '.' or '..': {session_id!r}",
+            field=field,
+        )
+    return session_id
+
+
 def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
     """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint)."""
     if isinstance(body, str | bytes):
@@ -153,20 +173,14 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
     if not isinstance(body, Mapping):
         raise EnvelopeError("invalid_envelope", "envelope must be a JSON object")
     event = _check_name(body.get("event"), "event", _MAX_NAME).strip()
-    workspace = _check_name(body.get("workspace"), "workspace", _MAX_ID)
+    workspace = check_workspace(body.get("workspace"))
     data = body.get("data")
     if not isinstance(data, dict):
         raise EnvelopeError("invalid_data", "data must be a JSON object", field="data")
     session_id = data.get("session_id")
     if session_id is None:
         raise EnvelopeError("missing_session_id", "data.session_id is required", field="data.session_id")
-    session_id = _check_name(session_id, "data.session_id", _MAX_ID)
-    if "/" in session_id or "\\" in session_id or session_id in (".", ".."):
-        raise EnvelopeError(
-            "invalid_session_id",
-            f"data.session_id must not contain '/' or '\\' nor be '.' or '..': {session_id!r}",
-            field="data.session_id",
-        )
+    session_id = check_session_id(session_id, "data.session_id")
     epoch_ms = parse_timestamp_ms(data.get("timestamp"))
     key = body.get("idempotency_key")
     if key is not None:

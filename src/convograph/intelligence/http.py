@@ -273,7 +273,7 @@ def create_intelligence_router(
             result = await sync_to_thread(
                 service.forget_session, workspace, session_id, allowed_workspaces=caller.allowed_workspaces
             )
-        except (AccessDenied, BlobError, NotFound) as exc:
+        except (AccessDenied, EnvelopeError, NotFound) as exc:
             return _map_error(exc)
         return _json(result, 202)
 
@@ -293,7 +293,7 @@ def create_intelligence_router(
                 workspace=workspace or None,
                 allowed_workspaces=caller.allowed_workspaces,
             )
-        except (AccessDenied, BlobError) as exc:
+        except (AccessDenied, EnvelopeError) as exc:
             return _map_error(exc)
         return _json(result, 202)
 

@@ -26,7 +26,13 @@ import msgspec
 from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connect_engine
-from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
+from convograph.intelligence.envelope import (
+    Envelope,
+    EnvelopeError,
+    check_session_id,
+    check_workspace,
+    parse_envelope,
+)
 from convograph.intelligence.ingest import GraphApplier
 from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
@@ -346,12 +352,12 @@ class IntelligenceService:
         ``tombstone=False`` keeps no dedupe digests: for a source that is itself deleted (a
         conversation removed from the event log), whose id may be used again from seq 1.
 
-        Raises `AccessDenied` for a key that may not write ``workspace``, `BlobError` for a bad
-        name, `NotFound` when the workspace knows nothing of the session. The journal and blob
+        Raises `AccessDenied` for a key that may not write ``workspace``, `EnvelopeError` for a
+        bad name (the ingest rules), `NotFound` when the workspace knows nothing of the session. The journal and blob
         deletions are done on return; the graph catches up when ``rebuilding`` is empty.
         """
-        validate_key(session_id, "session id")
-        validate_key(workspace, "workspace")
+        check_session_id(session_id)
+        check_workspace(workspace)
         _check_workspace_write(workspace, allowed_workspaces)
         known = self.journal.session_count(workspace, session_id)
         if not known and not self.blobs.list(session_id, frozenset({workspace})):
@@ -376,7 +382,7 @@ class IntelligenceService:
         if not idle_days > 0:
             raise ValueError(f"idle_days must be a positive number of days, got {idle_days!r}")
         if workspace is not None:
-            validate_key(workspace, "workspace")
+            check_workspace(workspace)
             _check_workspace_write(workspace, allowed_workspaces)
         cutoff = journal_module.now_ms() - int(idle_days * 86_400_000)
         by_workspace: dict[str, list[str]] = {}

@@ -75,8 +75,8 @@ class IntelligenceFeeder:
         """The conversation was deleted from the event log: drop its cursor and forget its
         session in the graph (no tombstones: the id may start again from seq 1). Waits for a
         feed in progress, so nothing read before the deletion is ingested after it."""
-        from convograph.intelligence.blobs import BlobError
         from convograph.intelligence.conversations import conversation_target
+        from convograph.intelligence.envelope import EnvelopeError
         from convograph.intelligence.service import NotFound
 
         async with self._feeding:
@@ -84,7 +84,7 @@ class IntelligenceFeeder:
             self._cursors.pop(conversation_id, None)
             await asyncio.to_thread(self._save)
             workspace, session_id = conversation_target(conversation_id)
-            with contextlib.suppress(NotFound, BlobError):  # never fed (or an id no session can have)
+            with contextlib.suppress(NotFound, EnvelopeError):  # never fed (or an id no session can have)
                 await asyncio.to_thread(self._service.forget_session, workspace, session_id, tombstone=False)
 
     async def close(self) -> None:
