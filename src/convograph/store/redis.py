@@ -396,8 +396,16 @@ class RedisEventLog:
                 await self.finalize_pending()
 
     async def drain(self) -> None:
-        """Wait for background finalisations started so far (tests, shutdown)."""
-        while self._tasks:
+        """Wait for background finalisations started so far (tests, shutdown).
+
+        Finished tasks are dropped here too, not only by their done callback: a callback is
+        scheduled on the task's own loop, which may be gone (a test's loop), and a finished task
+        left in the set made this loop spin forever (seen as a hung CI run)."""
+        while True:
+            done = {task for task in self._tasks if task.done()}
+            self._tasks -= done
+            if not self._tasks:
+                return
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     # -- reads -----------------------------------------------------------------------------------------
