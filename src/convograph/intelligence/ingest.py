@@ -413,9 +413,9 @@ class GraphApplier:
                     backoff = self._engine_down(exc, backoff)
                     continue
                 try:
-                    with self._rebuild_lock:  # (never a stale read over a forget's fresh mark)
-                        pending = self._read_pending()
-                    if pending:
+                    # this process writes every mark (`rebuild_after`; `start` reads older ones), so
+                    # its cache says whether any is pending without an engine round trip per batch
+                    if self._pending_cache:
                         # it may hold records planned before a forget (its blob puts are swept
                         # after the rebuild)
                         prefetched = _settled(prefetched)
