@@ -250,16 +250,6 @@ class SemanticLayer:
         self.ensure_schema(engine, graph)
         return write_derived(engine, graph, workspace, self.plan(workspace, facts))
 
-    def stage(
-        self,
-        engine: GraphEngine,
-        names: GraphNames,
-        records: Sequence[JournalRecord],
-        facts: Sequence[EventFacts],
-    ) -> None:
-        """`convograph.intelligence.ingest.Stage` form: plan and write in one call."""
-        self.write_stage(engine, self.plan_stage(names, records, facts))
-
     def plan_stage(
         self, names: GraphNames, records: Sequence[JournalRecord], facts: Sequence[EventFacts]
     ) -> SemanticPlan:
