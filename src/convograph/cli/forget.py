@@ -3,8 +3,8 @@
 
 Sends ``DELETE /sessions/{session}?workspace=`` (or ``DELETE /sessions?idle_days=``) with an
 admin-scope key when the server has keys: the journal records and blobs are deleted at once, the
-graph nodes when the workspace rebuild finishes (``--wait`` blocks until then). A redelivered copy of a forgotten event is
-refused as a duplicate. Exit code 0 on success, 1 when refused (unknown session, no access),
+graph nodes when the workspace rebuild finishes (``--wait`` blocks until then). A redelivered
+copy of a forgotten event is refused as a duplicate. Exit code 0 on success, 1 when refused (unknown session, no access),
 2 when the server cannot be reached or the rebuild does not finish within ``--timeout``.
 """
 
