@@ -20,7 +20,9 @@ from litestar import Litestar
 from litestar.testing import TestClient
 
 from convograph.demo.conversations import DEMO_CONVERSATIONS
+from convograph.events import parse_event
 from convograph.graph import create_graph, reduce_events
+from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
 from convograph.jsonable import to_jsonable
 from convograph.projections import project_thread
 from convograph.server import create_app
@@ -250,3 +252,75 @@ def test_client_model_merges_and_extends_text_exactly() -> None:
     assert texts[0]["content"]["text"] == first + "second more"
     expected = to_jsonable(project_thread(reduce_events(create_graph(), with_seq(events))))
     assert shape(thread) == shape(expected)
+
+
+
+SERVER_MODE_RUNNER = """
+import { ConversationModel, Level } from %(model)s;
+import { modelFromThread } from %(steer)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const live = new ConversationModel();
+for (const event of input.events) live.apply(event);
+const built = modelFromThread(input.server, live, Level);
+const views = (level) => level.items.map((v) => ({ id: v.id, kind: v.kind, progress: v.progress ?? null,
+  branches: v.branches.map(views) }));
+process.stdout.write(JSON.stringify(views(built.top)));
+"""
+
+
+def server_mode_views(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The views the viewer renders after a command: `modelFromThread` of what ``GET /thread``
+    answers (the hypergraph's active path), with the client model fed ``events``."""
+    assert NODE is not None
+    conversation = reduce_conversation_events(create_conversation(), [parse_event(e) for e in events])
+    server = to_jsonable(project_thread(conversation, default_active(conversation)))
+    script = SERVER_MODE_RUNNER % {
+        "model": json.dumps((JS / "model.js").as_uri()),
+        "steer": json.dumps((JS / "steer.js").as_uri()),
+    }
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"events": events, "server": server}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: list[dict[str, Any]] = json.loads(done.stdout)
+    return result
+
+
+def walk(views: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for v in views:
+        yield v
+        for branch in v["branches"]:
+            yield from walk(branch)
+
+
+@needs_node
+def test_server_mode_thread_shows_progress_of_every_tool() -> None:
+    """After a command the viewer renders the server's thread, which folds progress only for
+    registered tools (``exec``): the progress of other tools comes from the client model, as it
+    does before any command."""
+    run = {"runId": "a", "parentId": "u:user"}
+    events = [
+        {"type": "user", "runId": "u", "content": "find refunds"},
+        {"type": "tool_call", **run, "id": "s1", "name": "search", "input": {"q": "refunds"}},
+        {"type": "tool_progress", **run, "id": "p1", "toolCallId": "s1", "name": "search",
+         "content": {"channel": "stdout", "data": "3 hits\n"}},
+        {"type": "tool_progress", **run, "id": "p2", "toolCallId": "s1", "name": "search", "content": {"found": 3}},
+        {"type": "tool_result", **run, "id": "s1", "name": "search", "output": "ok"},
+        {"type": "tool_call", **run, "id": "x1", "name": "exec", "input": {"cmd": "wc -l"}},
+        {"type": "tool_progress", **run, "id": "p3", "toolCallId": "x1", "name": "exec",
+         "content": {"channel": "stderr", "data": "warn\n"}},
+        {"type": "tool_call", **run, "id": "q1", "name": "search", "input": {"q": "none"}},
+    ]  # fmt: skip
+    views = {v["id"]: v for v in walk(server_mode_views(with_seq(events)))}
+    assert views["s1"]["progress"] == {
+        "count": 2, "stdout": "3 hits\n", "stderr": "", "metrics": None, "other": [{"found": 3}]
+    }  # fmt: skip
+    assert views["x1"]["progress"]["stderr"] == "warn\n"
+    assert views["q1"]["progress"] is None

@@ -162,7 +162,12 @@ export class Steering {
 }
 
 /** Thread views from the server's /thread JSON, shaped like ConversationModel views (for the
- * renderer), reading run status, usage and relay decisions from the live client model. */
+ * renderer), reading run status, usage and relay decisions from the live client model.
+ *
+ * Tool progress comes from the client model when it has any for the call: the client folds every
+ * tool's progress, the server only registered tools' (docs/web.md). REPL cells do not come back:
+ * the server's thread drops repl_* events and merges the run's text across them, so a cell has no
+ * true place in it (docs/web.md, "Not done yet"). */
 export function modelFromThread(json, live, Level) {
   const top = new Level(null);
   const build = (items, level) => {
@@ -175,7 +180,9 @@ export function modelFromThread(json, live, Level) {
       if (c.kind === "tool_call") {
         Object.assign(view, { name: c.name, input: c.input ?? null, hasOutput: "output" in c, output: c.output });
         const p = c.progress;
-        view.progress = p && typeof p === "object" ? { count: 1, stdout: p.stdout ?? "", stderr: p.stderr ?? "", metrics: p.metrics ?? null, other: [] } : null;
+        view.progress =
+          live.progress.get(v.id) ??
+          (p && typeof p === "object" ? { count: 1, stdout: p.stdout ?? "", stderr: p.stderr ?? "", metrics: p.metrics ?? null, other: [] } : null);
       }
       if (c.kind === "relay") {
         Object.assign(view, { relayKind: c.relayKind, toolCallId: c.toolCallId, tool: c.tool, params: c.params ?? {}, decision: live.decisions.get(v.id) ?? null });
