@@ -57,8 +57,10 @@ class Services:
         self.open: list[IntelligenceService] = []
 
     def make(
-        self, *, durable: bool = False, prefix: str | None = None, **options: Any
+        self, *, durable: bool = False, prefix: str | None = None, layers: bool = True, **options: Any
     ) -> IntelligenceService:
+        """A started service; ``layers=False`` runs layer 1 only, where a forget is applied in place
+        (`purge.purge_sessions`) instead of a rebuild."""
         if prefix is None:
             prefix = f"f{uuid.uuid4().hex[:10]}:"
             self.prefixes.append(prefix)
@@ -69,7 +71,7 @@ class Services:
         else:
             journal, blobs = MemoryJournal(), MemoryBlobStore()
         svc = IntelligenceService(
-            journal, self.engine, blobs, names=GraphNames(prefix), semantic_layers=True, **options
+            journal, self.engine, blobs, names=GraphNames(prefix), semantic_layers=layers, **options
         )
         svc.start()
         self.open.append(svc)
@@ -105,14 +107,15 @@ def session_nodes(svc: IntelligenceService, sid: str) -> int:
     return int(rows[0]["c"])
 
 
+@pytest.mark.parametrize("layers", [True, False], ids=["rebuild(layers)", "in-place(layer1)"])
 @pytest.mark.parametrize("durable", [False, True], ids=["memory", "sqlite+local"])
 @pytest.mark.parametrize("forgotten", [ROOT, FORK], ids=["root", "fork"])
 def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
-    services: Services, durable: bool, forgotten: str
+    services: Services, durable: bool, forgotten: str, layers: bool
 ) -> None:
     lines = with_blobs(LINES)
     kept = [line for line in lines if line["data"]["session_id"] != forgotten]
-    svc = services.make(durable=durable)
+    svc = services.make(durable=durable, layers=layers)
     ingest(svc, lines)
     assert session_nodes(svc, forgotten) > 0
     assert svc.list_blobs(forgotten)
@@ -125,7 +128,9 @@ def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
     assert svc.status()["rebuilding"] == []
     assert svc.list_blobs(forgotten) == []
     assert session_nodes(svc, forgotten) == 0
-    reference = services.make(durable=durable)
+    # with the semantic layers the graph is rebuilt; layer 1 alone is purged in place
+    assert (svc.applier.purges_done, svc.applier.rebuilds_done) == ((0, 1) if layers else (1, 0))
+    reference = services.make(durable=durable, layers=layers)
     ingest(reference, kept)
     expected = snapshot(reference, WS)
     assert snapshot(svc, WS) == expected
@@ -145,19 +150,22 @@ def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
     assert snapshot(svc, WS) == snapshot(reference, WS)
 
 
-def test_events_arriving_during_the_rebuild_are_applied_once(services: Services) -> None:
+@pytest.mark.parametrize("layers", [True, False], ids=["rebuild(layers)", "in-place(layer1)"])
+def test_events_arriving_during_the_rebuild_are_applied_once(services: Services, layers: bool) -> None:
     lines = with_blobs(LINES)
     half = len(lines) // 2
-    svc = services.make(batch_size=97)  # many small batches: the rebuild interleaves with ingest
+    svc = services.make(batch_size=97, layers=layers)  # small batches: the forget interleaves with ingest
     ingest(svc, lines[:half])
     svc.forget_session(WS, FORK)
     svc.ingest_many(lines[half:])
     assert svc.wait_rebuilt(timeout=120)
     assert svc.wait_applied(timeout=120)
     # the session's events that arrive after the forget were never seen: they are new data
-    reference = services.make()
+    reference = services.make(layers=layers)
     ingest(reference, [line for line in lines[:half] if line["data"]["session_id"] != FORK] + lines[half:])
     assert snapshot(svc, WS) == snapshot(reference, WS)
+    # so is the field one of them offloaded (the forget's blob sweeps ran before it was replayed)
+    assert svc.list_blobs(FORK) == reference.list_blobs(FORK) != []
 
 
 def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
@@ -286,7 +294,8 @@ def test_forgets_at_any_point_of_the_stream_leave_the_graph_of_what_remains(
     lines = with_blobs(LINES)
     cuts = sorted(data.draw(st.lists(st.integers(1, len(lines) - 1), min_size=1, max_size=4, unique=True)))
     chunks = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
-    svc = services.make(batch_size=data.draw(st.sampled_from([53, 400, 20000])))
+    layers = data.draw(st.booleans())
+    svc = services.make(batch_size=data.draw(st.sampled_from([53, 400, 20000])), layers=layers)
     remaining: list[dict[str, Any]] = []
     for chunk in chunks:
         svc.ingest_many(chunk)
@@ -298,7 +307,9 @@ def test_forgets_at_any_point_of_the_stream_leave_the_graph_of_what_remains(
                 remaining = [line for line in remaining if line["data"]["session_id"] != sid]
     assert svc.wait_rebuilt(timeout=120)
     assert svc.wait_applied(timeout=120)
-    reference = services.make()
+    if not layers:
+        assert svc.applier.rebuilds_done == 0
+    reference = services.make(layers=layers)
     ingest(reference, remaining)
     assert snapshot(svc, WS) == snapshot(reference, WS)
     svc.ingest_many(lines)  # everything again: forgotten events are tombstoned, the rest known
@@ -350,3 +361,78 @@ def test_a_rebuild_block_that_removes_nothing_leaves_the_marks_as_they_were(serv
     with svc.applier.rebuild_after(WS) as found:
         found.append("S2")
     assert svc.applier._read_pending()[WS].sessions == ("S1", "S2")
+
+
+def test_a_purge_that_fails_half_way_is_repaired_by_a_rebuild(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-place purge is not atomic: when a statement fails after others ran, the applier
+    rebuilds the workspace instead, so the graph still equals a fresh build of what remains."""
+    import convograph.intelligence.purge as purge_module
+
+    svc = services.make(layers=False)
+    ingest(svc, with_blobs(LINES))
+    real = purge_module._RECOUNT_TOOLS
+    monkeypatch.setattr(
+        purge_module, "_RECOUNT_TOOLS", real.replace("SET x.calls", "SET x.calls = nosuchfn(), x.c")
+    )
+    svc.forget_session(WS, ROOT)  # events and tool calls go, then the Tool recount fails
+    assert svc.wait_rebuilt(timeout=120)
+    assert (svc.applier.purges_done, svc.applier.rebuilds_done) == (0, 1)
+    reference = services.make(layers=False)
+    ingest(reference, [line for line in with_blobs(LINES) if line["data"]["session_id"] != ROOT])
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_forgetting_a_parent_and_its_forks_together_leaves_no_stub(services: Services) -> None:
+    """A forgotten parent stays as a bare node while a remaining session forks from it; forgotten
+    with all its forks, nothing of it stays (nor of a parent only its forks named)."""
+    forks = sorted(
+        {
+            line["data"]["session_id"]
+            for line in LINES
+            if line["data"].get("parent_id") == ROOT or line["event"] == "session:fork"
+        }
+    )
+    svc = services.make(layers=False)
+    ingest(svc, LINES)
+    svc.applier.stop()
+    for sid in [ROOT, *forks]:
+        svc.forget_session(WS, sid)
+    svc.applier._stop.clear()
+    svc.applier.start()
+    assert svc.wait_rebuilt(timeout=120)
+    assert (svc.applier.purges_done, svc.applier.rebuilds_done) == (1, 0)  # one mark, all sessions
+    reference = services.make(layers=False)
+    ingest(reference, [line for line in LINES if line["data"]["session_id"] not in {ROOT, *forks}])
+    assert snapshot(svc, WS) == snapshot(reference, WS)
+
+
+def test_a_forget_marked_before_a_restart_is_rebuilt_not_purged(services: Services) -> None:
+    """A mark read at start may follow an in-place purge cut short by a crash: only a rebuild is
+    sure to repair that, so it gets one (and a later forget in the same workspace too)."""
+    svc = services.make(durable=True, layers=False)
+    ingest(svc, LINES)
+    prefix = svc.names.prefix
+    svc.applier.stop()
+    svc.forget_session(WS, FORK)
+    svc.journal.close()
+    root = services.tmp_path / prefix.rstrip(":")
+    restarted = IntelligenceService(
+        SqliteJournal(root / "journal.sqlite3"),
+        services.engine,
+        LocalBlobStore(root / "blobs"),
+        names=GraphNames(prefix),
+    )
+    restarted.applier._stop.set()  # hold the rebuild until a second forget joins the mark
+    restarted.start()
+    services.open.append(restarted)
+    restarted.applier._thread.join()  # type: ignore[union-attr]
+    restarted.forget_session(WS, ROOT)
+    restarted.applier._stop.clear()
+    restarted.applier.start()
+    assert restarted.wait_rebuilt(timeout=120)
+    assert (restarted.applier.purges_done, restarted.applier.rebuilds_done) == (0, 1)
+    reference = services.make(layers=False)
+    ingest(reference, [line for line in LINES if line["data"]["session_id"] not in {FORK, ROOT}])
+    assert snapshot(restarted, WS) == snapshot(reference, WS)

@@ -254,7 +254,6 @@ def test_client_model_merges_and_extends_text_exactly() -> None:
     assert shape(thread) == shape(expected)
 
 
-
 SERVER_MODE_RUNNER = """
 import { ConversationModel, Level } from %(model)s;
 import { modelFromThread } from %(steer)s;
@@ -306,7 +305,7 @@ def test_server_mode_thread_shows_progress_of_every_tool() -> None:
     registered tools (``exec``): the progress of other tools comes from the client model, as it
     does before any command."""
     run = {"runId": "a", "parentId": "u:user"}
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "user", "runId": "u", "content": "find refunds"},
         {"type": "tool_call", **run, "id": "s1", "name": "search", "input": {"q": "refunds"}},
         {"type": "tool_progress", **run, "id": "p1", "toolCallId": "s1", "name": "search",

@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -47,6 +47,7 @@ from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
+from convograph.intelligence.purge import purge_sessions
 from convograph.intelligence.writer import (
     GraphNames,
     Statement,
@@ -191,6 +192,13 @@ class GraphApplier:
         self._hint_lock = threading.Lock()
         self.hint_limit = 2 * batch_size
         self.rebuilds_done = 0
+        self.purges_done = 0
+        self.purge_in_place = True
+        """Apply a layer-1-only forget in place (`purge.purge_sessions`); False always rebuilds."""
+        """Forgets applied in place (`purge.purge_sessions`) instead of a rebuild."""
+        self._purgeable: set[str] = set()
+        """Tokens of marks made by this process over a graph that held every earlier forget: only
+        those may be purged in place (a mark read at start may follow a purge cut short)."""
         self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
         self._applied = 0
         self._cond = threading.Condition()
@@ -232,6 +240,8 @@ class GraphApplier:
             token = uuid.uuid4().hex
             sessions = {*(previous.sessions if previous is not None else ()), *session_ids}
             pending[workspace] = _Mark(token, tuple(sorted(sessions)))
+            if previous is None or previous.token in self._purgeable:
+                self._purgeable.add(token)
             self._store_pending(pending)
             found: list[str] = []
             yield found
@@ -279,20 +289,80 @@ class GraphApplier:
         for workspace, mark in sorted(pending.items()):
             if self._stop.is_set():
                 return
-            self._rebuild(workspace, planner)
             if mark.sessions:
+                # before the graph work: no plan is in flight, so every late offload of a batch
+                # planned before the forget has happened; what the replay below offloads again
+                # (events of those ids that arrived after the forget) must stay
                 self.blobs.forget_sessions(workspace, mark.sessions)
+            if not self._purge(workspace, mark):
+                self._rebuild(workspace, planner)
             with self._rebuild_lock:
                 now = self._read_pending()
                 if workspace in now and now[workspace].token == mark.token:
                     del now[workspace]
                     self._store_pending(now)
-            self.rebuilds_done += 1
+                self._purgeable.discard(mark.token)
+
+    def _purge(self, workspace: str, mark: _Mark) -> bool:
+        """Remove the mark's sessions from the graph in place (`purge.purge_sessions`): True when
+        done, False when the workspace has to be rebuilt instead (semantic layers, a mark this
+        process did not make, a purge that declines or fails half way)."""
+        if not self.purge_in_place or not mark.sessions or self.resets or self.stages or self.planned_stages:
+            return False
+        if not hasattr(self.journal, "read_session"):
+            return False  # the replay below needs it
+        if mark.token not in self._purgeable:
+            return False
+        graph = self.names.graph(workspace)
+        try:
+            # no graph yet: nothing of the workspace was applied, so nothing to remove
+            done = graph not in self.engine.graphs() or purge_sessions(
+                self.engine, graph, workspace, mark.sessions
+            )
+        except EngineUnavailable:
+            self._purgeable.discard(mark.token)  # what it wrote is repaired by the rebuild of the retry
+            raise
+        except Exception as exc:
+            self._purgeable.discard(mark.token)
+            log.warning("forgetting sessions of %r in place failed (%s); rebuilding instead", workspace, exc)
+            return False
+        if done:
+            self._replay_sessions(workspace, mark.sessions)
+            self.purges_done += 1
+        else:
+            log.info("forgetting %d sessions of %r needs a rebuild", len(mark.sessions), workspace)
+        return done
+
+    def _replay_sessions(self, workspace: str, session_ids: Collection[str]) -> None:
+        """Write again the live records of ``session_ids`` up to the cursor: events of those ids
+        that arrived after the forget are new data, and the batch being applied when the forget
+        came may have written them before the purge removed every node of the session."""
+        read_session = cast(
+            "Callable[[str, str, int], list[JournalRecord]]", getattr(self.journal, "read_session", None)
+        )
+        records = sorted(
+            (r for sid in session_ids for r in read_session(workspace, sid, self._applied + 1)),
+            key=lambda record: record.seq,
+        )
+        for start in range(0, len(records), self.batch_size):
+            page = records[start : start + self.batch_size]
+            planned: _Planned | None = None
+            try:
+                planned = self._plan(page)
+                self._write(planned)
+            except EngineUnavailable:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "replaying %d records after a purge failed (%s); isolating records", len(page), exc
+                )
+                self._isolate(page)
 
     def _rebuild(self, workspace: str, planner: ThreadPoolExecutor | None = None) -> None:
         """Drop the workspace graph and replay its live journal records up to the cursor, planning
         the next page on ``planner`` while one is written (as the main loop does)."""
         graph = self.names.graph(workspace)
+        self.rebuilds_done += 1
         log.info("rebuilding the graph of workspace %r from the journal", workspace)
         for reset in self.resets:
             reset()
