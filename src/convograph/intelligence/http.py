@@ -14,7 +14,7 @@
 - ``GET /queues/dead-letter``, ``POST /queues/dead-letter/{key}/replay``,
   ``POST /queues/dead-letter/{key}/purge`` (upstream paths) and ``GET /intelligence/status``.
 - ``DELETE /sessions/{session_id}?workspace=W`` — forget one session of one workspace (journal
-  records, blobs, and its graph nodes through a workspace rebuild) → 202 ``{"workspace",
+  records, blobs, and its graph nodes: in place, or by a workspace rebuild) → 202 ``{"workspace",
   "session_id", "events", "blobs", "rebuilding"}``; 404 when the workspace has no such session.
   Upstream's client ships a ``delete_session`` tool with no server endpoint behind it (§10 B16).
 - ``DELETE /sessions?idle_days=D[&workspace=W]`` — retention: forget every session (of W, or of
