@@ -77,6 +77,21 @@ class Services:
         self.open.append(svc)
         return svc
 
+    def reopen(self, svc: IntelligenceService, *, layers: bool = True) -> IntelligenceService:
+        """A new service, not started, on the durable journal and blobs of ``svc`` (made with
+        ``durable=True``): a restart after a crash, ``svc``'s applier never ran to the end."""
+        svc.journal.close()
+        root = self.tmp_path / svc.names.prefix.rstrip(":")
+        restarted = IntelligenceService(
+            SqliteJournal(root / "journal.sqlite3"),
+            self.engine,
+            LocalBlobStore(root / "blobs"),
+            names=GraphNames(svc.names.prefix),
+            semantic_layers=layers,
+        )
+        self.open.append(restarted)
+        return restarted
+
 
 @pytest.fixture
 def services(falkor: FalkorEngine, tmp_path: Path) -> Iterator[Services]:
@@ -171,7 +186,6 @@ def test_events_arriving_during_the_rebuild_are_applied_once(services: Services,
 def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
     svc = services.make(durable=True)
     ingest(svc, LINES)
-    prefix = svc.names.prefix
     reference = services.make()
     ingest(reference, [line for line in LINES if line["data"]["session_id"] != FORK])
     svc.applier.stop()  # the rebuild cannot run before the "crash"
@@ -181,17 +195,8 @@ def test_a_pending_rebuild_survives_a_restart(services: Services) -> None:
     # a batch planned before the forget offloads a field of the session after the blob sweep
     svc.blobs.put(WS, FORK, "late-offload", b'"planned before the forget"')
     assert svc.list_blobs(FORK) == [f"ci-blob://{FORK}/late-offload"]
-    svc.journal.close()
-    root = services.tmp_path / prefix.rstrip(":")
-    restarted = IntelligenceService(
-        SqliteJournal(root / "journal.sqlite3"),
-        services.engine,
-        LocalBlobStore(root / "blobs"),
-        names=GraphNames(prefix),
-        semantic_layers=True,
-    )
+    restarted = services.reopen(svc)
     restarted.start()
-    services.open.append(restarted)
     assert restarted.wait_rebuilt(timeout=120)
     assert restarted.wait_applied(timeout=120)
     assert session_nodes(restarted, FORK) == 0
@@ -413,20 +418,11 @@ def test_a_forget_marked_before_a_restart_is_rebuilt_not_purged(services: Servic
     sure to repair that, so it gets one (and a later forget in the same workspace too)."""
     svc = services.make(durable=True, layers=False)
     ingest(svc, LINES)
-    prefix = svc.names.prefix
     svc.applier.stop()
     svc.forget_session(WS, FORK)
-    svc.journal.close()
-    root = services.tmp_path / prefix.rstrip(":")
-    restarted = IntelligenceService(
-        SqliteJournal(root / "journal.sqlite3"),
-        services.engine,
-        LocalBlobStore(root / "blobs"),
-        names=GraphNames(prefix),
-    )
+    restarted = services.reopen(svc, layers=False)
     restarted.applier._stop.set()  # hold the rebuild until a second forget joins the mark
     restarted.start()
-    services.open.append(restarted)
     restarted.applier._thread.join()  # type: ignore[union-attr]
     restarted.forget_session(WS, ROOT)
     restarted.applier._stop.clear()
