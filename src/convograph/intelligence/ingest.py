@@ -193,9 +193,9 @@ class GraphApplier:
         self.hint_limit = 2 * batch_size
         self.rebuilds_done = 0
         self.purges_done = 0
+        """Forgets applied in place (`purge.purge_sessions`) instead of a rebuild."""
         self.purge_in_place = True
         """Apply a layer-1-only forget in place (`purge.purge_sessions`); False always rebuilds."""
-        """Forgets applied in place (`purge.purge_sessions`) instead of a rebuild."""
         self._purgeable: set[str] = set()
         """Tokens of marks made by this process over a graph that held every earlier forget: only
         those may be purged in place (a mark read at start may follow a purge cut short)."""
@@ -319,6 +319,8 @@ class GraphApplier:
             done = graph not in self.engine.graphs() or purge_sessions(
                 self.engine, graph, workspace, mark.sessions
             )
+            if done:
+                self._replay_sessions(workspace, mark.sessions)
         except EngineUnavailable:
             self._purgeable.discard(mark.token)  # what it wrote is repaired by the rebuild of the retry
             raise
@@ -327,7 +329,6 @@ class GraphApplier:
             log.warning("forgetting sessions of %r in place failed (%s); rebuilding instead", workspace, exc)
             return False
         if done:
-            self._replay_sessions(workspace, mark.sessions)
             self.purges_done += 1
         else:
             log.info("forgetting %d sessions of %r needs a rebuild", len(mark.sessions), workspace)
@@ -346,10 +347,8 @@ class GraphApplier:
         )
         for start in range(0, len(records), self.batch_size):
             page = records[start : start + self.batch_size]
-            planned: _Planned | None = None
             try:
-                planned = self._plan(page)
-                self._write(planned)
+                self._write(self._plan(page))
             except EngineUnavailable:
                 raise
             except Exception as exc:
