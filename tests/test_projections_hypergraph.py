@@ -295,3 +295,86 @@ def test_top_level_only_builds_the_same_history(events: list[dict[str, Any]]) ->
     for fmt in ("openai", "anthropic", "gateway"):
         full = render_views(fill_from_conversation(conv), fmt)
         assert render_views(fill_from_conversation(conv, top_level_only=True), fmt) == full
+
+
+# --- REPL cells (ViewOptions(repl_cells=True), beyond the seed) ---------------------------------
+
+
+def rlm_events() -> list[dict[str, Any]]:
+    from convograph.demo.conversations import DEMO_CONVERSATIONS
+
+    script = next(s for s in (f() for f in DEMO_CONVERSATIONS) if s.conversation_id == "demo-rlm")
+    return [{**event, "seq": n} for n, event in enumerate(script.events(), start=1)]
+
+
+def with_cells(conv: Any) -> list[Any]:
+    from convograph.projections import ViewOptions as ThreadOptions
+
+    return project_thread(conv, default_active(conv), options=ThreadOptions(repl_cells=True))
+
+
+def test_repl_cells_show_each_turn_with_its_output_and_the_runs_it_spawned() -> None:
+    events = rlm_events()
+    conv = conversation(events)
+    views = with_cells(conv)
+    kinds = [(v.id, v.content.kind) for v in views]
+    assert [i for i, kind in kinds if kind == "repl"] == [f"repl-{n}" for n in range(1, 6)]
+    # a run's text is no longer merged across its turns: each think text stands before its turn
+    assert kinds[1:5] == [
+        ("rlm-text-1", "text"),
+        ("repl-1", "repl"),
+        ("rlm-text-2", "text"),
+        ("repl-2", "repl"),
+    ]
+    cells = {v.id: v for v in views if v.content.kind == "repl"}
+    first = cells["repl-1"].content
+    progress = [e for e in events if e["type"] == "repl_progress" and e["id"] == "repl-1"]
+    assert first.stdout == "".join(e["chunk"] for e in progress if e.get("stream", "stdout") == "stdout")
+    output = next(e for e in events if e["type"] == "repl_output" and e["id"] == "repl-1")
+    assert first.result is not None
+    assert first.result.stdout == output["stdout"]
+    assert not first.result.done
+    assert cells["repl-5"].content.result.done  # type: ignore[union-attr]
+    # the child RLM run spawned inside turn 3 nests under that turn's cell
+    (child,) = cells["repl-3"].branches
+    assert [v.id for v in child] == ["child-text-1"]
+    # the option off: the seed's thread (no cells, text merged across turns) is unchanged
+    plain = project_thread(conv, default_active(conv))
+    assert not [v for v in plain if v.content.kind == "repl"]
+    assert [v.id for v in plain] == ["run-user-rlm:user", "rlm-text-1", "child-text-1", "rlm-text-4"]
+    assert to_jsonable(cells["repl-5"])["content"]["result"]["done"] is True
+
+
+def test_repl_progress_with_a_fresh_id_goes_to_the_runs_latest_turn() -> None:
+    """Upstream's harness gives every repl_progress a new uuid; its output names the turn."""
+    events = [
+        {"type": "user", "runId": "u", "content": "count"},
+        {"type": "harness_start", "runId": "r", "parentId": "u:user"},
+        {"type": "repl_input", "runId": "r", "id": "k1", "code": "1+1"},
+        {"type": "repl_progress", "runId": "r", "id": "p-9f2", "chunk": "2\n"},
+        {"type": "repl_progress", "runId": "r", "id": "p-77a", "chunk": "warn\n", "stream": "stderr"},
+        {"type": "repl_output", "runId": "r", "id": "k1", "stdout": "2\n", "durationMs": 4},
+        {"type": "harness_end", "runId": "r"},
+    ]
+    (cell,) = [v for v in with_cells(conversation(events)) if v.content.kind == "repl"]
+    assert (cell.content.stdout, cell.content.stderr) == ("2\n", "warn\n")
+    assert cell.content.result is not None
+    assert cell.content.result.duration_ms == 4
+    assert cell.status == "complete"
+
+
+def test_projector_with_repl_cells_equals_one_shot_after_every_event() -> None:
+    events = rlm_events()
+    projector = ConversationProjector(repl_cells=True)
+    follower = ConversationProjector(repl_cells=True)  # follows another projector's conversation
+    plain = ConversationProjector()
+    for event in events:
+        plain.apply(event)
+        changed = projector.apply(event)
+        follower.advance(plain.conversation)
+        expected = with_cells(projector.conversation)
+        assert projector.views == expected
+        assert follower.views == expected
+        if event["type"].startswith("repl_"):
+            assert changed  # a cell was created or grew
+    assert plain.views == project_thread(plain.conversation, default_active(plain.conversation))

@@ -22,9 +22,9 @@ from litestar.testing import TestClient
 from convograph.demo.conversations import DEMO_CONVERSATIONS
 from convograph.events import parse_event
 from convograph.graph import create_graph, reduce_events
-from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+from convograph.hypergraph import create_conversation, reduce_conversation_events
 from convograph.jsonable import to_jsonable
-from convograph.projections import project_thread
+from convograph.projections import ConversationProjector, project_thread
 from convograph.server import create_app
 from convograph.server.config import ServerConfig
 from convograph.web import STATIC_DIR, index_html
@@ -264,17 +264,18 @@ const live = new ConversationModel();
 for (const event of input.events) live.apply(event);
 const built = modelFromThread(input.server, live, Level);
 const views = (level) => level.items.map((v) => ({ id: v.id, kind: v.kind, progress: v.progress ?? null,
-  branches: v.branches.map(views) }));
-process.stdout.write(JSON.stringify(views(built.top)));
+  stdout: v.stdout ?? null, stderr: v.stderr ?? null, result: v.result ?? null, branches: v.branches.map(views) }));
+process.stdout.write(JSON.stringify({ server: views(built.top), client: views(live.top) }));
 """
 
 
-def server_mode_views(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The views the viewer renders after a command: `modelFromThread` of what ``GET /thread``
-    answers (the hypergraph's active path), with the client model fed ``events``."""
+def server_mode_views(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The views the viewer renders after a command (``server``): `modelFromThread` of what
+    ``GET /thread?repl=1`` answers (the hypergraph's active path with REPL cells), with the
+    client model fed ``events``; and the client model's own views (``client``)."""
     assert NODE is not None
     conversation = reduce_conversation_events(create_conversation(), [parse_event(e) for e in events])
-    server = to_jsonable(project_thread(conversation, default_active(conversation)))
+    server = ConversationProjector(conversation, repl_cells=True).to_jsonable()
     script = SERVER_MODE_RUNNER % {
         "model": json.dumps((JS / "model.js").as_uri()),
         "steer": json.dumps((JS / "steer.js").as_uri()),
@@ -288,7 +289,7 @@ def server_mode_views(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: list[dict[str, Any]] = json.loads(done.stdout)
+    result: dict[str, list[dict[str, Any]]] = json.loads(done.stdout)
     return result
 
 
@@ -317,9 +318,32 @@ def test_server_mode_thread_shows_progress_of_every_tool() -> None:
          "content": {"channel": "stderr", "data": "warn\n"}},
         {"type": "tool_call", **run, "id": "q1", "name": "search", "input": {"q": "none"}},
     ]  # fmt: skip
-    views = {v["id"]: v for v in walk(server_mode_views(with_seq(events)))}
+    views = {v["id"]: v for v in walk(server_mode_views(with_seq(events))["server"])}
     assert views["s1"]["progress"] == {
         "count": 2, "stdout": "3 hits\n", "stderr": "", "metrics": None, "other": [{"found": 3}]
     }  # fmt: skip
     assert views["x1"]["progress"]["stderr"] == "warn\n"
     assert views["q1"]["progress"] is None
+
+
+def preorder(views: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(v["id"], v["kind"]) for v in walk(views)]
+
+
+@needs_node
+def test_server_mode_thread_shows_repl_cells_where_the_client_model_does() -> None:
+    """The server's thread with REPL cells, rendered after a command, has the client model's
+    views in the client model's places: the cells, the text between them, the child run nested
+    under the turn that spawned it, and each cell's streamed output and result."""
+    result = server_mode_views(demo_events()["demo-rlm"])
+    server, client = result["server"], result["client"]
+    assert [v for v in preorder(server) if v[1] == "repl"] == [(f"repl-{n}", "repl") for n in range(1, 6)]
+    assert preorder(server) == preorder(client)
+    client_cells = {v["id"]: v for v in walk(client) if v["kind"] == "repl"}
+    for cell in (v for v in walk(server) if v["kind"] == "repl"):
+        mine = client_cells[cell["id"]]
+        assert (cell["stdout"], cell["stderr"], cell["result"]) == (
+            mine["stdout"],
+            mine["stderr"],
+            mine["result"],
+        )

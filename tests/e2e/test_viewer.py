@@ -450,3 +450,29 @@ def test_edit_switch_and_regenerate_through_the_branch_endpoints(
     kinds = [json.loads(line)["type"] for line in events.splitlines()]
     assert kinds[-3:] == ["edit", "switch_branch", "regenerate"]
     probe.shot("steer-regenerated")
+
+
+def test_repl_cells_stay_once_the_server_computes_the_path(
+    demo_server: ServerProcess, probe: PageProbe
+) -> None:
+    """After a steering command the thread comes from the server's active path (`/thread?repl=1`):
+    the REPL turns, their output and the child run nested under its turn still show."""
+    cid = "e2e-rlm-steered"
+    post(demo_server.url, cid, rlm_script().events())
+    api = f"{demo_server.url}/v1/conversations/{cid}"
+    user_id = httpx.get(f"{api}/path").json()["path"][0]["id"]
+    edited = httpx.post(f"{api}/messages/{user_id}/edit", json={"content": "How many mention a refund?"})
+    assert edited.status_code == 200, edited.text
+    assert httpx.post(f"{api}/messages/{user_id}/select").status_code == 200  # back to the original
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    page.locator("article.kind--user .steer .switcher__count").wait_for()  # rendered from the server
+    assert page.locator("article.kind--user .steer .switcher__count").inner_text() == "1 / 2"
+    repl = page.locator('article[data-id="repl-3"]')
+    repl.wait_for()
+    assert "llm_query" in repl.inner_text()
+    child = repl.locator(":scope > .branches > details.branch")
+    assert "rlm-child" in child.locator("summary").inner_text()
+    assert page.locator('article[data-id="repl-4"] .tool__state').inner_text().startswith("error")
+    assert page.locator("article.kind--repl").count() == 5
+    probe.shot("repl-steered")

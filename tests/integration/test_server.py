@@ -160,6 +160,37 @@ def test_list_replay_and_projections(http: httpx.Client) -> None:
     assert svg.text.lstrip().startswith("<svg")
 
 
+def test_thread_with_repl_cells_follows_new_events_and_commands(http: httpx.Client) -> None:
+    """``/thread?repl=1``: REPL turns as views (beyond the seed), kept current as events arrive
+    and after a command; ``repl`` with the flat model is refused by name."""
+    from convograph.demo.conversations import rlm_script
+
+    events = rlm_script().events()
+    cut = next(i for i, e in enumerate(events) if e["type"] == "repl_input" and e["id"] == "repl-3")
+    assert post(http, "repl-1", events[:cut]).status_code == 200
+
+    def cells() -> list[str]:
+        reply = http.get("/v1/conversations/repl-1/thread", params={"repl": "true"})
+        assert reply.status_code == 200, reply.text
+        return [v["id"] for v in reply.json() if v["content"]["kind"] == "repl"]
+
+    assert cells() == ["repl-1", "repl-2"]
+    assert not [
+        v for v in http.get("/v1/conversations/repl-1/thread").json() if v["content"]["kind"] == "repl"
+    ]
+    assert post(http, "repl-1", events[cut:]).status_code == 200
+    assert cells() == [f"repl-{n}" for n in range(1, 6)]  # the REPL projector followed the events
+    user_id = http.get("/v1/conversations/repl-1/path").json()["path"][0]["id"]
+    edited = http.post(f"/v1/conversations/repl-1/messages/{user_id}/edit", json={"content": "Refunds?"})
+    assert edited.status_code == 200
+    assert cells() == []  # the new branch has no reply yet
+    assert http.post(f"/v1/conversations/repl-1/messages/{user_id}/select").status_code == 200
+    assert cells() == [f"repl-{n}" for n in range(1, 6)]
+    refused = http.get("/v1/conversations/repl-1/thread", params={"repl": "true", "model": "flat"})
+    assert refused.status_code == 400
+    assert "model=hypergraph" in refused.json()["error"]["message"]
+
+
 def sse_messages(url: str, headers: dict[str, str], until: Any, timeout: float = 10) -> list[Any]:
     """Decoded messages of the SSE stream at ``url`` until ``until(messages)`` is true."""
     from convograph.client.sse import SSEDecoder

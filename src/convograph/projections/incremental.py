@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+import msgspec
+
 from convograph.events import codec
 from convograph.events.types import (
     Error,
@@ -180,22 +182,29 @@ class ConversationProjector:
         conversation: Any = None,
         *,
         registry: ProgressRegistry | None = None,
+        repl_cells: bool = False,
     ) -> None:
         from convograph.hypergraph import create_conversation
 
         self._registry = registry
+        self._repl_cells = repl_cells
+        """The conversation's own view options plus ``ViewOptions.repl_cells`` (REPL turns as
+        views; `messages` then leaves them out, as it does errors and relays)."""
         self.rebuilds = 0
         self._conversation: Any = conversation if conversation is not None else create_conversation()
         self._build()
 
     def _build(self) -> None:
         from convograph.hypergraph import default_active
-        from convograph.projections.sources import build_from_conversation
+        from convograph.projections.sources import build_from_conversation, options_of
 
         conversation = self._conversation
         active = default_active(conversation)
+        options = None
+        if self._repl_cells:
+            options = msgspec.structs.replace(options_of(conversation), repl_cells=True)
         builder, feeder = build_from_conversation(
-            conversation, active, registry=self._registry, track_changes=True
+            conversation, active, options=options, registry=self._registry, track_changes=True
         )
         builder.take_changed()
         self._builder = builder
@@ -247,10 +256,17 @@ class ConversationProjector:
 
     def apply(self, event: Event | Mapping[str, Any] | str | bytes) -> set[str]:
         """Reduce one event and update the views; the ids of the views that changed."""
-        from convograph.hypergraph import queries as q
         from convograph.hypergraph import reduce_conversation
 
-        new = reduce_conversation(self._conversation, event)
+        return self.advance(reduce_conversation(self._conversation, event))
+
+    def advance(self, new: Any) -> set[str]:
+        """Follow ``new``: this projector's conversation with more events reduced into it (e.g. by
+        another projector of the same conversation; a conversation changed by an operation goes
+        to `replace`). Its new chunks are fed as `apply` feeds them: O(new chunks), or a rebuild
+        when the shown path changed shape."""
+        from convograph.hypergraph import queries as q
+
         if new is self._conversation:
             return set()
         self._conversation = new

@@ -50,8 +50,14 @@ from convograph.graph.nodes import (
 from convograph.projections.dag import LayoutInput, compact, compact_json
 from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import ProgressRegistry
-from convograph.projections.thread import ThreadBuilder, _Level
-from convograph.projections.view import Status, ViewOptions
+from convograph.projections.thread import (
+    ReplInputNode,
+    ReplOutputNode,
+    ReplProgressNode,
+    ThreadBuilder,
+    _Level,
+)
+from convograph.projections.view import ReplResult, Status, ViewOptions
 
 __all__ = [
     "ConversationFeeder",
@@ -316,7 +322,35 @@ class ConversationFeeder:
                 tool=event.tool,
                 params=event.params,
             )
-        return None  # repl_* and anything else: structural, no node
+        if kind.startswith("repl_") and self.builder.options.repl_cells:
+            return self._repl_node(event, kind, run)
+        return None  # repl_* (unless ``repl_cells``) and anything else: structural, no node
+
+    def _repl_node(self, event: Any, kind: str, run: str) -> Node | None:
+        if kind == "repl_input":
+            return ReplInputNode(  # type: ignore[return-value]
+                id=self._unique(event.id), run_id=run, code=event.code, iteration=event.iteration
+            )
+        if kind == "repl_progress":
+            return ReplProgressNode(  # type: ignore[return-value]
+                id=self._unique(f"{event.id}:progress"),
+                run_id=run,
+                repl_id=event.id,
+                chunk=event.chunk,
+                stream=event.stream,
+            )
+        if kind == "repl_output":
+            result = ReplResult(
+                stdout=event.stdout,
+                error=event.error,
+                done=event.done,
+                duration_ms=event.duration_ms,
+                truncated=bool(event.truncated),
+            )
+            return ReplOutputNode(  # type: ignore[return-value]
+                id=self._unique(f"{event.id}:output"), run_id=run, repl_id=event.id, result=result
+            )
+        return None
 
     def add_summary(self, message: Any, thread_id: str) -> None:
         node, level = self.summary_node(message, thread_id)

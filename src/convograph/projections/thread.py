@@ -68,6 +68,8 @@ from convograph.projections.view import (
     PendingContent,
     ReasoningContent,
     RelayContent,
+    ReplContent,
+    ReplResult,
     Role,
     Status,
     TextContent,
@@ -78,6 +80,36 @@ from convograph.projections.view import (
 )
 
 __all__ = ["ThreadBuilder", "copy_views", "graph_arrival_order", "project_graph_thread", "project_thread"]
+
+
+class _ReplNode(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", gc=False):
+    """A REPL chunk made a thread node (hypergraph, ``ViewOptions(repl_cells=True)`` only: the flat
+    graph keeps no ``repl_*`` nodes, so these are not `convograph.graph` node types)."""
+
+    id: str
+    run_id: str
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class ReplInputNode(_ReplNode, frozen=True, tag="repl_input"):
+    code: str
+    iteration: int | None = None
+
+
+class ReplProgressNode(_ReplNode, frozen=True, tag="repl_progress"):
+    repl_id: str
+    """The event's ``id``: its turn's ``repl_input`` id (or a fresh id: then the run's latest turn)."""
+    chunk: str
+    stream: str = "stdout"
+
+
+class ReplOutputNode(_ReplNode, frozen=True, tag="repl_output"):
+    repl_id: str
+    result: ReplResult
+
 
 RESULT_SUFFIX: Final = ":result"
 _CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "error", "relay"})
@@ -184,6 +216,9 @@ class ThreadBuilder:
         self._results: dict[str, Any] = {}
         self._progress: dict[str, dict[str, tuple[str, Any]]] = {}
         self._relay_params: dict[str, dict[str, Any]] = {}
+        self._repls: dict[str, ViewNode] = {}
+        """``repl_input`` id -> its cell (``ViewOptions.repl_cells``); the latest per run below."""
+        self._latest_repl: dict[str, ViewNode] = {}
         self._runs: dict[str, _Run] = {}
         self._pending: dict[str, tuple[_Level, ViewNode | None]] = {}
         """run -> (its list, its pending view; ``None`` while deferred: `_Level.deferred_pending`)."""
@@ -1005,6 +1040,38 @@ class ThreadBuilder:
             if self.track_changes:
                 self.changed.add(view.id)
 
+    # -- REPL cells (``ViewOptions.repl_cells``; the feeder makes these nodes only then) --------
+
+    def _add_repl_input(self, node: ReplInputNode, level: _Level) -> None:
+        view = self._new_view(node, ReplContent(code=node.code, iteration=node.iteration))  # type: ignore[arg-type]
+        self._view_of[node.id] = view
+        self._repls[node.id] = view
+        self._latest_repl[node.run_id] = view
+        self._append(level, view)
+
+    def _repl_cell(self, node: ReplProgressNode | ReplOutputNode) -> ViewNode | None:
+        return self._repls.get(node.repl_id) or self._latest_repl.get(node.run_id)
+
+    def _add_repl_progress(self, node: ReplProgressNode, level: _Level) -> None:
+        view = self._repl_cell(node)
+        if view is None:
+            return
+        content: ReplContent = view.content  # type: ignore[assignment]
+        if node.stream == "stderr":
+            content.stderr += node.chunk
+        else:
+            content.stdout += node.chunk
+        if self.track_changes:
+            self.changed.add(view.id)
+
+    def _add_repl_output(self, node: ReplOutputNode, level: _Level) -> None:
+        view = self._repls.get(node.repl_id)  # an output names its turn (upstream's harness)
+        if view is None:
+            return
+        view.content.result = node.result  # type: ignore[union-attr]
+        if self.track_changes:
+            self.changed.add(view.id)
+
 
 _ADDERS: Final[dict[str, Any]] = {
     "text": ThreadBuilder._add_text,
@@ -1015,6 +1082,9 @@ _ADDERS: Final[dict[str, Any]] = {
     "user": ThreadBuilder._add_user,
     "error": ThreadBuilder._add_error,
     "relay": ThreadBuilder._add_relay,
+    "repl_input": ThreadBuilder._add_repl_input,
+    "repl_progress": ThreadBuilder._add_repl_progress,
+    "repl_output": ThreadBuilder._add_repl_output,
 }
 
 _UPDATERS: Final[dict[str, Any]] = {

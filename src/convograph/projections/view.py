@@ -27,6 +27,8 @@ __all__ = [
     "PendingContent",
     "ReasoningContent",
     "RelayContent",
+    "ReplContent",
+    "ReplResult",
     "Role",
     "Status",
     "TextContent",
@@ -93,6 +95,30 @@ class RelayContent(_Content, tag="relay"):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class ReplResult(msgspec.Struct, kw_only=True, rename="camel", gc=False):
+    """What a REPL turn's ``repl_output`` reported."""
+
+    stdout: str = ""
+    error: str | None = None
+    done: bool = False
+    """True when the turn called FINAL / FINAL_VAR."""
+    duration_ms: int | float | None = None
+    truncated: bool = False
+
+
+class ReplContent(_Content, tag="repl"):
+    """One REPL turn (``repl_input``), with the stdout / stderr streamed so far (``repl_progress``)
+    and its ``result`` once ``repl_output`` arrives. Beyond the seed (whose thread drops
+    ``repl_*`` events, as upstream's does): only the hypergraph thread with
+    ``ViewOptions(repl_cells=True)`` makes these; runs the turn spawned nest in its ``branches``."""
+
+    code: str
+    iteration: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    result: ReplResult | None = None
+
+
 ViewContent = (
     TextContent
     | ReasoningContent
@@ -101,6 +127,7 @@ ViewContent = (
     | ErrorContent
     | PendingContent
     | RelayContent
+    | ReplContent
 )
 
 
@@ -127,8 +154,12 @@ class ViewOptions(msgspec.Struct, frozen=True, kw_only=True):
       ``output`` and ``progress`` payloads are dropped (``output`` becomes ``True`` once a result
       has arrived).
     - ``hide_subagents``: runs spawned by a tool call are left out (no ``branches`` on tool calls).
+    - ``repl_cells``: REPL turns show as `ReplContent` views (hypergraph only: the flat graph keeps
+      no ``repl_*`` nodes). Off by default, as the seed's thread has no such kind; a run's text
+      is then merged across its REPL turns, as seed and upstream do.
     """
 
     hide_reasoning: bool = False
     collapse_tools: bool = False
     hide_subagents: bool = False
+    repl_cells: bool = False

@@ -225,12 +225,19 @@ class ConversationController(Controller):
         request: Request[Any, Any, Any],
         cid: FromPath[str],
         model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
+        repl: Annotated[bool, QueryParameter(name="repl")] = False,
     ) -> Response[bytes]:
         """ViewNodes of the active path (``model=hypergraph``, the default: branches and commands
-        apply) or of the whole flat graph (``model=flat``)."""
+        apply) or of the whole flat graph (``model=flat``). ``repl=true`` (hypergraph only): REPL
+        turns as ``repl`` views, with the runs they spawned nested under them (beyond the seed,
+        whose thread drops ``repl_*`` events; docs/server.md)."""
         live = await existing_conversation(server_state(request), cid)
         if _model(model) == "flat":
+            if repl:
+                raise ApiError(400, "repl=true needs model=hypergraph (the flat graph keeps no REPL events)")
             body = _memo(live, ("thread", "flat"), lambda: project_thread(live.graph))
+        elif repl:
+            body = _memo(live, ("thread", "repl"), live.thread_with_repl_cells)
         else:
             body = _memo(live, ("thread",), live.projector.to_jsonable)
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})

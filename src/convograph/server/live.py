@@ -233,11 +233,14 @@ class LiveState:
     """One conversation as of ``last_seq``: its hypergraph (kept with an incremental thread
     projector, commands applied), its flat graph, and its relays."""
 
-    __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "projector", "relays")
+    __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "projector", "relays", "repl_projector")
 
     def __init__(self) -> None:
         self.graph: Graph = create_graph()
         self.projector = ConversationProjector()
+        self.repl_projector: ConversationProjector | None = None
+        """The thread with REPL cells (``/thread?repl=1``), made on first request (O(N) once),
+        then following `projector`'s conversation: O(new chunks) per event, no second reduce."""
         self.last_seq = 0
         self.relays: dict[str, Relay] = {}
         self.decisions: dict[str, RelayResolved] = {}
@@ -259,8 +262,12 @@ class LiveState:
                 changed = reduce_with_commands(projector.conversation, event)
                 if changed is not projector.conversation:
                     projector.replace(changed)
+                    if self.repl_projector is not None:
+                        self.repl_projector.replace(changed)
                 continue
             projector.apply(event)
+            if self.repl_projector is not None:
+                self.repl_projector.advance(projector.conversation)
             if isinstance(event, Relay):
                 self.relays.setdefault(event.id, event)
             elif isinstance(event, RelayResolved):
@@ -268,6 +275,12 @@ class LiveState:
         self.graph = graph
         self.last_seq = last_seq
         self.memo.clear()
+
+    def thread_with_repl_cells(self) -> Any:
+        """The active path's thread views with REPL cells, as JSON-ready data."""
+        if self.repl_projector is None:
+            self.repl_projector = ConversationProjector(self.projector.conversation, repl_cells=True)
+        return self.repl_projector.to_jsonable()
 
     def pending_relays(self) -> list[Relay]:
         return [relay for relay_id, relay in self.relays.items() if relay_id not in self.decisions]

@@ -323,7 +323,7 @@ function conversationPage(cid, tab) {
   const scheduleServerThread = throttle(async () => {
     let json;
     try {
-      json = await api(`${cidPath(cid)}/thread`);
+      json = await api(`${cidPath(cid)}/thread?repl=1`);
     } catch {
       return;
     }

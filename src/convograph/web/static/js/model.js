@@ -4,7 +4,7 @@
 // convograph.projections.thread.ThreadBuilder (placement, merging, status), so the viewer
 // updates in O(1) per event instead of refetching /thread. Extensions the server's /thread
 // does not have (documented in docs/web.md): REPL cells (repl_input/progress/output, with
-// child RLM runs nested under their cell), relay decisions (relay_resolved), usage totals,
+// child RLM runs nested under their cell; the server has them only behind ?repl=1), relay decisions (relay_resolved), usage totals,
 // and generic tool progress for tools without a registered accumulator.
 //
 // Invariants: an event whose seq is <= lastSeq, or whose eventId was seen, changes nothing

@@ -164,10 +164,10 @@ export class Steering {
 /** Thread views from the server's /thread JSON, shaped like ConversationModel views (for the
  * renderer), reading run status, usage and relay decisions from the live client model.
  *
- * Tool progress comes from the client model when it has any for the call: the client folds every
- * tool's progress, the server only registered tools' (docs/web.md). REPL cells do not come back:
- * the server's thread drops repl_* events and merges the run's text across them, so a cell has no
- * true place in it (docs/web.md, "Not done yet"). */
+ * The viewer asks for `/thread?repl=1`: REPL turns come as `repl` views with the runs they spawned
+ * nested under them, as the client model shows them. Tool progress comes from the client model
+ * when it has any for the call: the client folds every tool's progress, the server only
+ * registered tools' (docs/web.md). */
 export function modelFromThread(json, live, Level) {
   const top = new Level(null);
   const build = (items, level) => {
@@ -186,6 +186,13 @@ export function modelFromThread(json, live, Level) {
       }
       if (c.kind === "relay") {
         Object.assign(view, { relayKind: c.relayKind, toolCallId: c.toolCallId, tool: c.tool, params: c.params ?? {}, decision: live.decisions.get(v.id) ?? null });
+      }
+      if (c.kind === "repl") {
+        const r = c.result;
+        Object.assign(view, {
+          code: c.code, iteration: c.iteration ?? null, stdout: c.stdout ?? "", stderr: c.stderr ?? "",
+          result: r ? { stdout: r.stdout ?? "", error: r.error ?? null, done: !!r.done, durationMs: r.durationMs ?? null, truncated: !!r.truncated } : null,
+        });
       }
       level.items.push(view);
       for (const branch of v.branches ?? []) {
