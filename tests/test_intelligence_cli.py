@@ -84,7 +84,7 @@ def test_forget_command_against_a_real_server(tmp_path: Path) -> None:
         done = runner.invoke(app, args, env={"COLUMNS": "200"})
         assert done.exit_code == 0, done.output
         assert "1 events" in done.output
-        assert "graph rebuilt" in done.output
+        assert "graph updated" in done.output
         rows = httpx.post(
             f"{server.url}/cypher",
             json={"query": "MATCH (n) RETURN count(n) AS c", "workspace": WS},

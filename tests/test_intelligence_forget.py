@@ -122,15 +122,20 @@ def session_nodes(svc: IntelligenceService, sid: str) -> int:
     return int(rows[0]["c"])
 
 
-@pytest.mark.parametrize("layers", [True, False], ids=["rebuild(layers)", "in-place(layer1)"])
+@pytest.mark.parametrize(
+    ("layers", "in_place"),
+    [(True, True), (False, True), (True, False)],
+    ids=["layers", "layer1", "layers-rebuilt"],
+)
 @pytest.mark.parametrize("durable", [False, True], ids=["memory", "sqlite+local"])
 @pytest.mark.parametrize("forgotten", [ROOT, FORK], ids=["root", "fork"])
 def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
-    services: Services, durable: bool, forgotten: str, layers: bool
+    services: Services, durable: bool, forgotten: str, layers: bool, in_place: bool
 ) -> None:
     lines = with_blobs(LINES)
     kept = [line for line in lines if line["data"]["session_id"] != forgotten]
     svc = services.make(durable=durable, layers=layers)
+    svc.applier.purge_in_place = in_place
     ingest(svc, lines)
     assert session_nodes(svc, forgotten) > 0
     assert svc.list_blobs(forgotten)
@@ -143,8 +148,8 @@ def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
     assert svc.status()["rebuilding"] == []
     assert svc.list_blobs(forgotten) == []
     assert session_nodes(svc, forgotten) == 0
-    # with the semantic layers the graph is rebuilt; layer 1 alone is purged in place
-    assert (svc.applier.purges_done, svc.applier.rebuilds_done) == ((0, 1) if layers else (1, 0))
+    # in place (layer 1 alone by session, with the semantic layers by component), or rebuilt
+    assert (svc.applier.purges_done, svc.applier.rebuilds_done) == ((1, 0) if in_place else (0, 1))
     reference = services.make(durable=durable, layers=layers)
     ingest(reference, kept)
     expected = snapshot(reference, WS)
@@ -165,7 +170,7 @@ def test_the_graph_after_forgetting_equals_the_graph_built_without_the_session(
     assert snapshot(svc, WS) == snapshot(reference, WS)
 
 
-@pytest.mark.parametrize("layers", [True, False], ids=["rebuild(layers)", "in-place(layer1)"])
+@pytest.mark.parametrize("layers", [True, False], ids=["layers", "layer1"])
 def test_events_arriving_during_the_rebuild_are_applied_once(services: Services, layers: bool) -> None:
     lines = with_blobs(LINES)
     half = len(lines) // 2
@@ -312,8 +317,7 @@ def test_forgets_at_any_point_of_the_stream_leave_the_graph_of_what_remains(
                 remaining = [line for line in remaining if line["data"]["session_id"] != sid]
     assert svc.wait_rebuilt(timeout=120)
     assert svc.wait_applied(timeout=120)
-    if not layers:
-        assert svc.applier.rebuilds_done == 0
+    assert svc.applier.rebuilds_done == 0
     reference = services.make(layers=layers)
     ingest(reference, remaining)
     assert snapshot(svc, WS) == snapshot(reference, WS)

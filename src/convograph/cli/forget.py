@@ -3,9 +3,9 @@
 
 Sends ``DELETE /sessions/{session}?workspace=`` (or ``DELETE /sessions?idle_days=``) with an
 admin-scope key when the server has keys: the journal records and blobs are deleted at once, the
-graph nodes when the workspace rebuild finishes (``--wait`` blocks until then). A redelivered
+graph nodes once the server has removed them from the graph (``--wait`` blocks until then). A redelivered
 copy of a forgotten event is refused as a duplicate. Exit code 0 on success, 1 when refused (unknown session, no access),
-2 when the server cannot be reached or the rebuild does not finish within ``--timeout``.
+2 when the server cannot be reached or the graph is not updated within ``--timeout``.
 """
 
 from __future__ import annotations
@@ -71,17 +71,17 @@ def forget(
             )
             console.print(
                 f"forgot {what}: {result['events']} events, {result['blobs']} blobs; "
-                f"graph rebuild {'pending' if result['rebuilding'] else 'done'}"
+                f"graph update {'pending' if result['rebuilding'] else 'done'}"
             )
             if not wait:
                 return
             deadline = time.monotonic() + timeout
             while http.get("/intelligence/status").json().get("rebuilding", []):
                 if time.monotonic() >= deadline:
-                    err_console.print(f"[red]the graph rebuild did not finish in {timeout:g} s")
+                    err_console.print(f"[red]the graph was not updated within {timeout:g} s")
                     raise typer.Exit(2)
                 time.sleep(0.25)
-            console.print("graph rebuilt")
+            console.print("graph updated")
     except httpx.HTTPError as exc:
         err_console.print(f"[red]cannot reach {url}: {exc}")
         raise typer.Exit(2) from None

@@ -47,7 +47,7 @@ from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
-from convograph.intelligence.purge import purge_sessions
+from convograph.intelligence.purge import component_of, purge_component, purge_sessions
 from convograph.intelligence.writer import (
     GraphNames,
     Statement,
@@ -304,23 +304,37 @@ class GraphApplier:
                 self._purgeable.discard(mark.token)
 
     def _purge(self, workspace: str, mark: _Mark) -> bool:
-        """Remove the mark's sessions from the graph in place (`purge.purge_sessions`): True when
-        done, False when the workspace has to be rebuilt instead (semantic layers, a mark this
-        process did not make, a purge that declines or fails half way)."""
-        if not self.purge_in_place or not mark.sessions or self.resets or self.stages or self.planned_stages:
+        """Remove the mark's sessions from the graph in place: True when done, False when the
+        workspace has to be rebuilt instead (a mark this process did not make, a purge that
+        declines or fails half way, stages other than the semantic layers' planned stage).
+
+        Layer 1 only: `purge.purge_sessions`, then the sessions' own records since the forget are
+        written again. With the semantic layers (which write across sessions): the sessions'
+        whole component (`purge.component_of`) is deleted, the layers' fold caches dropped, and
+        the records of every session of the component written again, O(component)."""
+        if not self.purge_in_place or not mark.sessions or self.stages:
             return False
         if not hasattr(self.journal, "read_session"):
             return False  # the replay below needs it
         if mark.token not in self._purgeable:
             return False
         graph = self.names.graph(workspace)
+        layered = bool(self.planned_stages or self.resets)
         try:
             # no graph yet: nothing of the workspace was applied, so nothing to remove
-            done = graph not in self.engine.graphs() or purge_sessions(
-                self.engine, graph, workspace, mark.sessions
-            )
+            done = graph not in self.engine.graphs()
+            replay: Collection[str] = mark.sessions
+            if not done and layered:
+                component = component_of(self.engine, graph, workspace, mark.sessions)
+                done = purge_component(self.engine, graph, workspace, component)
+                if done:
+                    for reset in self.resets:
+                        reset()
+                    replay = {*component.sessions, *mark.sessions}
+            elif not done:
+                done = purge_sessions(self.engine, graph, workspace, mark.sessions)
             if done:
-                self._replay_sessions(workspace, mark.sessions)
+                self._replay_sessions(workspace, replay)
         except EngineUnavailable:
             self._purgeable.discard(mark.token)  # what it wrote is repaired by the rebuild of the retry
             raise

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from convograph.intelligence.engine import GraphEngine, MapFreeList
 from convograph.intelligence.layer1 import model_response_row
 
-__all__ = ["purge_sessions"]
+__all__ = ["SHARED_LABELS", "Component", "component_of", "purge_component", "purge_sessions"]
 
 _TOOLS_TOUCHED = """
 UNWIND $sids AS sid
@@ -179,4 +179,169 @@ def purge_sessions(engine: GraphEngine, graph: str, workspace: str, session_ids:
     for label, ids in (("Tool", tools), ("ParallelGroup", groups), ("Model", sorted(models))):
         if ids:
             engine.execute(graph, _DELETE_EMPTY_ROLLUPS[label], {"ids": MapFreeList(ids), "ws": workspace})
+    return True
+
+
+# -- with the semantic layers: the sessions' component ----------------------------------------------
+
+SHARED_LABELS: Final = frozenset({"Tool", "Model", "Agent", "Recipe"})
+"""Nodes many unrelated sessions write (workspace rollups, agents, recipes): a component's
+traversal stops at them; they are recounted or dropped when nothing names them any more."""
+
+_SESSION_IDS = """
+UNWIND $sids AS sid
+MATCH (s:Session {node_id: sid, workspace: $ws})
+RETURN id(s), s.node_id, s.parent_id
+"""
+
+_NEIGHBOURS = """
+UNWIND $ids AS i
+MATCH (a) WHERE id(a) = i
+MATCH (a)-[]-(b)
+RETURN DISTINCT id(b), labels(b), b.node_id, b.parent_id
+"""
+
+_CHILD_SESSIONS = """
+UNWIND $sids AS sid
+MATCH (c:Session {parent_id: sid, workspace: $ws})
+RETURN id(c), c.node_id, c.parent_id
+"""
+
+_RESPONSES_OF = """
+UNWIND $ids AS i
+MATCH (e) WHERE id(e) = i
+MATCH (e)-[:BY_MODEL]->(m:Model)
+RETURN m.node_id, e.node_id, e.data
+"""
+
+_DELETE_BY_ID = """
+UNWIND $ids AS i
+MATCH (n) WHERE id(n) = i
+DETACH DELETE n
+"""
+
+_DELETE_UNNAMED = """
+UNWIND $ids AS i
+MATCH (n) WHERE id(n) = i AND NOT (n)--()
+DELETE n
+"""
+
+_CHUNK_IDS = 5000
+
+
+class Component(NamedTuple):
+    """What `component_of` found: the sessions (ids), every node of theirs (internal ids, shared
+    nodes excepted) and the shared nodes they reach, by label (internal id -> node_id)."""
+
+    sessions: set[str]
+    nodes: set[int]
+    shared: dict[str, dict[int, str]]
+
+
+def component_of(engine: GraphEngine, graph: str, workspace: str, session_ids: Collection[str]) -> Component:
+    """The sessions whose graph data is entangled with ``session_ids`` and all their nodes: a
+    traversal over every edge (stopping at `SHARED_LABELS`) plus the ``parent_id`` links a
+    session keeps as a property, to a fixpoint. Any write a session's events make lands on a node
+    connected to one of its own (every derived node is ``SOURCED_FROM`` its events or hangs off
+    its session), so nothing outside the component was written by events of the component, and
+    nothing inside by events outside it. O(nodes + edges of the component) in round trips of
+    one hop each."""
+    sessions: set[str] = set()
+    nodes: set[int] = set()
+    shared: dict[str, dict[int, str]] = {label: {} for label in SHARED_LABELS}
+    frontier: list[int] = []
+    pending_parents: set[str] = set()
+
+    def add_session(internal: int, node_id: str, parent_id: Any) -> None:
+        if internal in nodes:
+            return
+        nodes.add(internal)
+        frontier.append(internal)
+        sessions.add(node_id)
+        if isinstance(parent_id, str) and parent_id not in sessions:
+            pending_parents.add(parent_id)
+
+    rows = engine.execute(
+        graph, _SESSION_IDS, {"sids": MapFreeList(sorted(session_ids)), "ws": workspace}, read_only=True
+    ).rows
+    new_sessions = [node_id for _, node_id, _ in rows]
+    for internal, node_id, parent_id in rows:
+        add_session(internal, node_id, parent_id)
+    while frontier or pending_parents or new_sessions:
+        step, frontier = frontier, []
+        for start in range(0, len(step), _CHUNK_IDS):
+            params = {"ids": MapFreeList(step[start : start + _CHUNK_IDS])}
+            for internal, labels, node_id, parent_id in engine.execute(
+                graph, _NEIGHBOURS, params, read_only=True
+            ).rows:
+                if internal in nodes:
+                    continue
+                label = next((name for name in labels if name in SHARED_LABELS), None)
+                if label is not None:
+                    shared[label][internal] = node_id
+                elif "Session" in labels:
+                    new_sessions.append(node_id)
+                    add_session(internal, node_id, parent_id)
+                else:
+                    nodes.add(internal)
+                    frontier.append(internal)
+        # the parent_id links (a session names its parent without an edge, and is named so)
+        links = {"ws": workspace}
+        if pending_parents:
+            parents, pending_parents = sorted(pending_parents - sessions), set()
+            for internal, node_id, parent_id in engine.execute(
+                graph, _SESSION_IDS, {**links, "sids": MapFreeList(parents)}, read_only=True
+            ).rows:
+                new_sessions.append(node_id)
+                add_session(internal, node_id, parent_id)
+        if new_sessions:
+            named, new_sessions = sorted(set(new_sessions)), []
+            for internal, node_id, parent_id in engine.execute(
+                graph, _CHILD_SESSIONS, {**links, "sids": MapFreeList(named)}, read_only=True
+            ).rows:
+                if internal not in nodes:
+                    new_sessions.append(node_id)
+                    add_session(internal, node_id, parent_id)
+    return Component(sessions, nodes, shared)
+
+
+def purge_component(engine: GraphEngine, graph: str, workspace: str, component: Component) -> bool:
+    """Delete every node of ``component`` and make the shared nodes it reached what the rest of
+    the graph makes them (`Tool` recounted, `Model` sums reduced by the component's responses, an
+    `Agent` / `Recipe` / rollup nothing names any more dropped). The caller then replays the
+    journal records of the component's remaining sessions. False, before any write, where a
+    response's stored ``data`` does not decode. O(component)."""
+    ids = sorted(component.nodes)
+    models: dict[str, list[int]] = {}
+    for start in range(0, len(ids), _CHUNK_IDS):
+        params = {"ids": MapFreeList(ids[start : start + _CHUNK_IDS])}
+        for model_id, event_id, data_json in engine.execute(
+            graph, _RESPONSES_OF, params, read_only=True
+        ).rows:
+            try:
+                data = json.loads(data_json) if isinstance(data_json, str) else None
+            except ValueError:
+                data = None
+            row = model_response_row(event_id, data) if isinstance(data, dict) else None
+            if row is None:
+                return False
+            sums = models.setdefault(model_id, [0, 0, 0, 0, 0])
+            sums[0] += 1
+            for i, count in enumerate(row[2:], start=1):
+                sums[i] += count
+    for start in range(0, len(ids), _CHUNK_IDS):
+        engine.execute(graph, _DELETE_BY_ID, {"ids": MapFreeList(ids[start : start + _CHUNK_IDS])})
+    tools = sorted(component.shared["Tool"].values())
+    if tools:
+        engine.execute(graph, _RECOUNT_TOOLS, {"ids": MapFreeList(tools), "ws": workspace})
+        engine.execute(graph, _DELETE_EMPTY_ROLLUPS["Tool"], {"ids": MapFreeList(tools), "ws": workspace})
+    if models:
+        rows = MapFreeList([[model_id, *sums] for model_id, sums in sorted(models.items())])
+        engine.execute(graph, _SUBTRACT_MODELS, {"rows": rows, "ws": workspace})
+        engine.execute(
+            graph, _DELETE_EMPTY_ROLLUPS["Model"], {"ids": MapFreeList(sorted(models)), "ws": workspace}
+        )
+    unnamed = sorted({*component.shared["Agent"], *component.shared["Recipe"]})
+    if unnamed:
+        engine.execute(graph, _DELETE_UNNAMED, {"ids": MapFreeList(unnamed)})
     return True

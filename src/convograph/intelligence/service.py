@@ -71,8 +71,8 @@ class ForgetResult(msgspec.Struct, frozen=True):
     """Outcome of `IntelligenceService.forget_session`: what was deleted, and the graph work queued.
 
     ``events`` journal records and ``blobs`` blob refs are gone when this is returned; the
-    workspace graph drops the session's nodes once the applier has purged them in place (layer 1
-    only) or rebuilt the workspace (``rebuilding`` lists the workspaces still waiting for either,
+    workspace graph drops the session's nodes once the applier has purged them in place (or, as a
+    fallback, rebuilt the workspace) (``rebuilding`` lists the workspaces still waiting for either,
     as ``status()`` does; `IntelligenceService.wait_rebuilt` blocks).
     """
 
@@ -347,8 +347,9 @@ class IntelligenceService:
     ) -> ForgetResult:
         """Delete one session of one workspace: its journal records (their dedupe digests stay as
         tombstones, so a redelivered copy is a duplicate, not a resurrection), its blobs (objects
-        no other ref names are deleted), and every graph node derived from it (purged in place
-        with layer 1 only, else through a rebuild of the workspace graph from the journal). Other workspaces sharing the session id keep theirs.
+        no other ref names are deleted), and every graph node derived from it (purged in place:
+        the session, or with the semantic layers its component; a rebuild of the workspace graph
+        from the journal as the fallback). Other workspaces sharing the session id keep theirs.
 
         ``tombstone=False`` keeps no dedupe digests: for a source that is itself deleted (a
         conversation removed from the event log), whose id may be used again from seq 1.
