@@ -436,3 +436,23 @@ def test_a_forget_marked_before_a_restart_is_rebuilt_not_purged(services: Servic
     reference = services.make(layers=False)
     ingest(reference, [line for line in LINES if line["data"]["session_id"] not in {FORK, ROOT}])
     assert snapshot(restarted, WS) == snapshot(reference, WS)
+
+
+def test_a_component_purge_keeps_the_fold_state_of_every_other_session(services: Services) -> None:
+    """Only the component's sessions fold again from the journal; a session elsewhere in the
+    workspace goes on from its cached state (a full reset would re-fold every active session)."""
+    lonely = "aebf7e0e-4b98-44ea-aba9-b6c811267bdd"  # a component of its own in the fixture
+    other = ROOT
+    svc = services.make(layers=True)
+    last_of_other = max(i for i, line in enumerate(LINES) if line["data"]["session_id"] == other)
+    ingest(svc, [line for i, line in enumerate(LINES) if i != last_of_other])
+    layer = svc.applier.planned_stages[0]
+    svc.forget_session(WS, lonely)
+    assert svc.wait_rebuilt(timeout=120)
+    assert svc.applier.purges_done == 1
+    refolds = layer.rebuilds  # type: ignore[attr-defined]
+    ingest(svc, [LINES[last_of_other]])
+    assert layer.rebuilds == refolds  # type: ignore[attr-defined]
+    reference = services.make(layers=True)
+    ingest(reference, [line for line in LINES if line["data"]["session_id"] != lonely])
+    assert snapshot(svc, WS) == snapshot(reference, WS)

@@ -170,6 +170,7 @@ class GraphApplier:
         stages: Sequence[Stage] = (),
         planned_stages: Sequence[PlannedStage] = (),
         resets: Sequence[Callable[[], None]] = (),
+        session_resets: Sequence[Callable[[str, Collection[str]], None]] = (),
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -182,6 +183,8 @@ class GraphApplier:
         self.stages = tuple(stages)  # later layers, run after layer 1 on every applied batch
         self.planned_stages = tuple(planned_stages)  # later layers planned with layer 1 (overlapped)
         self.resets = tuple(resets)  # drop the stages' journal-derived caches before a rebuild
+        # drop those of some sessions only (a purged component); without them, `resets` serve
+        self.session_resets = tuple(session_resets)
         # outside the graph-name space, so no workspace name can collide with it
         self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
         self.rebuild_key = f"{REBUILD_MARK}{self.names.prefix}{journal.journal_id}"
@@ -328,9 +331,13 @@ class GraphApplier:
                 component = component_of(self.engine, graph, workspace, mark.sessions)
                 done = purge_component(self.engine, graph, workspace, component)
                 if done:
-                    for reset in self.resets:
-                        reset()
                     replay = {*component.sessions, *mark.sessions}
+                    if self.session_resets:
+                        for forget_sessions in self.session_resets:
+                            forget_sessions(workspace, replay)
+                    else:
+                        for reset in self.resets:
+                            reset()
             elif not done:
                 done = purge_sessions(self.engine, graph, workspace, mark.sessions)
             if done:

@@ -279,6 +279,12 @@ class SemanticLayer:
         self._states.clear()
         self._schema_ready.clear()
 
+    def forget_sessions(self, workspace: str, session_ids: Iterable[str]) -> None:
+        """Drop the cached states of these sessions only (a forget purged their component in
+        place; every other session's state still matches the graph). O(sessions)."""
+        for session_id in session_ids:
+            self._states.pop((workspace, session_id), None)
+
 
 def _chunks(rows: list[Any]) -> Iterable[list[Any]]:
     for start in range(0, len(rows), _CHUNK):

@@ -151,6 +151,7 @@ class IntelligenceService:
             offload_threshold=offload_threshold,
             planned_stages=(semantic,) if semantic is not None else (),
             resets=(semantic.forget,) if semantic is not None else (),
+            session_resets=(semantic.forget_sessions,) if semantic is not None else (),
         )
         self._started = False
 
