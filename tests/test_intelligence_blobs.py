@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -109,8 +111,60 @@ def test_forget_session_drops_refs_and_unreferenced_objects(store: BlobStore) ->
     assert store.forget_sessions("W", ["nobody"]) == 0
     if isinstance(store, LocalBlobStore):
         objects = {p.name for p in (store.root / "objects").glob("*/*")}
-        import hashlib
 
         assert hashlib.sha256(b'"secret"').hexdigest() not in objects
         assert hashlib.sha256(b'"common"').hexdigest() in objects
         assert hashlib.sha256(b'"two workspaces"').hexdigest() in objects
+
+
+def test_local_forget_reads_only_the_forgotten_sessions_refs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects are deleted through their links, not by a sweep over every ref in the store."""
+    store = LocalBlobStore(tmp_path / "blobs")
+    for n in range(50):
+        store.put("W", f"other-{n}", "k", f'"unrelated {n}"'.encode())
+    store.put("W", "S", "a", b'"mine"')
+    store.put("W", "S", "b", b'"shared"')
+    store.put("W", "T", "b", b'"shared"')
+    reads: list[Path] = []
+    real = store._read_ref
+    monkeypatch.setattr(store, "_read_ref", lambda path: reads.append(path) or real(path))
+    assert store.forget_sessions("W", ["S"]) == 2
+    assert len(reads) == 2  # S's two refs, nothing else
+    assert store.get("T", "b") == b'"shared"'  # still linked from T's ref
+    objects = {p.name for p in (store.root / "objects").glob("*/*")}
+    assert hashlib.sha256(b'"mine"').hexdigest() not in objects
+    assert hashlib.sha256(b'"shared"').hexdigest() in objects
+    assert store.forget_sessions("W", ["T"]) == 1
+    assert hashlib.sha256(b'"shared"').hexdigest() not in {
+        p.name for p in (store.root / "objects").glob("*/*")
+    }
+
+
+def test_a_key_given_new_content_lets_the_old_object_go(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path / "blobs")
+    store.put("W", "S", "k", b'"first"')
+    store.put("W", "T", "k", b'"first"')
+    store.put("W", "S", "k", b'"second"')
+    objects = lambda: {p.name for p in (store.root / "objects").glob("*/*")}  # noqa: E731
+    assert hashlib.sha256(b'"first"').hexdigest() in objects()  # T's ref still names it
+    store.put("W", "T", "k", b'"second"')
+    assert hashlib.sha256(b'"first"').hexdigest() not in objects()
+    assert store.get("S", "k") == store.get("T", "k") == b'"second"'
+
+
+def test_a_store_written_before_the_links_gets_them_once_at_open(tmp_path: Path) -> None:
+    root = tmp_path / "blobs"
+    store = LocalBlobStore(root)
+    store.put("W", "S", "a", b'"mine"')
+    store.put("W", "S", "b", b'"shared"')
+    store.put("W", "T", "b", b'"shared"')
+    shutil.rmtree(root / "links")  # the layout before links existed
+    (root / "links.building" / "zz").mkdir(parents=True)  # and a build cut short
+    reopened = LocalBlobStore(root)
+    assert not (root / "links.building").exists()
+    assert reopened.forget_sessions("W", ["S"]) == 2
+    objects = {p.name for p in (root / "objects").glob("*/*")}
+    assert hashlib.sha256(b'"mine"').hexdigest() not in objects
+    assert reopened.get("T", "b") == b'"shared"'
