@@ -141,6 +141,25 @@ def _column(engine: GraphEngine, graph: str, query: str, params: dict[str, Any])
     return [row[0] for row in engine.execute(graph, query, params, read_only=True).rows]
 
 
+def _add_responses(models: dict[str, list[int]], rows: list[list[Any]]) -> bool:
+    """Add ``[model node id, event node id, stored data]`` rows to per-model ``[responses, input,
+    output, cache read, cache creation]`` sums; False when a row's data does not decode (the
+    ``BY_MODEL`` edge exists, so the write read a row there: this one cannot be undone)."""
+    for model_id, event_id, data_json in rows:
+        try:
+            data = json.loads(data_json) if isinstance(data_json, str) else None
+        except ValueError:
+            data = None
+        row = model_response_row(event_id, data) if isinstance(data, dict) else None
+        if row is None:
+            return False
+        sums = models.setdefault(model_id, [0, 0, 0, 0, 0])
+        sums[0] += 1
+        for i, count in enumerate(row[2:], start=1):
+            sums[i] += count
+    return True
+
+
 def purge_sessions(engine: GraphEngine, graph: str, workspace: str, session_ids: Collection[str]) -> bool:
     """Remove ``session_ids`` from ``graph`` in place (see the module docstring); False when it
     declines, before any write. O(the sessions' nodes + the rollup rows they touched)."""
@@ -151,18 +170,8 @@ def purge_sessions(engine: GraphEngine, graph: str, workspace: str, session_ids:
     if groups and _column(engine, graph, _GROUPS_SHARED, {**base, "groups": MapFreeList(groups)})[0]:
         return False
     models: dict[str, list[int]] = {}
-    for model_id, event_id, data_json in engine.execute(graph, _RESPONSES, base, read_only=True).rows:
-        try:
-            data = json.loads(data_json) if isinstance(data_json, str) else None
-        except ValueError:
-            data = None
-        row = model_response_row(event_id, data) if isinstance(data, dict) else None
-        if row is None:
-            return False  # the edge exists, so the write read a row: this one cannot be undone
-        sums = models.setdefault(model_id, [0, 0, 0, 0, 0])
-        sums[0] += 1
-        for i, count in enumerate(row[2:], start=1):
-            sums[i] += count
+    if not _add_responses(models, engine.execute(graph, _RESPONSES, base, read_only=True).rows):
+        return False
     parents = _column(engine, graph, _PARENTS, base)
     for statement in (_DELETE_EVENTS, _DELETE_TOOL_CALLS, _DELETE_OWN_FORKS):
         engine.execute(graph, statement, base)
@@ -315,20 +324,8 @@ def purge_component(engine: GraphEngine, graph: str, workspace: str, component: 
     models: dict[str, list[int]] = {}
     for start in range(0, len(ids), _CHUNK_IDS):
         params = {"ids": MapFreeList(ids[start : start + _CHUNK_IDS])}
-        for model_id, event_id, data_json in engine.execute(
-            graph, _RESPONSES_OF, params, read_only=True
-        ).rows:
-            try:
-                data = json.loads(data_json) if isinstance(data_json, str) else None
-            except ValueError:
-                data = None
-            row = model_response_row(event_id, data) if isinstance(data, dict) else None
-            if row is None:
-                return False
-            sums = models.setdefault(model_id, [0, 0, 0, 0, 0])
-            sums[0] += 1
-            for i, count in enumerate(row[2:], start=1):
-                sums[i] += count
+        if not _add_responses(models, engine.execute(graph, _RESPONSES_OF, params, read_only=True).rows):
+            return False
     for start in range(0, len(ids), _CHUNK_IDS):
         engine.execute(graph, _DELETE_BY_ID, {"ids": MapFreeList(ids[start : start + _CHUNK_IDS])})
     tools = sorted(component.shared["Tool"].values())
