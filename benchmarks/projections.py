@@ -7,7 +7,9 @@ Run: ``python -m benchmarks.projections`` (about a minute) or ``--quick`` (secon
    ``w2-hg-100x50x1`` (target: total < 2 s) and ``w2-hg-200x100x1`` (target: total < 5 s). Also the
    flat-graph pipeline (`ThreadProjector`) on the same streams, and per-event latency.
 2. REPL view, upstream P2 style: median `project_repl` time of the finished conversation
-   (upstream's budget: < 16 ms; upstream measured 1.6 / 6.1 / 11.0 ms).
+   (upstream's budget: < 16 ms; upstream measured 1.6 / 6.1 / 11.0 ms); then the same stream
+   through `ReplProjector` with the view read after every event, and its view of the finished
+   conversation.
 3. One-shot thread / messages / DAG of a ~100k-node conversation (agent-harness shape,
    `benchmarks.projections_workload`), flat graph and hypergraph. Target: < 200 ms each.
 
@@ -37,6 +39,7 @@ from convograph.events import Event, parse_event, read_ndjson_file
 from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
 from convograph.projections import (
     ConversationProjector,
+    ReplProjector,
     ThreadProjector,
     project_dag,
     project_messages,
@@ -129,6 +132,28 @@ def bench_repl(names: list[str], calls: int) -> None:
         print(
             f"- {name}: {conversation.chunk_count} chunks, median {_ms(median)} over {calls} calls "
             f"(upstream budget < 16 ms: {median / 0.016:.2f}x)"
+        )
+        # kept current instead: fold each event, read the view after every one (a UI frame each)
+        repl = ReplProjector()
+        per_event: list[float] = []
+        clock = time.perf_counter
+        start = clock()
+        for event in _events(name):
+            t0 = clock()
+            repl.apply(event)
+            repl.view()
+            per_event.append(clock() - t0)
+        total = clock() - start
+        views = []
+        for _ in range(calls):
+            t0 = clock()
+            repl.view()
+            views.append(clock() - t0)
+        view_median = statistics.median(views)
+        print(
+            f"  ReplProjector, apply + view on every event: total {total:.3f} s, per event max "
+            f"{_ms(max(per_event))}, median {_ms(statistics.median(per_event))}; view of the finished "
+            f"conversation median {_ms(view_median)} ({view_median / 0.016:.2f}x of 16 ms)"
         )
 
 

@@ -3,6 +3,7 @@ active path honoured (edits, regenerations, summaries), view options, incrementa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -378,3 +379,78 @@ def test_projector_with_repl_cells_equals_one_shot_after_every_event() -> None:
         if event["type"].startswith("repl_"):
             assert changed  # a cell was created or grew
     assert plain.views == project_thread(plain.conversation, default_active(plain.conversation))
+
+
+# --- the REPL view kept current (ReplProjector) --------------------------------------------------
+
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
+
+
+def assert_repl_follows(events: list[dict[str, Any]], every: int = 1) -> None:
+    """`ReplProjector` (by `apply`, and inside `ConversationProjector.repl`) equals the one-shot
+    `project_repl` after every ``every``-th event and at the end."""
+    from convograph.projections import ReplProjector
+
+    repl = ReplProjector()
+    projector = ConversationProjector()
+    for n, event in enumerate(events, start=1):
+        repl.apply(event)
+        projector.apply(event)
+        if n % every == 0 or n == len(events):
+            expected = to_jsonable(project_repl(repl.conversation))
+            assert to_jsonable(repl.view()) == expected, n
+            assert to_jsonable(projector.repl()) == expected, n
+
+
+def test_repl_projector_equals_one_shot_after_every_event() -> None:
+    assert_repl_follows(RLM)
+    assert_repl_follows(rlm_events())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_repl_projector_equals_one_shot_in_any_arrival_order(rnd: Any) -> None:
+    """Children before their parents, outputs before inputs: whatever order, the same view."""
+    events = [*RLM, *rlm_events()]
+    rnd.shuffle(events)
+    assert_repl_follows(events)
+
+
+def test_repl_projector_on_a_shared_workload_and_after_an_operation() -> None:
+    from convograph.events import read_ndjson_file
+
+    batch = read_ndjson_file(WORKLOADS / "w2-hg-50x200x3.ndjson")
+    assert not batch.errors
+    assert_repl_follows(batch.events, every=997)
+    projector = ConversationProjector()
+    for event in RLM:
+        projector.apply(event)
+    before = to_jsonable(projector.repl())
+    regenerated = regenerate(projector.conversation, default_active(projector.conversation).message_ids[-1])
+    projector.replace(regenerated)
+    assert to_jsonable(projector.repl()) == to_jsonable(project_repl(regenerated))
+    assert before == to_jsonable(project_repl(conversation(RLM)))
+
+
+def test_repl_children_of_one_turn_come_in_block_order() -> None:
+    """A turn's children are ordered by the block that spawned them (the REPL input, then a
+    tool call of the same turn), not by which child arrived first."""
+    events = [
+        {"type": "harness_start", "runId": "R", "agentId": "rlm"},
+        {"type": "repl_input", "runId": "R", "id": "k1", "code": "spawn()"},
+        {"type": "tool_call", "runId": "R", "id": "t1", "name": "agent", "input": {}},
+        {"type": "harness_start", "runId": "A", "parentId": "t1", "agentId": "by-tool"},
+        {"type": "harness_start", "runId": "B", "parentId": "k1", "agentId": "by-repl"},
+    ]
+    expected = ["B", "A"]
+    for view in (project_repl(conversation(events)),):
+        (turn,) = view.all_agents["R"].turns
+        assert [child.run_id for child in turn.child_agents] == expected
+    from convograph.projections import ReplProjector
+
+    repl = ReplProjector()
+    for event in events:
+        repl.apply(event)
+    (turn,) = repl.view().all_agents["R"].turns
+    assert [child.run_id for child in turn.child_agents] == expected

@@ -26,6 +26,7 @@ from convograph.projections.progress import (
 from convograph.projections.repl import (
     ReplAgent,
     ReplOutputInfo,
+    ReplProjector,
     ReplTurn,
     ReplUsage,
     ReplView,
@@ -67,6 +68,7 @@ __all__ = [
     "ReplAgent",
     "ReplContent",
     "ReplOutputInfo",
+    "ReplProjector",
     "ReplResult",
     "ReplTurn",
     "ReplUsage",

@@ -190,6 +190,8 @@ class ConversationProjector:
         self._repl_cells = repl_cells
         """The conversation's own view options plus ``ViewOptions.repl_cells`` (REPL turns as
         views; `messages` then leaves them out, as it does errors and relays)."""
+        self._repl: Any = None
+        """The `ReplProjector` behind `repl`, once asked."""
         self.rebuilds = 0
         self._conversation: Any = conversation if conversation is not None else create_conversation()
         self._build()
@@ -239,14 +241,21 @@ class ConversationProjector:
         return project_dag(self._conversation)
 
     def repl(self) -> Any:
-        """The current REPL view (`project_repl`). O(N)."""
-        from convograph.projections.repl import project_repl
+        """The current REPL view (equal to `project_repl` of the conversation): a `ReplProjector`
+        made on the first call (O(N) once) folds only the chunks that arrived since the last call,
+        and the view costs O(agents + turns). Its objects are live (changed by a later call)."""
+        from convograph.projections.repl import ReplProjector
 
-        return project_repl(self._conversation)
+        if self._repl is None:
+            self._repl = ReplProjector(self._conversation)
+        else:
+            self._repl.advance(self._conversation)
+        return self._repl.view()
 
     def replace(self, conversation: Any) -> set[str]:
         """Adopt a conversation changed outside `apply` (an operation): rebuild. O(N)."""
         self._conversation = conversation
+        self._repl = None  # it follows extensions only: made again on the next `repl()`
         return self._rebuild()
 
     def _rebuild(self) -> set[str]:

@@ -20,6 +20,7 @@ agent is listed as a root instead of disappearing. ``iteration`` is the producer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -27,6 +28,7 @@ import msgspec
 __all__ = [
     "ReplAgent",
     "ReplOutputInfo",
+    "ReplProjector",
     "ReplTurn",
     "ReplUsage",
     "ReplView",
@@ -93,48 +95,69 @@ class SidebarItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     depth: int
 
 
-def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
-    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``."""
-    agent = ReplAgent(run_id=run_id)
-    started = False
-    turn = ReplTurn()
-    turn_started = False
-    collecting = False
-    errored = False
-    ended = False
-    for event in events:
+class _RunFold:
+    """One run's REPL fold so far (spec §4.5): `add` one event in O(1) (plus the text appended),
+    `agent` reads it as a `ReplAgent` in O(turns). The one-shot `project_repl` and the
+    incremental `ReplProjector` both fold through this, so they agree by construction."""
+
+    __slots__ = (
+        "agent",
+        "collecting",
+        "done_turns",
+        "ended",
+        "errored",
+        "started",
+        "status",
+        "turn",
+        "turn_started",
+    )
+
+    def __init__(self, run_id: str) -> None:
+        self.agent = ReplAgent(run_id=run_id)
+        self.started = False
+        self.turn = ReplTurn()
+        self.turn_started = False
+        self.collecting = False
+        self.errored = False
+        self.ended = False
+        self.status: AgentStatus = "running"
+        self.done_turns: list[ReplTurn] = []
+
+    def add(self, event: Any) -> None:
         kind = event.type
+        agent = self.agent
+        turn = self.turn
         if kind == "harness_start":
-            started = True
+            self.started = True
             agent.agent_id = event.agent_id
             agent.parent_id = event.parent_id
             agent.depth = event.depth or 0
             agent.max_iterations = event.max_iterations
         elif kind == "harness_end":
-            ended = True
+            self.ended = True
             if event.reason == "max_iterations":
-                agent.status = "max_iterations"
-            elif errored and event.reason != "final":
-                agent.status = "error"
+                self.status = "max_iterations"
+            elif self.errored and event.reason != "final":
+                self.status = "error"
             else:
-                agent.status = "done"
+                self.status = "done"
             if event.total_usage is not None:
                 agent.total_usage = msgspec.to_builtins(event.total_usage)
         elif kind in ("text", "reasoning"):
-            if collecting:
+            if self.collecting:
                 agent.final_answer += event.content
             elif turn.output is not None or turn.error_message is not None:
-                agent.turns.append(turn)
-                turn = ReplTurn(reasoning=event.content, phase="reasoning")
+                self.done_turns.append(turn)
+                self.turn = ReplTurn(reasoning=event.content, phase="reasoning")
             else:
                 turn.reasoning += event.content
                 turn.phase = "reasoning"
         elif kind == "repl_input":
-            if turn_started and turn.code:
-                agent.turns.append(turn)
-                turn = ReplTurn()
-            turn_started = True
-            collecting = False
+            if self.turn_started and turn.code:
+                self.done_turns.append(turn)
+                self.turn = turn = ReplTurn()
+            self.turn_started = True
+            self.collecting = False
             turn.code = event.code
             turn.phase = "code"
             if event.iteration is not None:
@@ -157,10 +180,10 @@ def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
             if event.iteration is not None and turn.iteration is None:
                 turn.iteration = event.iteration
             if event.done:
-                collecting = True
+                self.collecting = True
         elif kind == "error":
-            errored = True
-            agent.status = "error"
+            self.errored = True
+            self.status = "error"
             turn.phase = "error"
             turn.error_message = event.message
         elif kind == "usage":
@@ -172,13 +195,64 @@ def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
             )
         elif kind == "relay":
             turn.phase = "permission"
-    if not started:
-        return None
-    if turn_started or turn.reasoning or turn.error_message is not None:
-        agent.turns.append(turn)
-    if not ended and closed:
-        agent.status = "error"
-    return agent
+
+    def read(self, closed: bool) -> ReplAgent | None:
+        """The agent as of now (the same object every time; ``turns`` a fresh list), ``None``
+        for a run without ``harness_start``. A run still open in a closed stream is ``error``."""
+        if not self.started:
+            return None
+        agent = self.agent
+        turn = self.turn
+        open_turn = self.turn_started or turn.reasoning or turn.error_message is not None
+        agent.turns = [*self.done_turns, turn] if open_turn else list(self.done_turns)
+        agent.status = "error" if closed and not self.ended else self.status
+        return agent
+
+
+def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
+    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``."""
+    fold = _RunFold(run_id)
+    for event in events:
+        fold.add(event)
+    return fold.read(closed)
+
+
+def _attach(
+    conversation: Any, order: list[str], all_agents: dict[str, ReplAgent], turn_of_block: Callable[[str], int]
+) -> list[ReplAgent]:
+    """Hang each child agent under the turn of its parent agent whose block spawned it (the
+    turn of the latest ``repl_input`` block up to the spawning block: ``turn_of_block``); the
+    roots, in ``order``. Children of one turn come in block order, then link order. O(agents +
+    their spawning blocks' spawns)."""
+    from convograph.hypergraph import queries as q
+
+    triggers: dict[str, list[str]] = {}
+    for run_id in order:
+        row = q.spawn_row(conversation, run_id)
+        if row is None:
+            continue
+        trigger = row[1]
+        parent = q.get_block(conversation, trigger).run_id
+        if parent != run_id and parent in all_agents:
+            found = triggers.setdefault(parent, [])
+            if trigger not in found:
+                found.append(trigger)
+    attached: set[str] = set()
+    for run_id in order:
+        blocks = triggers.get(run_id)
+        agent = all_agents[run_id]
+        if blocks is None or not agent.turns:
+            continue
+        blocks.sort(key=lambda block_id: q.get_block(conversation, block_id).first_seq)
+        for block_id in blocks:
+            for spawn in q.spawns_from(conversation, block_id):
+                child = all_agents.get(spawn.run_id)
+                if child is None or spawn.run_id in attached or spawn.run_id == run_id:
+                    continue
+                index = min(max(0, turn_of_block(block_id)), len(agent.turns) - 1)
+                agent.turns[index].child_agents.append(child)
+                attached.add(spawn.run_id)
+    return [all_agents[run_id] for run_id in order if run_id not in attached]
 
 
 def project_repl(conversation: Any) -> ReplView:
@@ -194,28 +268,104 @@ def project_repl(conversation: Any) -> ReplView:
     closed = q.is_stream_closed(conversation)
     all_agents: dict[str, ReplAgent] = {}
     order: list[str] = []
+    turn_of: dict[str, int] = {}
     for run_id in q.run_ids(conversation):
         events = [chunk.event for chunk in q.run_chunks(conversation, run_id)]
         agent = _fold(run_id, events, closed)
         if agent is not None:
             all_agents[run_id] = agent
             order.append(run_id)
-    attached: set[str] = set()
-    for run_id in order:
-        agent = all_agents[run_id]
-        turn_index = -1
-        for block in q.run_blocks(conversation, run_id):
-            if block.kind == "repl_input":
-                turn_index += 1
-            for spawn in q.spawns_from(conversation, block.id):
-                child = all_agents.get(spawn.run_id)
-                if child is None or spawn.run_id in attached or spawn.run_id == run_id or not agent.turns:
-                    continue
-                index = min(max(0, turn_index), len(agent.turns) - 1)
-                agent.turns[index].child_agents.append(child)
-                attached.add(spawn.run_id)
-    roots = [all_agents[run_id] for run_id in order if run_id not in attached]
+            turn_index = -1
+            for block in q.run_blocks(conversation, run_id):
+                if block.kind == "repl_input":
+                    turn_index += 1
+                turn_of[block.id] = turn_index
+    roots = _attach(conversation, order, all_agents, turn_of.__getitem__)
     return ReplView(agents=roots, all_agents=all_agents)
+
+
+class ReplProjector:
+    """The REPL view kept current chunk by chunk: O(1) per new chunk (plus its text), and
+    `view` in O(agents + turns), instead of `project_repl`'s O(N) per call.
+
+    `apply(event)` reduces the event into its own conversation; `advance(conversation)` follows
+    a conversation reduced elsewhere (it must extend the current one; after an operation, use
+    `replace`). The view's objects are live: a later `view` changes them.
+
+    Invariant (tested after every event): ``view() == project_repl(conversation)``.
+    """
+
+    def __init__(self, conversation: Any = None) -> None:
+        from convograph.hypergraph import create_conversation
+
+        self.replace(conversation if conversation is not None else create_conversation())
+
+    @property
+    def conversation(self) -> Any:
+        return self._conversation
+
+    def replace(self, conversation: Any) -> None:
+        """Start over from ``conversation`` (an operation changed it). O(N)."""
+        self._conversation = conversation
+        self._runs: dict[str, _RunFold] = {}
+        self._repl_blocks: dict[str, int] = {}
+        """Per run: its ``repl_input`` blocks so far."""
+        self._turn_of: dict[str, int] = {}
+        """Per block: the turn of the latest ``repl_input`` block of its run up to it."""
+        self._seen = 0
+        self._filled: list[ReplTurn] = []
+        self._catch_up()
+
+    def apply(self, event: Any) -> None:
+        from convograph.hypergraph import reduce_conversation
+
+        self.advance(reduce_conversation(self._conversation, event))
+
+    def advance(self, conversation: Any) -> None:
+        """Fold the chunks ``conversation`` has beyond the current one. O(new chunks)."""
+        if conversation is not self._conversation:
+            self._conversation = conversation
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        from convograph.hypergraph import queries as q
+
+        conversation = self._conversation
+        runs = self._runs
+        turn_of = self._turn_of
+        for number in range(self._seen + 1, conversation.chunk_count + 1):
+            chunk = q.get_chunk(conversation, f"chunk:{number}")
+            run_id = chunk.run_id
+            fold = runs.get(run_id)
+            if fold is None:
+                fold = runs[run_id] = _RunFold(run_id)
+            fold.add(chunk.event)
+            block_id = chunk.block_id
+            if block_id not in turn_of:
+                count = self._repl_blocks.get(run_id, 0)
+                if q.get_block(conversation, block_id).kind == "repl_input":
+                    count += 1
+                    self._repl_blocks[run_id] = count
+                turn_of[block_id] = count - 1
+        self._seen = conversation.chunk_count
+
+    def view(self) -> ReplView:
+        """The current view. O(agents + turns + the spawns of spawning blocks)."""
+        from convograph.hypergraph import queries as q
+
+        for turn in self._filled:
+            turn.child_agents = []
+        closed = q.is_stream_closed(self._conversation)
+        all_agents: dict[str, ReplAgent] = {}
+        order: list[str] = []
+        for run_id, fold in self._runs.items():  # runs in order of first arrival, as `run_ids`
+            agent = fold.read(closed)
+            if agent is not None:
+                all_agents[run_id] = agent
+                order.append(run_id)
+        roots = _attach(self._conversation, order, all_agents, self._turn_of.__getitem__)
+        self._filled = [turn for agent in all_agents.values() for turn in agent.turns if turn.child_agents]
+        return ReplView(agents=roots, all_agents=all_agents)
 
 
 def flatten_agents(agents: list[ReplAgent], depth: int = 0) -> list[SidebarItem]:
