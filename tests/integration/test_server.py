@@ -186,6 +186,13 @@ def test_thread_with_repl_cells_follows_new_events_and_commands(http: httpx.Clie
     assert cells() == []  # the new branch has no reply yet
     assert http.post(f"/v1/conversations/repl-1/messages/{user_id}/select").status_code == 200
     assert cells() == [f"repl-{n}" for n in range(1, 6)]
+    view = http.get("/v1/conversations/repl-1/repl")
+    assert view.status_code == 200
+    (agent,) = view.json()["agents"]
+    assert agent["runId"] == "run-rlm"
+    assert len(agent["turns"]) == 5
+    assert [c["runId"] for c in agent["turns"][2]["childAgents"]] == ["run-rlm-child-1"]
+    assert http.get("/v1/conversations/no-such/repl").status_code == 404
     refused = http.get("/v1/conversations/repl-1/thread", params={"repl": "true", "model": "flat"})
     assert refused.status_code == 400
     assert "model=hypergraph" in refused.json()["error"]["message"]

@@ -285,6 +285,14 @@ class ConversationController(Controller):
         body = _memo(live, ("dag-json", flat), lambda: layout)
         return Response(body, media_type=MediaType.JSON)
 
+    @get("/{cid:str}/repl", guards=[require("read")], summary="REPL view (RLM agents, turns, children)")
+    async def repl(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+        """`project_repl` of the conversation (spec §4.5: root agents, every agent by run id),
+        from the conversation's `ReplProjector`: O(new events + agents + turns) per request."""
+        live = await existing_conversation(server_state(request), cid)
+        body = _memo(live, ("repl",), live.projector.repl)
+        return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
+
     @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")
     async def relays(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
         live = await existing_conversation(server_state(request), cid)
