@@ -197,23 +197,19 @@ SHARED_LABELS: Final = frozenset({"Tool", "Model", "Agent", "Recipe"})
 """Nodes many unrelated sessions write (workspace rollups, agents, recipes): a component's
 traversal stops at them; they are recounted or dropped when nothing names them any more."""
 
-_SESSION_IDS = """
+_SESSIONS_BY = """
 UNWIND $sids AS sid
-MATCH (s:Session {node_id: sid, workspace: $ws})
+MATCH (s:Session {{{key}: sid, workspace: $ws}})
 RETURN id(s), s.node_id, s.parent_id
 """
+_SESSION_IDS = _SESSIONS_BY.format(key="node_id")
+_CHILD_SESSIONS = _SESSIONS_BY.format(key="parent_id")  # sessions naming these as their parent
 
 _NEIGHBOURS = """
 UNWIND $ids AS i
 MATCH (a) WHERE id(a) = i
 MATCH (a)-[]-(b)
 RETURN DISTINCT id(b), labels(b), b.node_id, b.parent_id
-"""
-
-_CHILD_SESSIONS = """
-UNWIND $sids AS sid
-MATCH (c:Session {parent_id: sid, workspace: $ws})
-RETURN id(c), c.node_id, c.parent_id
 """
 
 _RESPONSES_OF = """
