@@ -178,6 +178,20 @@ def purge_sessions(engine: GraphEngine, graph: str, workspace: str, session_ids:
     candidates = MapFreeList(sorted({*session_ids, *parents}))
     engine.execute(graph, _DELETE_EMPTY_SESSIONS, {"ids": candidates, "ws": workspace})
     engine.execute(graph, _STUB_SESSIONS, base)  # the forgotten sessions still there are parents
+    _settle_rollups(engine, graph, workspace, tools, groups, models)
+    return True
+
+
+def _settle_rollups(
+    engine: GraphEngine,
+    graph: str,
+    workspace: str,
+    tools: list[str],
+    groups: list[str],
+    models: dict[str, list[int]],
+) -> None:
+    """After a deletion: recount these `Tool` / `ParallelGroup` rows from the edges left, reduce
+    the `Model` sums by the deleted responses (`_add_responses`), drop the rows left empty."""
     if tools:
         engine.execute(graph, _RECOUNT_TOOLS, {"ids": MapFreeList(tools), "ws": workspace})
     if groups:
@@ -188,7 +202,6 @@ def purge_sessions(engine: GraphEngine, graph: str, workspace: str, session_ids:
     for label, ids in (("Tool", tools), ("ParallelGroup", groups), ("Model", sorted(models))):
         if ids:
             engine.execute(graph, _DELETE_EMPTY_ROLLUPS[label], {"ids": MapFreeList(ids), "ws": workspace})
-    return True
 
 
 # -- with the semantic layers: the sessions' component ----------------------------------------------
@@ -324,16 +337,8 @@ def purge_component(engine: GraphEngine, graph: str, workspace: str, component: 
             return False
     for start in range(0, len(ids), _CHUNK_IDS):
         engine.execute(graph, _DELETE_BY_ID, {"ids": MapFreeList(ids[start : start + _CHUNK_IDS])})
-    tools = sorted(component.shared["Tool"].values())
-    if tools:
-        engine.execute(graph, _RECOUNT_TOOLS, {"ids": MapFreeList(tools), "ws": workspace})
-        engine.execute(graph, _DELETE_EMPTY_ROLLUPS["Tool"], {"ids": MapFreeList(tools), "ws": workspace})
-    if models:
-        rows = MapFreeList([[model_id, *sums] for model_id, sums in sorted(models.items())])
-        engine.execute(graph, _SUBTRACT_MODELS, {"rows": rows, "ws": workspace})
-        engine.execute(
-            graph, _DELETE_EMPTY_ROLLUPS["Model"], {"ids": MapFreeList(sorted(models)), "ws": workspace}
-        )
+    # parallel groups are per session: the component's went with it
+    _settle_rollups(engine, graph, workspace, sorted(component.shared["Tool"].values()), [], models)
     unnamed = sorted({*component.shared["Agent"], *component.shared["Recipe"]})
     if unnamed:
         engine.execute(graph, _DELETE_UNNAMED, {"ids": MapFreeList(unnamed)})
