@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convograph import EventError, encode_event, parse_event
@@ -23,6 +23,7 @@ from convograph.events import (
     event_to_wire,
     pack_event,
     parse_ndjson,
+    read_ndjson_file,
     unpack_event,
 )
 
@@ -256,3 +257,169 @@ def test_round_trip_property(content: str, run_id: str, tool_input: Any, extra: 
         event = parse_event(wire)
         assert parse_event(encode_event(event)) == event
         assert unpack_event(pack_event(event)) == event
+
+
+# --- adversarial input: every failure is an EventError, and one bad line never stops a stream -------
+
+_TEXT = '{"type":"text","runId":"r","id":"t","content":%s}'
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ((_TEXT % '"\xff"').encode("latin-1"), "not UTF-8"),  # was a bare UnicodeDecodeError
+        (_TEXT % '"\ud800"', "lone surrogate"),  # a real lone surrogate in str input
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),  # was RecursionError
+        (_TEXT % ("[" * 5000 + "]" * 5000), "nested too deeply"),
+    ],
+)
+def test_undecodable_text_is_an_event_error(raw: bytes | str, fragment: str) -> None:
+    with pytest.raises(EventError, match=fragment) as info:
+        parse_event(raw)
+    assert info.value.field is None
+
+
+@pytest.mark.parametrize(
+    ("wire", "field", "fragment"),
+    [
+        (
+            {"type": "text", "runId": "r", "id": "t", "content": "x", "timestamp": float("nan")},
+            "timestamp",
+            "NaN",
+        ),
+        (
+            {"type": "tool_call", "runId": "r", "id": "c", "name": "n", "input": [1.0, float("inf")]},
+            "input",
+            "NaN",
+        ),
+        ({"type": "tool_call", "runId": "r", "id": "c", "name": "n", "input": object()}, "input", "JSON"),
+        ({"type": "text", "runId": "r", "id": "t", "content": "\ud800"}, "content", "JSON"),
+        (
+            {"type": "text", "runId": "r", "id": "t", "content": "x", "x-model": {"a": [complex(1, 2)]}},
+            "x-model",
+            "JSON",
+        ),
+        (
+            {"type": "text", "runId": "r", "id": "t", "content": "x", 1: 2},
+            None,
+            "field names must be strings",
+        ),
+    ],
+)
+def test_mappings_must_hold_json_values(wire: dict[Any, Any], field: str | None, fragment: str) -> None:
+    """A mapping that JSON cannot carry would fail later when stored or sent (or, for NaN, turn
+    into null): it is refused up front, naming the field."""
+    with pytest.raises(EventError, match=fragment) as info:
+        parse_event(wire)
+    assert info.value.field == field
+
+
+def test_a_leading_byte_order_mark_is_ignored(tmp_path: Any) -> None:
+    line = _TEXT % '"a"'
+    assert parse_event("\ufeff" + line) == parse_event(line)
+    assert parse_event(b"\xef\xbb\xbf" + line.encode()) == parse_event(line)
+    path = tmp_path / "bom.ndjson"
+    path.write_bytes(b"\xef\xbb\xbf" + line.encode() + b"\r\n" + line.encode() + b"\r\n")
+    batch = read_ndjson_file(path)
+    assert (len(batch.events), batch.errors) == (2, [])
+
+
+def test_a_non_utf8_line_is_reported_and_the_rest_kept(tmp_path: Any) -> None:
+    path = tmp_path / "mixed.ndjson"
+    path.write_bytes((_TEXT % '"\xff"').encode("latin-1") + b"\n" + (_TEXT % '"ok"').encode() + b"\n")
+    batch = read_ndjson_file(path)
+    assert [event.content for event in batch.events] == ["ok"]  # type: ignore[union-attr]
+    assert [(error.line, error.field) for error in batch.errors] == [(1, None)]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1c", "\x0b"])
+def test_ndjson_str_lines_end_at_newline_only(separator: str) -> None:
+    """JSON strings may hold these characters raw; `str.splitlines` used to cut the line there."""
+    data = _TEXT % json.dumps(f"a{separator}b", ensure_ascii=False) + "\n"
+    for document in (data, data.encode()):
+        batch = parse_ndjson(document)
+        assert batch.errors == []
+        assert [event.content for event in batch.events] == [f"a{separator}b"]  # type: ignore[union-attr]
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**80), 2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=6)
+)
+_json_any = st.recursive(
+    _json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+_field_names = st.sampled_from(
+    ["type", "runId", "id", "content", "name", "input", "seq", "timestamp", "inputTokens", "kind", "x"]
+)
+_wire_like = st.dictionaries(_field_names, _json_any, max_size=6).map(
+    lambda wire: wire if "type" in wire and wire.get("x") is None else {**wire, "type": wire.get("x")}
+) | st.builds(
+    lambda kind, fields: {"type": kind, **fields},
+    st.sampled_from(sorted(EVENT_TYPES)),
+    st.dictionaries(_field_names, _json_any, max_size=6),
+)
+
+
+def _mangle(data: bytes, cuts: list[int], noise: bytes) -> bytes:
+    for cut in cuts:
+        position = cut % (len(data) + 1)
+        data = data[:position] + noise + data[position:]
+    return data
+
+
+@settings(max_examples=300, deadline=None)
+@given(wire=_wire_like)
+def test_fuzz_parse_event_mappings_succeed_or_raise_event_error(wire: dict[str, Any]) -> None:
+    try:
+        event = parse_event(wire)
+    except EventError as exc:
+        problem = exc.problem
+    else:
+        assert parse_event(encode_event(event)) == event
+        assert unpack_event(pack_event(event)) == event
+        return
+    assert problem
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    wire=_wire_like,
+    cuts=st.lists(st.integers(0, 10_000), max_size=3),
+    noise=st.sampled_from(
+        [
+            b"",
+            b"\xff",
+            b"\xef\xbb\xbf",
+            b"\r",
+            b"\x00",
+            b"\\ud800",
+            b"\xed\xa0\x80",
+            b"[" * 3000,
+            b"NaN",
+            b'"',
+        ]
+    ),
+)
+def test_fuzz_ndjson_bytes_never_raise_and_keep_every_good_line(
+    wire: dict[str, Any], cuts: list[int], noise: bytes
+) -> None:
+    good = _TEXT % '"kept"'
+    try:
+        line = json.dumps(wire, allow_nan=True).encode()
+    except (TypeError, ValueError):
+        line = b"{}"
+    mangled = _mangle(line, cuts, noise)
+    document = b"\r\n".join([good.encode(), mangled, b"", good.encode()])
+    batch = parse_ndjson(document)
+    kept = [event for event in batch.events if getattr(event, "content", None) == "kept"]
+    assert len(kept) == 2
+    assert all(isinstance(error, EventError) and error.line == 2 for error in batch.errors)
+    assert len(batch.events) + len(batch.errors) == 3

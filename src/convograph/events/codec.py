@@ -11,6 +11,7 @@ Cost: `parse_event` is one JSON decode plus one typed conversion, O(size of the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -88,6 +89,8 @@ _AT_PATH = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
 
 _decode_any = msgspec.json.Decoder()
+_BOM: Final = "\ufeff"
+_BOM_BYTES: Final = _BOM.encode()
 _encode = msgspec.json.Encoder()
 _decode_packed = msgspec.json.Decoder(Event)
 
@@ -108,14 +111,70 @@ def _problem_from(exc: msgspec.ValidationError) -> EventError:
     return EventError(problem, field=path or None)
 
 
+def _decode_json(obj: str | bytes | bytearray | memoryview) -> Any:
+    """One JSON value, or `EventError` for every way the text can be wrong (msgspec raises
+    ``UnicodeDecodeError`` / ``UnicodeEncodeError`` / ``RecursionError`` besides ``DecodeError``)."""
+    if isinstance(obj, str):
+        obj = obj.removeprefix(_BOM)
+    elif bytes(obj[:3]) == _BOM_BYTES:
+        obj = obj[3:]
+    try:
+        return _decode_any.decode(obj)
+    except msgspec.DecodeError as exc:
+        raise EventError(f"invalid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise EventError(f"invalid JSON: not UTF-8 text ({exc.reason})") from None
+    except UnicodeEncodeError as exc:
+        raise EventError(f"invalid JSON: holds a lone surrogate character ({exc.reason})") from None
+    except RecursionError:
+        raise EventError("invalid JSON: nested too deeply") from None
+
+
+def _check_json_values(raw: dict[str, Any]) -> None:
+    """A mapping given directly (not JSON text) must hold only what JSON can carry, or the event
+    could not be stored or sent (lone surrogates, arbitrary objects) or would silently change
+    (NaN / Infinity become ``null``). One encode pass; the field is located only on failure."""
+    try:
+        encoded = _encode.encode(raw)
+    except (TypeError, ValueError, RecursionError):
+        for key, value in raw.items():
+            try:
+                _encode.encode(value)
+            except (TypeError, ValueError) as exc:
+                raise EventError(f"not representable as JSON: {exc}", field=str(key)) from None
+            except RecursionError:
+                raise EventError("not representable as JSON: nested too deeply", field=str(key)) from None
+        raise EventError("not representable as JSON") from None
+    if b"null" in encoded:  # NaN and Infinity encode as null: look for them only then
+        for key, value in raw.items():
+            if _has_non_finite(value):
+                raise EventError("NaN and Infinity are not JSON numbers", field=str(key))
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
 def _to_mapping(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> dict[str, Any]:
     if isinstance(obj, Mapping):
-        return dict(obj)
+        raw = dict(obj)
+        bad = next((key for key in raw if not isinstance(key, str)), None)
+        if bad is not None:
+            raise EventError(f"field names must be strings, got {bad!r}")
+        _check_json_values(raw)
+        return raw
     if isinstance(obj, (str, bytes, bytearray, memoryview)):
-        try:
-            raw = _decode_any.decode(obj)
-        except msgspec.DecodeError as exc:
-            raise EventError(f"invalid JSON: {exc}") from None
+        raw = _decode_json(obj)
         if not isinstance(raw, dict):
             raise EventError(f"expected a JSON object, got {type(raw).__name__}")
         return raw

@@ -1,7 +1,8 @@
 """Read NDJSON event streams, reporting the line number of every bad line.
 
 One pass, O(total bytes). Blank lines are skipped (they still count for line numbers). A bad line
-never stops the read: it is reported as an `EventError` carrying its ``line``.
+never stops the read: it is reported as an `EventError` carrying its ``line``. A UTF-8 byte order
+mark at the start of a line (editors on Windows write one at the start of a file) is ignored.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ def iter_ndjson(
 
 
 def parse_ndjson(data: bytes | str) -> NdjsonBatch:
-    """Parse a whole NDJSON document held in memory."""
-    return _collect(data.splitlines())
+    """Parse a whole NDJSON document held in memory.
+
+    Lines end at ``\n`` only (a ``\r`` before it is whitespace), as when a file is read: JSON
+    text may hold U+2028 and other characters ``str.splitlines`` would break a line at."""
+    if isinstance(data, str):
+        return _collect(data.split("\n"))
+    return _collect(data.split(b"\n"))
 
 
 def read_ndjson_file(path: str | Path) -> NdjsonBatch:
