@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convograph.intelligence.envelope import (
     EnvelopeError,
@@ -94,3 +97,126 @@ def test_base_id_uses_double_underscores_and_the_tool_call_disambiguator() -> No
     assert base_event_id("S", "session:start", 5, None) == "S__session_start__5"
     assert base_event_id("S", "tool:post", 5, "call_x") == "S__tool_post__5__call_x"
     assert base_event_id("S", "delegate:agent_spawned", 5, "") == "S__delegate_agent_spawned__5"
+
+
+# --- adversarial bodies: only EnvelopeError, naming the problem --------------------------------------
+
+_GOOD_JSON = json.dumps(GOOD).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (_GOOD_JSON.replace(b'"S1"', b'"S1\xff"'), "not UTF-8"),  # was UnicodeDecodeError
+        (json.dumps(GOOD).replace('"S1"', '"S1\ud800"'), "lone surrogate"),  # was UnicodeEncodeError
+        (
+            b'{"event": "x", "data": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "nested too deeply",
+        ),  # RecursionError
+    ],
+)
+def test_undecodable_bodies_are_invalid_json(body: bytes | str, fragment: str) -> None:
+    with pytest.raises(EnvelopeError, match=fragment) as info:
+        parse_envelope(body)
+    assert info.value.code == "invalid_json"
+
+
+def test_bytearray_and_memoryview_bodies_are_decoded() -> None:
+    assert (
+        parse_envelope(bytearray(_GOOD_JSON))
+        == parse_envelope(memoryview(_GOOD_JSON))
+        == parse_envelope(GOOD)
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "code", "field"),
+    [
+        (lambda b: b["data"].update(score=float("nan")), "invalid_data", "data"),  # was stored as null
+        (lambda b: b["data"].update(nested=[{"x": float("inf")}]), "invalid_data", "data"),
+        (lambda b: b["data"].update(obj=object()), "invalid_data", "data"),  # was TypeError
+        (lambda b: b["data"].update({1: "x"}), "invalid_data", "data"),  # was TypeError
+        (lambda b: b["data"].update(text="\ud800"), "invalid_data", "data"),  # was UnicodeEncodeError
+        (lambda b: b.update(event="tool:\ud800"), "invalid_event", "event"),  # was UnicodeEncodeError
+        (lambda b: b["data"].update(session_id="S\udfff"), "invalid_session_id", "data.session_id"),
+        (
+            lambda b: b["data"].update(timestamp="2025-03-15T06:02:25\x00"),
+            "invalid_timestamp",
+            "data.timestamp",
+        ),
+    ],
+)
+def test_mapping_bodies_must_hold_json(mutate, code: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    """A mapping body (the Python API) is held to what a JSON body could carry."""
+    body = json.loads(json.dumps(GOOD))
+    mutate(body)
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(body)
+    assert (info.value.code, info.value.field) == (code, field)
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**80), 2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+    | st.sampled_from(
+        ["2025-03-15T06:02:25Z", "S1", "a/b", "..", "", " ", "\x00", "9999-12-31T23:59:59-23:59"]
+    )
+)
+_values = st.recursive(
+    _scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+_keys = st.sampled_from(["event", "workspace", "data", "idempotency_key", "session_id", "timestamp", "x"])
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> object:
+    body = json.loads(json.dumps(GOOD))
+    for _ in range(draw(st.integers(1, 3))):
+        data = body.get("data")
+        target = data if isinstance(data, dict) and draw(st.booleans()) else body
+        key = draw(_keys)
+        if draw(st.integers(0, 4)) == 0:
+            target.pop(key, None)
+        else:
+            target[key] = draw(_values)
+    return body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=_bodies(),
+    as_text=st.booleans(),
+    noise=st.sampled_from([b"", b"\xff", b"\xef\xbb\xbf", b"[" * 3000, b"\\ud800"]),
+)
+def test_fuzz_parse_envelope_succeeds_or_raises_envelope_error(
+    body: object, as_text: bool, noise: bytes
+) -> None:
+    raw: object = body
+    if as_text:
+        try:
+            encoded = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError):
+            encoded = b"{}"
+        raw = encoded[:-1] + noise + encoded[-1:] if noise else encoded
+    try:
+        envelope = parse_envelope(raw)  # type: ignore[arg-type]
+    except EnvelopeError as exc:
+        failure = (exc.code, exc.message)
+    else:
+        assert envelope.data_json == msgspec.json.encode(envelope.data, order="sorted")
+        again = {
+            "event": envelope.event,
+            "workspace": envelope.workspace,
+            "data": msgspec.json.decode(envelope.data_json),
+        }
+        assert parse_envelope(again).fingerprint == envelope.fingerprint
+        return
+    assert failure[0].startswith(("invalid_", "missing_"))
+    assert failure[1]

@@ -18,6 +18,7 @@ Rules (decided here, documented in ``docs/intelligence.md``):
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -89,6 +90,8 @@ def parse_timestamp_ms(value: Any, *, field: str = "data.timestamp") -> int:
             "invalid_timestamp", f"{field} must be a non-blank ISO 8601 string, got {value!r}", field=field
         )
     try:
+        if "\x00" in value:  # CPython's fromisoformat stops reading at a NUL and accepts the rest
+            raise ValueError(value)
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise EnvelopeError(
@@ -142,6 +145,13 @@ def _check_name(value: Any, field: str, limit: int) -> str:
         raise EnvelopeError(
             f"invalid_{field.split('.')[-1]}", f"{field} contains a NUL character", field=field
         )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise EnvelopeError(
+                f"invalid_{field.split('.')[-1]}", f"{field} contains a lone surrogate character", field=field
+            ) from None
     return value
 
 
@@ -163,13 +173,52 @@ def check_session_id(value: Any, field: str = "session_id") -> str:
     return session_id
 
 
-def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
+def _canonical_data(data: dict[str, Any]) -> bytes:
+    """The sorted-key JSON of ``data``; `EnvelopeError` when a mapping body holds what JSON cannot
+    carry (objects, non-string keys, lone surrogates) or NaN / Infinity (msgspec would write them
+    as ``null``: the stored payload would silently differ from the one accepted)."""
+    try:
+        data_json = _sorted_encoder.encode(data)
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeError(
+            "invalid_data", f"data is not representable as JSON: {exc}", field="data"
+        ) from None
+    except RecursionError:
+        raise EnvelopeError("invalid_data", "data is nested too deeply", field="data") from None
+    if b"null" in data_json and _has_non_finite(data):
+        raise EnvelopeError(
+            "invalid_data", "data holds NaN or Infinity, which JSON cannot carry", field="data"
+        )
+    return data_json
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> Envelope:
     """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint)."""
-    if isinstance(body, str | bytes):
+    if isinstance(body, str | bytes | bytearray | memoryview):
         try:
             body = _decoder.decode(body)
         except msgspec.DecodeError as exc:
             raise EnvelopeError("invalid_json", f"body is not valid JSON: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise EnvelopeError("invalid_json", f"body is not UTF-8 text: {exc.reason}") from None
+        except UnicodeEncodeError:
+            raise EnvelopeError("invalid_json", "body holds a lone surrogate character") from None
+        except RecursionError:
+            raise EnvelopeError("invalid_json", "body is not valid JSON: nested too deeply") from None
     if not isinstance(body, Mapping):
         raise EnvelopeError("invalid_envelope", "envelope must be a JSON object")
     event = _check_name(body.get("event"), "event", _MAX_NAME).strip()
@@ -185,7 +234,7 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes) -> Envelope:
     key = body.get("idempotency_key")
     if key is not None:
         key = _check_name(key, "idempotency_key", _MAX_ID)
-    data_json = _sorted_encoder.encode(data)  # canonical form: fingerprinted and stored as is
+    data_json = _canonical_data(data)  # canonical form: fingerprinted and stored as is
     fingerprint = _fingerprint(event, data_json)
     return Envelope(
         event=event,
