@@ -266,3 +266,14 @@ def test_forget_idle_sessions_route(client: TestClient[Litestar], service: Intel
     fresh = client.delete("/sessions?idle_days=1")
     assert fresh.status_code == 202
     assert fresh.json() == {"idle_days": 1.0, "sessions": 0, "events": 0, "blobs": 0, "rebuilding": []}
+
+
+@pytest.mark.parametrize("idle_days", ["1e300", "inf", "1e15"])
+def test_forget_idle_sessions_longer_than_the_clock_forgets_nothing(
+    client: TestClient[Litestar], service: IntelligenceService, idle_days: str
+) -> None:
+    """Fuzzed: a span before the epoch was a 500 (int too large for SQLite / float inf to int)."""
+    client.post("/events", json=session_stream())
+    response = client.delete(f"/sessions?idle_days={idle_days}")
+    assert response.status_code == 202, response.text
+    assert response.json()["sessions"] == 0

@@ -387,7 +387,9 @@ class IntelligenceService:
         if workspace is not None:
             check_workspace(workspace)
             _check_workspace_write(workspace, allowed_workspaces)
-        cutoff = journal_module.now_ms() - int(idle_days * 86_400_000)
+        # float arithmetic, floored at the epoch: a span longer than the clock has run (1e300,
+        # inf) means "nothing is that idle", not an int too large for SQLite
+        cutoff = int(max(0.0, journal_module.now_ms() - idle_days * 86_400_000.0))
         by_workspace: dict[str, list[str]] = {}
         for ws, session_id in self.journal.idle_sessions(cutoff, workspace):
             if allowed_workspaces is None or ws in allowed_workspaces:
