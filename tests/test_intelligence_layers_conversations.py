@@ -21,6 +21,7 @@ from convograph.intelligence.conversations import (
     feed_conversation,
 )
 from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.envelope import parse_envelope
 from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
@@ -86,6 +87,30 @@ def test_target_workspace_from_prefix() -> None:
     assert conversation_target("acme:conv-1") == ("acme", "conv-1")
     assert conversation_target("plain-id") == ("conversations", "plain-id")
     assert conversation_target(":x") == ("conversations", ":x")
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [1e300, -1e300, 10**30, -(10**20), 1.5e15, "9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+05:00"],
+)
+def test_timestamps_no_datetime_holds_fall_back_to_receipt_time(timestamp: Any) -> None:
+    """Fuzzed: the conversation log accepts any number or string as ``timestamp``; the feeder then
+    raised on such an event (year out of range, time_t overflow) and retried its conversation
+    forever, so nothing after it reached the graph."""
+    event = {"type": "user", "runId": "u1", "content": "hi", "timestamp": timestamp}
+    (envelope,) = conversation_envelopes(CID, stored([event]))
+    assert envelope["data"]["timestamp"] == "1970-01-01T00:00:01.000+00:00"  # received_at=1.0
+    parse_envelope(envelope)
+
+
+@pytest.mark.parametrize("cid", ["acme:.", "acme:.."])
+def test_dot_session_names_stay_valid_sessions(cid: str) -> None:
+    """Fuzzed: ``acme:.`` is a valid conversation id, but ``.`` is no valid session id (it names a
+    blob directory), so every envelope of the conversation was refused and the feeder retried it
+    forever. Such ids keep the whole id as the session, in the default workspace."""
+    assert conversation_target(cid) == ("conversations", cid)
+    (envelope,) = conversation_envelopes(cid, stored([{"type": "user", "runId": "u1", "content": "hi"}]))
+    parse_envelope(envelope)
 
 
 def test_envelopes_are_structural_and_keyed_by_seq() -> None:

@@ -73,26 +73,37 @@ _json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and jou
 def conversation_target(cid: str) -> tuple[str, str]:
     """``(workspace, session_id)`` for a conversation id: ``"ws:rest"`` → ``("ws", "rest")``."""
     workspace, sep, rest = cid.partition(":")
-    if sep and workspace.strip() and rest.strip():
+    if sep and workspace.strip() and rest.strip() and rest not in (".", ".."):  # "." names no blob dir
         return workspace, rest
     return DEFAULT_WORKSPACE, cid
 
 
+_MIN_MS = -62_135_596_800_000
+"""0001-01-01T00:00:00Z: the earliest instant `iso_ms` (a `datetime`) can write."""
+_MAX_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest."""
+
+
 def _epoch_ms(timestamp: Any, received_at: float) -> int:
+    """The event's own time in UTC ms when it names one a `datetime` can hold, else the receipt
+    time: the conversation log accepts any number or string, and one event the graph cannot date
+    must not stop its conversation from being fed."""
     if isinstance(timestamp, bool):
         timestamp = None
-    if isinstance(timestamp, int | float):
-        return int(timestamp if timestamp > 1e11 else timestamp * 1000)
-    if isinstance(timestamp, str):
-        try:
+    epoch_ms: int | None = None
+    try:
+        if isinstance(timestamp, int | float):
+            epoch_ms = int(timestamp if timestamp > 1e11 else timestamp * 1000)
+        elif isinstance(timestamp, str):
             parsed = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-        except ValueError:
-            parsed = None
-        if parsed is not None:
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
-            return int(parsed.timestamp() * 1000)
-    return int(received_at * 1000)
+            epoch_ms = int(parsed.timestamp() * 1000)
+    except (ValueError, OverflowError):  # not ISO 8601; inf; beyond what a datetime holds
+        epoch_ms = None
+    if epoch_ms is None or not _MIN_MS <= epoch_ms <= _MAX_MS:
+        return int(received_at * 1000)
+    return epoch_ms
 
 
 def conversation_envelopes(cid: str, stored: Sequence[Any]) -> list[dict[str, Any]]:
