@@ -10,6 +10,7 @@ import pytest
 from litestar import Litestar, Request
 from litestar.testing import TestClient
 
+from convograph.intelligence.engine import EngineUnavailable
 from convograph.intelligence.http import Principal, create_intelligence_router
 from convograph.intelligence.service import IntelligenceService
 from tests.test_intelligence_support import (  # noqa: F401
@@ -277,3 +278,19 @@ def test_forget_idle_sessions_longer_than_the_clock_forgets_nothing(
     response = client.delete(f"/sessions?idle_days={idle_days}")
     assert response.status_code == 202, response.text
     assert response.json()["sessions"] == 0
+
+
+def test_cypher_while_the_graph_engine_is_down_is_a_503(
+    client: TestClient[Litestar], service: IntelligenceService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fuzzed: while the embedded FalkorDB restarted, POST /cypher answered 500 internal_error."""
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise EngineUnavailable("Error 111 connecting to falkordb.sock. Connection refused.")
+
+    monkeypatch.setattr(service, "cypher", down)
+    response = client.post("/cypher", json={"query": "RETURN 1"})
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["code"] == "graph_unavailable"
+    assert "Connection refused" in response.json()["error"]["message"]

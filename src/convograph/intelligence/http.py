@@ -22,7 +22,8 @@
   "events", "blobs", "rebuilding"}``.
 
 Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
-workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure.
+workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure or
+graph engine unavailable (``graph_unavailable``, with ``Retry-After``).
 
 ``principal(request) -> Principal`` tells the routes who is calling (``created_by``) and which
 workspaces the key may touch; the default reads ``request.state["principal"]`` if an auth
@@ -41,6 +42,7 @@ from litestar.concurrency import sync_to_thread
 from litestar.params import FromPath, FromQuery
 
 from convograph.intelligence.blobs import BlobError
+from convograph.intelligence.engine import EngineUnavailable
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.query import AccessDenied, QueryError
 from convograph.intelligence.service import (
@@ -75,6 +77,15 @@ def error_response(status: int, code: str, message: str, details: Any = None) ->
     if details is not None:
         body["details"] = details
     return Response(_encoder.encode({"error": body}), status_code=status, media_type="application/json")
+
+
+def _engine_unavailable(_: Request[Any, Any, Any], exc: EngineUnavailable) -> Response[bytes]:
+    """The graph engine is down or restarting (the supervisor brings it back): 503, retry."""
+    response = error_response(
+        503, "graph_unavailable", f"the graph engine is unavailable, retry shortly: {exc}"
+    )
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _json(value: Any, status: int = 200) -> Response[bytes]:
@@ -315,4 +326,5 @@ def create_intelligence_router(
             forget_idle_sessions,
             status,
         ],
+        exception_handlers={EngineUnavailable: _engine_unavailable},
     )
