@@ -263,3 +263,12 @@ def test_any_split_or_refeed_of_a_conversation_derives_the_same_entities(
     cuts: list[int], refeed: list[int]
 ) -> None:
     assert _conversation_picture(cuts, refeed) == _conversation_picture([], [])
+
+
+def test_tool_call_ids_the_graph_cannot_key_are_not_forwarded_as_tool_call_id() -> None:
+    """An id ending in whitespace is refused as ``data.tool_call_id`` (FalkorDB segfaults on such
+    node ids); the feeder must not turn it into an envelope that stalls the conversation."""
+    event = {"type": "tool_call", "runId": "r1", "id": "tc1 ", "name": "bash", "input": {}}
+    (envelope,) = conversation_envelopes(CID, stored([event]))
+    assert "tool_call_id" not in envelope["data"]
+    parse_envelope(envelope)

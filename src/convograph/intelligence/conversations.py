@@ -39,6 +39,7 @@ from typing import Any
 import msgspec
 
 from convograph.events import event_to_wire
+from convograph.intelligence.envelope import GRAPH_UNSAFE_EDGES
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, stamp, usage_props
 from convograph.intelligence.layer1 import STATUS_RANK, iso_ms, tool_call_node_id
 
@@ -131,8 +132,16 @@ def conversation_envelopes(cid: str, stored: Sequence[Any]) -> list[dict[str, An
                 data["tool_input"] = value
             else:
                 data[_snake(key)] = value
-        if kind in ("tool_call", "tool_result") and isinstance(wire.get("id"), str):
-            data["tool_call_id"] = wire["id"]  # layer-1 disambiguator for same-millisecond calls
+        call_id = wire.get("id")
+        if (
+            kind in ("tool_call", "tool_result")
+            and isinstance(call_id, str)
+            and call_id
+            == call_id.strip(
+                GRAPH_UNSAFE_EDGES  # the envelope check would refuse it, and stall this conversation's feed
+            )
+        ):
+            data["tool_call_id"] = call_id  # layer-1 disambiguator for same-millisecond calls
         envelopes.append(
             {
                 "event": f"conversation:{kind}",

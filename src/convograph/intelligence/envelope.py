@@ -11,6 +11,8 @@ Rules (decided here, documented in ``docs/intelligence.md``):
 - ``data``: a JSON object carrying ``session_id`` (non-blank string, at most 512 characters, no
   ``/``, ``\\`` or NUL: it names a blob directory) and ``timestamp`` (ISO 8601; a string without
   a UTC offset is read as UTC — upstream read it in the server's local zone, §10 B15).
+- ``data.session_id`` and a string ``data.tool_call_id`` must not start or end with whitespace or
+  U+0001 (`GRAPH_UNSAFE_EDGES`: node ids built from them crash FalkorDB's unique constraint).
 - ``idempotency_key``: optional non-blank string, at most 512 characters. Without one, the
   envelope's content fingerprint is the key, so a blind re-send is still a duplicate.
 """
@@ -132,6 +134,21 @@ def base_event_id(session_id: str, event: str, epoch_ms: int, tool_call_id: Any)
     return base
 
 
+GRAPH_UNSAFE_EDGES = " \t\n\v\f\r\x01"
+"""Characters a node id must not start or end with: the embedded FalkorDB (Redis 8.10) segfaults
+in ``EnforceUniqueEntity`` when it creates a node whose uniquely constrained ``node_id`` does. An
+Event / ToolCall id starts with the session id and ends with the ``tool_call_id``."""
+
+
+def _check_id_edges(value: str, field: str) -> None:
+    if value != value.strip(GRAPH_UNSAFE_EDGES):
+        raise EnvelopeError(
+            f"invalid_{field.split('.')[-1]}",
+            f"{field} must not start or end with whitespace or a control character: {value!r}",
+            field=field,
+        )
+
+
 def _check_name(value: Any, field: str, limit: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise EnvelopeError(
@@ -230,6 +247,10 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryvie
     if session_id is None:
         raise EnvelopeError("missing_session_id", "data.session_id is required", field="data.session_id")
     session_id = check_session_id(session_id, "data.session_id")
+    _check_id_edges(session_id, "data.session_id")
+    tool_call_id = data.get("tool_call_id")
+    if isinstance(tool_call_id, str) and tool_call_id:
+        _check_id_edges(tool_call_id, "data.tool_call_id")
     epoch_ms = parse_timestamp_ms(data.get("timestamp"))
     key = body.get("idempotency_key")
     if key is not None:
@@ -245,6 +266,6 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryvie
         fingerprint=fingerprint,
         data_json=data_json,
         dedupe_key=key if key is not None else f"sha256:{fingerprint}",
-        base_id=base_event_id(session_id, event, epoch_ms, data.get("tool_call_id")),
+        base_id=base_event_id(session_id, event, epoch_ms, tool_call_id),
         idempotency_key=key,
     )
