@@ -55,3 +55,47 @@ def test_python_dash_m_is_the_same_cli(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "nodes" in done.stdout
+
+
+def test_ingest_a_directory_says_so(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is a directory" in result.output  # was "no such file"
+
+
+def test_ingest_reads_a_fifo(tmp_path: Path) -> None:
+    """`convograph ingest <(zcat log.gz)` hands over a pipe, not a regular file: it was refused."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(example_ndjson()), daemon=True)
+    writer.start()
+    result = runner.invoke(app, ["ingest", str(fifo)])
+    if writer.is_alive():  # the command never opened the pipe: release the blocked writer
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    writer.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert "tool_call=4" in result.output
+
+
+def test_ingest_survives_lines_the_decoder_cannot_read(tmp_path: Path) -> None:
+    """A non-UTF-8 line or a line nested too deeply used to end the command with a traceback,
+    losing every good line; now each is one reported invalid line."""
+    path = tmp_path / "mixed.ndjson"
+    good = b'{"type":"text","runId":"r","id":"t","content":"ok"}\n'
+    path.write_bytes(
+        b'{"type":"text","runId":"r","id":"t","content":"\xff"}\n'
+        + good
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"\n"
+        + good
+    )
+    result = runner.invoke(app, ["ingest", str(path)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "types: text=2" in result.output
+    assert "line 1: invalid JSON: not UTF-8" in result.output
+    assert "line 3: invalid JSON: nested too deeply" in result.output

@@ -145,3 +145,49 @@ def test_view_and_export_read_a_stored_conversation(tmp_path: Path, monkeypatch:
     missing = runner.invoke(app, ["view", "conv-2", "--data-dir", str(tmp_path)])
     assert missing.exit_code == 2
     assert "no file and no stored conversation" in missing.output
+
+
+def test_view_a_directory_says_so(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["view", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is a directory" in result.output
+
+
+def test_view_keeps_good_lines_when_one_is_not_utf8(tmp_path: Path) -> None:
+    """A non-UTF-8 line made the whole file unreadable (exit 2, nothing shown)."""
+    path = tmp_path / "mixed.ndjson"
+    path.write_bytes(
+        b'{"type":"text","runId":"a","id":"t","content":"\xff"}\n'
+        b'{"type":"text","runId":"a","id":"t2","content":"still here"}\n'
+    )
+    result = runner.invoke(app, ["view", str(path)])
+    assert result.exit_code == 1
+    assert "still here" in result.output
+    assert "line 1: invalid JSON: not UTF-8" in result.output
+
+
+def test_view_of_an_unknown_id_creates_no_event_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convograph.store import DATABASE_URL_ENV
+
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    data_dir = tmp_path / "absent"
+    result = runner.invoke(app, ["view", "conv-1", "--data-dir", str(data_dir)])
+    assert result.exit_code == 2
+    assert "no file and no stored conversation named 'conv-1'" in result.output
+    assert not data_dir.exists()  # was created, with an empty events.db, by a read
+
+
+def test_view_with_an_unreachable_event_log_is_a_short_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convograph.store import DATABASE_URL_ENV
+
+    monkeypatch.setenv(DATABASE_URL_ENV, "redis://127.0.0.1:1/0")
+    result = runner.invoke(app, ["view", "conv-1"])
+    assert result.exit_code == 2  # was a BackendUnavailable traceback
+    assert "redis event log unavailable" in result.output
+
+
+def test_export_to_an_unwritable_path_is_a_short_error(stream: Path, tmp_path: Path) -> None:
+    for target in (tmp_path / "no" / "such" / "dir.json", tmp_path):
+        result = runner.invoke(app, ["export", str(stream), "-o", str(target)])
+        assert result.exit_code == 2, result.output  # was a FileNotFoundError / IsADirectoryError traceback
+        assert f"cannot write {target}" in result.output

@@ -2,7 +2,8 @@
 
 Formats: ``openai`` / ``anthropic`` / ``gateway`` (request histories), ``thread`` (nested views),
 ``dag`` (layout JSON), ``svg`` (the DAG drawn). Writes to stdout unless ``--output`` is given.
-Exit code 1 when invalid lines were skipped, 2 when the source cannot be read.
+Exit code 1 when invalid lines were skipped, 2 when the source cannot be read or the output
+not written.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from convograph.cli.app import app
+from convograph.cli.app import app, err_console
 from convograph.cli.view import load_graph
 from convograph.jsonable import to_jsonable
 from convograph.projections.dag import project_dag
@@ -63,6 +64,10 @@ def export(
     if output is None:
         typer.echo(text)
     else:
-        output.write_text(text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            err_console.print(f"[red]cannot write {output}:[/red] {exc.strerror or exc}", highlight=False)
+            raise typer.Exit(2) from None
     if invalid:
         raise typer.Exit(1)

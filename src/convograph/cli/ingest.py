@@ -76,8 +76,9 @@ def ingest(
     max_errors: Annotated[int, typer.Option(help="Print at most this many invalid lines.")] = 50,
 ) -> None:
     """Validate an NDJSON event stream and summarise the graph it builds."""
-    if not file.is_file():
-        err_console.print(f"[red]error:[/] {file}: no such file")
+    if file.is_dir() or not file.exists():
+        # anything else that opens (a FIFO, /dev/stdin, `<(zcat log.gz)`) is read like a file
+        err_console.print(f"[red]error:[/] {file}: {'is a directory' if file.is_dir() else 'no such file'}")
         raise typer.Exit(2)
     try:
         graph, errors, types = ingest_file(file, show_progress=err_console.is_terminal)

@@ -59,8 +59,16 @@ def _read_file(path: Path) -> tuple[list[Event], list[EventError]]:
 
 async def _read_stored(conversation_id: str, data_dir: Path | None) -> list[Event]:
     from convograph.store import open_event_log
+    from convograph.store.url import default_url
 
-    log = await open_event_log(data_dir=data_dir)
+    url = default_url(data_dir)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        # reading must not create an empty event log (nor its directory) as a side effect
+        raise FileNotFoundError(
+            f"no file and no stored conversation named {conversation_id!r} "
+            f"(no event log at {url.removeprefix('sqlite:///')})"
+        )
+    log = await open_event_log(url)
     try:
         if await log.get_conversation(conversation_id) is None:
             raise FileNotFoundError(f"no file and no stored conversation named {conversation_id!r}")
@@ -72,8 +80,12 @@ async def _read_stored(conversation_id: str, data_dir: Path | None) -> list[Even
 def load_events(source: str, data_dir: Path | None) -> tuple[list[Event], int]:
     """Events of ``source`` (a file path or a stored conversation id) and the number of invalid
     lines skipped (each reported on stderr). Exits with code 2 when the source cannot be read."""
+    from convograph.store.base import StoreError
+
     path = Path(source)
     try:
+        if path.is_dir():
+            raise IsADirectoryError(f"{source} is a directory, not an NDJSON file")
         if path.exists():
             events, errors = _read_file(path)
             for error in errors:
@@ -84,9 +96,19 @@ def load_events(source: str, data_dir: Path | None) -> tuple[list[Event], int]:
         if "/" in source or path.suffix in (".ndjson", ".jsonl", ".json"):
             raise FileNotFoundError("no such file")
         return asyncio.run(_read_stored(source, data_dir)), 0
-    except (OSError, ValueError) as exc:
-        err_console.print(f"[red]cannot read {source}:[/red] {exc}")
+    except (OSError, ValueError, StoreError) as exc:
+        err_console.print(f"[red]cannot read {source}:[/red] {_reason(exc, source)}", highlight=False)
         raise typer.Exit(2) from None
+
+
+def _reason(exc: BaseException, source: str) -> str:
+    """``exc`` as a user reads it: an OSError's reason without the errno (and without the path
+    when it is ``source`` itself, which the message already names)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.filename is None or str(exc.filename) == source:
+            return exc.strerror
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc)
 
 
 def load_graph(source: str, data_dir: Path | None = None) -> tuple[Graph, int]:
