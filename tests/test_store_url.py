@@ -8,6 +8,7 @@ import pytest
 
 from convograph.store import DATABASE_URL_ENV, MemoryEventLog, default_url, open_event_log
 from convograph.store.sqlite import SQLiteEventLog
+from convograph.store.url import check_event_log_url
 
 
 async def test_memory_and_sqlite_urls(tmp_path: Path) -> None:
@@ -29,23 +30,44 @@ async def test_environment_variable_and_data_dir(tmp_path: Path, monkeypatch: py
     assert isinstance(await open_event_log(), MemoryEventLog)
 
 
-@pytest.mark.parametrize(
-    ("url", "message"),
-    [
-        ("mysql://x", "unsupported event log URL scheme 'mysql'"),
-        ("memory://?bogus=1", "unknown memory event log URL option"),
-        ("sqlite:///x.db?synchronous=sometimes", "synchronous must be"),
-        ("sqlite:///x.db?typo=1", "unknown sqlite event log URL option"),
-        ("sqlite://", "sqlite URL needs a path"),
-        ("redis://127.0.0.1:1/0?maxlen=many", "maxlen='many' is not a valid int"),
-        ("redis://127.0.0.1:1/0?finalize=sqlite:///x.db", "finalize= must be a postgresql"),
-        ("redis://127.0.0.1:1/0?nope=1", "unknown redis event log URL option"),
-        ("sqlite:///x.db?spool=/tmp/s.db", "spool= only applies"),
-    ],
-)
+BAD_URLS = [
+    ("mysql://x", "unsupported event log URL scheme 'mysql'"),
+    ("memory://?bogus=1", "unknown memory event log URL option"),
+    ("sqlite:///x.db?synchronous=sometimes", "synchronous must be"),
+    ("sqlite:///x.db?typo=1", "unknown sqlite event log URL option"),
+    ("sqlite://", "sqlite URL needs a path"),
+    ("redis://127.0.0.1:1/0?maxlen=many", "maxlen='many' is not a valid int"),
+    ("redis://127.0.0.1:1/0?finalize=sqlite:///x.db", "finalize= must be a postgresql"),
+    ("redis://127.0.0.1:1/0?nope=1", "unknown redis event log URL option"),
+    ("sqlite:///x.db?spool=/tmp/s.db", "spool= only applies"),
+]
+
+
+@pytest.mark.parametrize(("url", "message"), BAD_URLS)
 async def test_bad_urls_name_the_problem(
     url: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("?", r"\?")):
         await open_event_log(url)
+
+
+@pytest.mark.parametrize(("url", "message"), BAD_URLS)
+def test_check_event_log_url_refuses_what_open_refuses_without_connecting(url: str, message: str) -> None:
+    """`convograph serve` checks its --database-url up front with this (a bad one used to fail
+    inside the server's startup, as a traceback)."""
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        check_event_log_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "memory://",
+        "sqlite:///x.db?synchronous=normal",
+        "postgresql://u@h/db?pool_max=3",
+        "redis://h:1/0?maxlen=5",
+    ],
+)
+def test_check_event_log_url_accepts_good_urls(url: str) -> None:
+    check_event_log_url(url)

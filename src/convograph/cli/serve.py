@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,31 @@ import typer
 from convograph.cli.app import app, err_console
 from convograph.server.auth import KeyRing
 from convograph.server.config import ConfigError, ServerConfig, is_loopback
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def _check_settings(config: ServerConfig, log_level: str) -> None:
+    """Refuse, before the server starts, what would otherwise fail inside its startup with a
+    traceback: an unusable data directory, a malformed event log or graph URL, a bad log level."""
+    from convograph.intelligence.engine import check_graph_url
+    from convograph.store.url import check_event_log_url
+
+    if log_level.lower() not in LOG_LEVELS:
+        raise ValueError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    data_dir = config.data_dir
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ValueError(f"data directory {data_dir} exists and is not a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot create data directory {data_dir}: {exc.strerror or exc}") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise ValueError(f"data directory {data_dir} is not writable")
+    if config.database_url:
+        check_event_log_url(config.database_url)
+    if config.graph_url and config.intelligence:
+        check_graph_url(config.graph_url)
 
 
 @app.command()
@@ -38,7 +64,9 @@ def serve(
         float | None,
         typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
+    ] = "info",
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
     from convograph.server.app import serve_app
@@ -56,8 +84,9 @@ def serve(
             retention_days=retention_days,
         )
         keys = KeyRing.load(config.api_key_file)
+        _check_settings(config, log_level)
     except (ConfigError, ValueError) as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
         err_console.print(

@@ -578,8 +578,23 @@ class EmbeddedFalkorDB:
             atexit.unregister(self.close)
 
 
+def check_graph_url(url: str) -> None:
+    """Raise ValueError naming the problem when `connect_engine` would refuse ``url`` before
+    connecting (scheme, port). No I/O."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("falkordb", "redis", "falkordbs", "rediss", "unix"):
+        raise ValueError(f"graph URL must be falkordb://host:port (or redis://, unix://): {url!r}")
+    if parsed.scheme == "unix" and not parsed.path:
+        raise ValueError(f"a unix:// graph URL needs a socket path, unix:///path/to.sock: {url!r}")
+    try:
+        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ValueError(f"graph URL {url!r}: {exc}") from None
+
+
 def connect_engine(url: str) -> FalkorEngine:
     """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``."""
+    check_graph_url(url)
     parsed = urlparse(url)
     if parsed.scheme in ("falkordb", "redis", "falkordbs", "rediss"):
         client = redis.Redis(
@@ -591,10 +606,8 @@ def connect_engine(url: str) -> FalkorEngine:
             socket_connect_timeout=5,
             decode_responses=True,
         )
-    elif parsed.scheme == "unix":
-        client = redis.Redis(unix_socket_path=parsed.path, socket_connect_timeout=5, decode_responses=True)
     else:
-        raise ValueError(f"graph URL must be falkordb://host:port (or redis://, unix://): {url!r}")
+        client = redis.Redis(unix_socket_path=parsed.path, socket_connect_timeout=5, decode_responses=True)
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -27,7 +27,7 @@ from convograph.store.base import EventLog
 if TYPE_CHECKING:
     from convograph.store.postgres import PostgresEventLog
 
-__all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "default_url", "open_event_log"]
+__all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "check_event_log_url", "default_url", "open_event_log"]
 
 DATABASE_URL_ENV: Final = "CONVOGRAPH_DATABASE_URL"
 DATA_DIR_ENV: Final = "CONVOGRAPH_DATA_DIR"
@@ -75,6 +75,42 @@ async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
     return await PostgresEventLog.open(
         conninfo, pool_max=int(pool_max or 8), connect_timeout=float(timeout or 5.0), lazy=lazy
     )
+
+
+def check_event_log_url(url: str) -> None:
+    """Raise ValueError naming the problem when `open_event_log` would refuse ``url`` before
+    connecting (scheme, options, a missing sqlite path). No I/O: for validating a setting up front."""
+    scheme, options, _ = _split(url)
+    spool = options.pop("spool", None)
+    if scheme == "memory":
+        _reject_unknown(scheme, options)
+    elif scheme == "sqlite":
+        sync = options.pop("synchronous", "full").upper()
+        if sync not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError(f"sqlite synchronous must be full, normal or extra, got {sync.lower()!r}")
+        _reject_unknown(scheme, options)
+        if not url.startswith("sqlite:///") or not url.split("?", 1)[0][len("sqlite:///") :]:
+            raise ValueError(
+                f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}"
+            )
+    elif scheme in ("postgresql", "postgres"):
+        _take(options, "pool_max", int)
+        _take(options, "connect_timeout", float)
+    elif scheme in ("redis", "rediss"):
+        finalize_url = options.pop("finalize", None)
+        for name, kind in (("maxlen", int), ("ttl", float), ("finalized_ttl", float)):
+            _take(options, name, kind)
+        options.pop("prefix", None)
+        _reject_unknown(scheme, options)
+        if finalize_url and not finalize_url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
+    else:
+        raise ValueError(
+            f"unsupported event log URL scheme {scheme!r} in {url!r}; "
+            "expected memory://, sqlite:///, postgresql:// or redis://"
+        )
+    if spool and scheme in ("memory", "sqlite"):
+        raise ValueError("spool= only applies to server backends (postgresql://, redis://)")
 
 
 async def open_event_log(
