@@ -299,3 +299,20 @@ async def test_player_posts_envelopes_before_conversations(tmp_path: Path) -> No
         envelopes = hook_envelopes(rlm_script().events())
         assert await post_envelopes(client, envelopes) == len(envelopes)
         assert await post_envelopes(client, envelopes) == 0  # replayed: duplicates
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "70000"], "65535"),  # was an OverflowError traceback from socket.bind
+        (["--url", "ftp://x"], "--url must be an http:// or https:// URL"),  # was polled for 60 s
+    ],
+)
+def test_demo_refuses_bad_arguments_at_once(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from convograph.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--no-browser", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert message in result.output

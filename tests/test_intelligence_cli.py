@@ -96,3 +96,45 @@ def test_forget_command_against_a_real_server(tmp_path: Path) -> None:
         assert "not_found" in again.output
     offline = runner.invoke(app, ["forget", SID, "-w", WS, "--url", "http://127.0.0.1:9"])
     assert offline.exit_code == 2
+
+
+@pytest.mark.parametrize("days", ["-1", "nan", "inf"])
+def test_forget_refuses_idle_days_that_are_not_a_duration(days: str) -> None:
+    """Was sent to the server as is."""
+    result = runner.invoke(app, ["forget", "--idle-days", days, "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2
+    assert "--idle-days must be a number of days >= 0" in result.output
+
+
+def test_forget_against_a_server_that_is_not_convograph(tmp_path: Path) -> None:
+    """A 202 that is not JSON (or an HTML error page) is a short error, not a JSONDecodeError
+    traceback (nor a page of HTML)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_DELETE(self) -> None:
+            status = 202 if "accepted" in self.path else 500
+            body = b"<html>\n<body>\n  accepted\n</body>\n</html>\n"
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        odd = runner.invoke(app, ["forget", "accepted", "-w", "w", "--url", url], env={"COLUMNS": "300"})
+        assert odd.exit_code == 2
+        assert "did not answer like a convograph server: HTTP 202: <html> <body> accepted" in odd.output
+        failed = runner.invoke(app, ["forget", "s", "-w", "w", "--url", url], env={"COLUMNS": "300"})
+        assert failed.exit_code == 1
+        assert "HTTP 500: <html> <body> accepted </body> </html>" in failed.output
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -113,3 +113,29 @@ def test_service_backend_round_trip(service: IntelligenceService) -> None:
         backend=ServiceBackend(service),
     )
     assert result == {"columns": ["id"], "results": [{"id": SID}], "truncated": False}
+
+
+def test_http_backend_errors_from_a_server_that_is_not_convograph_are_one_line() -> None:
+    """`--url` pointing at another service: the status and a one-line excerpt, not a page of HTML,
+    and a JSON answer that is no query result is a `decode_error` (was a bare ValueError)."""
+    page = "<!DOCTYPE html>\n<html>\n  <body>\n    <h1>Bad Gateway</h1>\n" + "x" * 1000 + "\n</body></html>\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/cypher" and json.loads(request.content)["query"] == "html":
+            return httpx.Response(502, text=page)
+        return httpx.Response(200, json="ok")
+
+    backend = HttpBackend(
+        "http://ci", client=httpx.Client(base_url="http://ci", transport=httpx.MockTransport(handler))
+    )
+    with pytest.raises(ToolError) as info:
+        graph_query("html", backend=backend)
+    assert (info.value.code, info.value.status) == ("http_status", 502)
+    assert info.value.message.startswith(
+        "HTTP 502 from http://ci/cypher: <!DOCTYPE html> <html> <body> <h1>Bad Gateway"
+    )
+    assert "\n" not in info.value.message
+    assert len(info.value.message) < 300
+    with pytest.raises(ToolError) as info:
+        graph_query("RETURN 1", backend=backend)
+    assert info.value.code == "decode_error"

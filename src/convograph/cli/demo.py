@@ -106,7 +106,9 @@ def _envelopes(base_url: str, scripts: list[Any], headers: dict[str, str] | None
 
 @app.command()
 def demo(
-    port: Annotated[int, typer.Option(help="Port for the server (0 picks a free one).")] = 8321,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port for the server (0 picks a free one).")
+    ] = 8321,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     data_dir: Annotated[
         Path | None,
@@ -129,6 +131,9 @@ def demo(
     from convograph.demo import DEMO_CONVERSATIONS, play_all
     from convograph.demo.player import DemoError
 
+    if url is not None and not url.startswith(("http://", "https://")):
+        err_console.print(f"[red]error:[/] --url must be an http:// or https:// URL, got {url!r}")
+        raise typer.Exit(2)
     process: subprocess.Popen[bytes] | None = None
     temp_dir: Path | None = None
     if url is None:

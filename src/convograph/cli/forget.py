@@ -10,6 +10,7 @@ copy of a forgotten event is refused as a duplicate. Exit code 0 on success, 1 w
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -27,7 +28,24 @@ def _error(response: httpx.Response) -> str:
         body: Any = response.json()
         return f"{body['error']['code']}: {body['error']['message']}"
     except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code}: {response.text[:200]}"
+        text = " ".join(response.text.split())  # an HTML error page is many lines
+        return f"HTTP {response.status_code}: {text[:200]}"
+
+
+def _json_object(response: httpx.Response, url: str) -> dict[str, Any]:
+    """The JSON object a convograph server answers; exit 2 naming ``url`` when it is not one
+    (``--url`` points at something else)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        text = " ".join(response.text.split())[:200]
+        err_console.print(
+            f"[red]{url} did not answer like a convograph server: HTTP {response.status_code}: {text}"
+        )
+        raise typer.Exit(2)
+    return body
 
 
 @app.command("forget")
@@ -51,6 +69,8 @@ def forget(
         raise typer.BadParameter("give either SESSION (with --workspace) or --idle-days")
     if session_id is not None and not workspace:
         raise typer.BadParameter("--workspace is required with SESSION")
+    if idle_days is not None and not (math.isfinite(idle_days) and idle_days >= 0):
+        raise typer.BadParameter(f"--idle-days must be a number of days >= 0, got {idle_days:g}")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
@@ -63,20 +83,20 @@ def forget(
             if response.status_code != 202:
                 err_console.print(f"[red]{_error(response)}")
                 raise typer.Exit(1)
-            result = response.json()
+            result = _json_object(response, url)
             what = (
                 f"session {session_id} of {workspace}"
                 if session_id is not None
-                else f"{result['sessions']} sessions idle for more than {idle_days:g} days"
+                else f"{result.get('sessions', '?')} sessions idle for more than {idle_days:g} days"
             )
             console.print(
-                f"forgot {what}: {result['events']} events, {result['blobs']} blobs; "
-                f"graph update {'pending' if result['rebuilding'] else 'done'}"
+                f"forgot {what}: {result.get('events', '?')} events, {result.get('blobs', '?')} blobs; "
+                f"graph update {'pending' if result.get('rebuilding') else 'done'}"
             )
             if not wait:
                 return
             deadline = time.monotonic() + timeout
-            while http.get("/intelligence/status").json().get("rebuilding", []):
+            while _json_object(http.get("/intelligence/status"), url).get("rebuilding", []):
                 if time.monotonic() >= deadline:
                     err_console.print(f"[red]the graph was not updated within {timeout:g} s")
                     raise typer.Exit(2)

@@ -24,6 +24,12 @@ def create(
     ] = None,
 ) -> None:
     """Create a key and print it (only its SHA-256 is stored)."""
+    if not key_id.strip():
+        err_console.print("[red]error:[/] the key id must not be blank")
+        raise typer.Exit(2)
+    if workspace is not None and any(not name.strip() for name in workspace):
+        err_console.print("[red]error:[/] --workspace must not be blank")
+        raise typer.Exit(2)
     scopes = scope or ["read"]
     bad = [name for name in scopes if name not in SCOPES]
     if bad:
@@ -32,8 +38,14 @@ def create(
     try:
         checked = [cast(Scope, name) for name in scopes]
         key = add_key_to_file(file, key_id=key_id, scopes=checked, workspaces=workspace)
-    except (OSError, ValueError) as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+    except OSError as exc:
+        err_console.print(
+            f"[red]error:[/] cannot write key file {file}: {exc.strerror or exc}", highlight=False
+        )
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        where = "" if str(file) in str(exc) else f"key file {file}: "
+        err_console.print(f"[red]error:[/] {where}{exc}", highlight=False)
         raise typer.Exit(2) from None
     console.print(key, highlight=False, soft_wrap=True)
     err_console.print(f"key {key_id!r} added to {file}; it is shown only now.")

@@ -136,6 +136,12 @@ class ServiceBackend:
             raise ToolError("uri_error", exc.message) from None
 
 
+def _excerpt(text: str, limit: int = 200) -> str:
+    """A one-line excerpt of a response body (an HTML error page is many lines)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 class HttpBackend:
     """Backend over a running server (``base_url`` like ``http://127.0.0.1:8321``)."""
 
@@ -158,7 +164,7 @@ class HttpBackend:
         except httpx.TransportError as exc:
             raise ToolError("connection_error", f"cannot reach the server: {exc}") from None
         if response.status_code >= 400:
-            message = response.text
+            message = f"HTTP {response.status_code} from {response.request.url}: {_excerpt(response.text)}"
             try:
                 error = response.json()["error"]
                 message = f"{error['code']}: {error['message']}"
@@ -177,9 +183,13 @@ class HttpBackend:
             payload = response.json()
         except ValueError as exc:
             raise ToolError("decode_error", f"server answered non-JSON: {exc}") from None
-        if isinstance(payload, list):  # tolerate a bare list of rows
+        if isinstance(payload, list) and all(isinstance(row, dict) for row in payload):  # bare rows
             return {"columns": list(payload[0]) if payload else [], "results": payload, "truncated": False}
-        return dict(payload)
+        if not isinstance(payload, dict):
+            raise ToolError(
+                "decode_error", f"server answered JSON that is not a query result: {_excerpt(response.text)}"
+            )
+        return payload
 
     def read_blob(self, session_id: str, key: str) -> bytes:
         from urllib.parse import quote
