@@ -383,3 +383,108 @@ def test_batch_reduce_equals_one_by_one(events: list[dict[str, Any]], cut: int, 
     forked = reduce_conversation_events(base, events[min(fork_at, len(events)) :])
     assert dump(forked) == dump(versions[-1])
     assert dump(base) == snapshot
+
+
+# --- any schema-valid stream, commands and odd values included: reducers and projections never raise --
+
+_IDS = ["x", "y", "A", "A:user", "msg:0", "msg:1", "msg:2", "u:user", "A:error", "A:harness_start"]
+_any_id = st.sampled_from(_IDS) | st.text(max_size=4)
+_any_run = st.sampled_from(["A", "B", "u", "A:user", "x"]) | st.text(max_size=3)
+_big = st.integers(-(2**64), 2**64)
+_value = st.recursive(
+    st.none() | st.booleans() | _big | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+    max_leaves=8,
+)
+_parts = st.lists(
+    st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=5))
+    | st.builds(lambda d: {"type": "image", "mediaType": "image/png", "data": d}, st.text(max_size=4))
+    | st.builds(
+        lambda d: {"type": "document", "mediaType": "application/pdf", "data": d}, st.text(max_size=4)
+    ),
+    max_size=3,
+)
+_FIELDS: dict[str, dict[str, Any]] = {
+    "connected": {"sessionId": _any_id},
+    "harness_start": {"runId": _any_run, "depth": _big},
+    "harness_end": {"runId": _any_run, "reason": st.sampled_from(["final", "error", "aborted", ""])},
+    "text": {"runId": _any_run, "id": _any_id, "content": st.text(max_size=5)},
+    "reasoning": {"runId": _any_run, "id": _any_id, "content": st.text(max_size=5)},
+    "tool_call": {
+        "runId": _any_run,
+        "id": _any_id,
+        "name": st.sampled_from(["bash", "task", ""]),
+        "input": _value,
+    },
+    "tool_result": {
+        "runId": _any_run,
+        "id": _any_id,
+        "name": st.sampled_from(["bash", "task"]),
+        "output": _value,
+    },
+    "tool_progress": {
+        "runId": _any_run,
+        "id": _any_id,
+        "toolCallId": _any_id,
+        "name": st.just("exec"),
+        "content": _value,
+    },
+    "user": {"runId": _any_run, "content": st.text(max_size=5) | _parts},
+    "error": {"message": st.text(max_size=5)},
+    "usage": {"runId": _any_run, "inputTokens": _big, "outputTokens": _big},
+    "relay": {
+        "runId": _any_run,
+        "id": _any_id,
+        "kind": st.just("permission"),
+        "toolCallId": _any_id,
+        "tool": st.text(max_size=3),
+    },
+    "relay_resolved": {"relayId": _any_id, "approved": st.booleans()},
+    "repl_input": {"runId": _any_run, "id": _any_id, "code": st.text(max_size=4), "iteration": _big},
+    "repl_progress": {
+        "runId": _any_run,
+        "id": _any_id,
+        "chunk": st.text(max_size=4),
+        "stream": st.just("stderr"),
+    },
+    "repl_output": {"runId": _any_run, "id": _any_id, "done": st.booleans(), "durationMs": _big},
+    "edit": {"messageId": _any_id, "content": st.text(max_size=5) | _parts},
+    "regenerate": {"messageId": _any_id},
+    "switch_branch": {"messageId": _any_id},
+    "summarize": {"firstId": _any_id, "lastId": _any_id, "text": st.text(max_size=4)},
+}
+
+
+@st.composite
+def any_wire_event(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(sorted(_FIELDS)))
+    event: dict[str, Any] = {"type": kind, **{k: draw(s) for k, s in _FIELDS[kind].items()}}
+    if draw(st.booleans()):
+        event["parentId"] = draw(_any_id)
+    if draw(st.integers(0, 3)) == 0:
+        event["eventId"] = draw(st.sampled_from(["e1", "e2"]))
+    return event
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(any_wire_event(), max_size=25))
+def test_any_valid_stream_reduces_and_projects_without_raising(wires: list[dict[str, Any]]) -> None:
+    from convograph import create_graph, reduce_events
+    from convograph.projections import project_dag, project_messages, project_repl, project_thread
+
+    events = [parse_event(wire) for wire in wires]
+    graph = reduce_events(create_graph(), events)
+    sources: list[Any] = [graph]
+    try:
+        conversation = reduce_conversation_events(create_conversation(), events)
+    except OperationError:  # a command naming a message that cannot take it: documented refusal
+        conversation = None
+    if conversation is not None:
+        sources += [conversation, close_stream(conversation)]
+    for source in sources:
+        project_thread(source)
+        project_dag(source).to_svg()
+        for fmt in ("openai", "anthropic", "gateway"):
+            project_messages(source, format=fmt)
+        if source is not graph:
+            project_repl(source)
