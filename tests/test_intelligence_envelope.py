@@ -69,7 +69,7 @@ def test_fingerprint_ignores_key_order() -> None:
         (lambda b: b["data"].update(session_id=" s"), "invalid_session_id", "data.session_id"),
         (lambda b: b["data"].update(session_id="s\x0b"), "invalid_session_id", "data.session_id"),
         (lambda b: b["data"].update(session_id="s\x01"), "invalid_session_id", "data.session_id"),
-        (lambda b: b["data"].update(tool_call_id="tc1\n"), "invalid_tool_call_id", "data.tool_call_id"),
+        (lambda b: b["data"].update(session_id="a\x01b"), "invalid_session_id", "data.session_id"),
         (lambda b: b.update(data=[1, 2]), "invalid_data", "data"),
         (lambda b: b.update(idempotency_key=""), "invalid_idempotency_key", "idempotency_key"),
     ],

@@ -265,10 +265,11 @@ def test_any_split_or_refeed_of_a_conversation_derives_the_same_entities(
     assert _conversation_picture(cuts, refeed) == _conversation_picture([], [])
 
 
-def test_tool_call_ids_the_graph_cannot_key_are_not_forwarded_as_tool_call_id() -> None:
-    """An id ending in whitespace is refused as ``data.tool_call_id`` (FalkorDB segfaults on such
-    node ids); the feeder must not turn it into an envelope that stalls the conversation."""
+def test_tool_call_ids_the_graph_cannot_key_are_forwarded_and_keyed_downstream() -> None:
+    """An id ending in whitespace stays the layer-1 disambiguator (the envelope accepts it); the
+    ToolCall and Event ids built from it are keyed (`keys.graph_key`), so the engine never sees
+    an id it would crash on."""
     event = {"type": "tool_call", "runId": "r1", "id": "tc1 ", "name": "bash", "input": {}}
     (envelope,) = conversation_envelopes(CID, stored([event]))
-    assert "tool_call_id" not in envelope["data"]
+    assert envelope["data"]["tool_call_id"] == "tc1 "
     parse_envelope(envelope)

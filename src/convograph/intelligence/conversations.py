@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 
 from convograph.events import event_to_wire
-from convograph.intelligence.envelope import GRAPH_UNSAFE_EDGES
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, stamp, usage_props
+from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import STATUS_RANK, iso_ms, tool_call_node_id
 
 __all__ = [
@@ -133,14 +133,7 @@ def conversation_envelopes(cid: str, stored: Sequence[Any]) -> list[dict[str, An
             else:
                 data[_snake(key)] = value
         call_id = wire.get("id")
-        if (
-            kind in ("tool_call", "tool_result")
-            and isinstance(call_id, str)
-            and call_id
-            == call_id.strip(
-                GRAPH_UNSAFE_EDGES  # the envelope check would refuse it, and stall this conversation's feed
-            )
-        ):
+        if kind in ("tool_call", "tool_result") and isinstance(call_id, str):
             data["tool_call_id"] = call_id  # layer-1 disambiguator for same-millisecond calls
         envelopes.append(
             {
@@ -196,6 +189,13 @@ class _Conversation(msgspec.Struct):
     tools: dict[str, tuple[str, int]] = msgspec.field(default_factory=dict)
     prompts_by_node: dict[str, str] = msgspec.field(default_factory=dict)
     pending_prompt: str | None = None
+
+
+def _tool_name(data: dict[str, Any]) -> str | None:
+    """A call's tool name as the ToolCall keeps it: keyed like an id (`graph_key`), since a Tool
+    rollup's id is built from it (`writer._TOOLS`, also run by `backfill_rollups`)."""
+    name = _text(data.get("name"))
+    return None if name is None else graph_key(name)
 
 
 def _text(value: Any) -> str | None:
@@ -374,7 +374,7 @@ def fold_conversation(state: SessionFold, fact: Fact, out: Derived) -> None:
         node_id = tool_call_node_id(run.session_id, call_id)
         tool_input = data.get("tool_input")
         props = {
-            "tool_name": _text(data.get("name")),
+            "tool_name": _tool_name(data),
             "tool_call_id": call_id,
             "session_id": run.session_id,
             "tool_input": tool_input if isinstance(tool_input, str) else _json.encode(tool_input).decode(),
@@ -401,7 +401,7 @@ def fold_conversation(state: SessionFold, fact: Fact, out: Derived) -> None:
                 error = str(output["error"])[:1000]
             elif output.get("status") == "denied":
                 error = f"denied: {output.get('reason') or ''}".strip()
-        props = {"result_success": error is None, "result_error": error, "tool_name": _text(data.get("name"))}
+        props = {"result_success": error is None, "result_error": error, "tool_name": _tool_name(data)}
         stamp(props, "ended_at", fact.epoch_ms)
         if started is not None:
             props["duration_ms"] = fact.epoch_ms - started

@@ -11,8 +11,10 @@ Rules (decided here, documented in ``docs/intelligence.md``):
 - ``data``: a JSON object carrying ``session_id`` (non-blank string, at most 512 characters, no
   ``/``, ``\\`` or NUL: it names a blob directory) and ``timestamp`` (ISO 8601; a string without
   a UTC offset is read as UTC — upstream read it in the server's local zone, §10 B15).
-- ``data.session_id`` and a string ``data.tool_call_id`` must not start or end with whitespace or
-  U+0001 (`GRAPH_UNSAFE_EDGES`: node ids built from them crash FalkorDB's unique constraint).
+- ``data.session_id`` must be a key the graph engine can hold as it is (`keys.is_graph_safe`: no
+  edge whitespace, no U+0001, at most 1,024 UTF-8 bytes; FalkorDB crashes on the others). Other
+  ids built from the payload (``tool_call_id``, parents, tool and model names) are keyed
+  downstream (`keys.graph_key`), never refused.
 - ``idempotency_key``: optional non-blank string, at most 512 characters. Without one, the
   envelope's content fingerprint is the key, so a blind re-send is still a duplicate.
 """
@@ -26,6 +28,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+
+from convograph.intelligence.keys import MAX_KEY_BYTES, is_graph_safe
 
 __all__ = [
     "Envelope",
@@ -134,17 +138,14 @@ def base_event_id(session_id: str, event: str, epoch_ms: int, tool_call_id: Any)
     return base
 
 
-GRAPH_UNSAFE_EDGES = " \t\n\v\f\r\x01"
-"""Characters a node id must not start or end with: the embedded FalkorDB (Redis 8.10) segfaults
-in ``EnforceUniqueEntity`` when it creates a node whose uniquely constrained ``node_id`` does. An
-Event / ToolCall id starts with the session id and ends with the ``tool_call_id``."""
-
-
-def _check_id_edges(value: str, field: str) -> None:
-    if value != value.strip(GRAPH_UNSAFE_EDGES):
+def _check_graph_safe(value: str, field: str) -> None:
+    """A session id names its Session node as it is (`convograph.intelligence.keys`): one the
+    engine cannot hold under a unique constraint is refused here rather than crash it later."""
+    if not is_graph_safe(value):
         raise EnvelopeError(
             f"invalid_{field.split('.')[-1]}",
-            f"{field} must not start or end with whitespace or a control character: {value!r}",
+            f"{field} must not start or end with whitespace, contain U+0001 or exceed"
+            f" {MAX_KEY_BYTES} UTF-8 bytes: {value[:80]!r}",
             field=field,
         )
 
@@ -247,10 +248,8 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryvie
     if session_id is None:
         raise EnvelopeError("missing_session_id", "data.session_id is required", field="data.session_id")
     session_id = check_session_id(session_id, "data.session_id")
-    _check_id_edges(session_id, "data.session_id")
+    _check_graph_safe(session_id, "data.session_id")
     tool_call_id = data.get("tool_call_id")
-    if isinstance(tool_call_id, str) and tool_call_id:
-        _check_id_edges(tool_call_id, "data.tool_call_id")
     epoch_ms = parse_timestamp_ms(data.get("timestamp"))
     key = body.get("idempotency_key")
     if key is not None:

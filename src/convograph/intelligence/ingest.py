@@ -46,6 +46,7 @@ import msgspec
 from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
+from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
 from convograph.intelligence.purge import component_of, purge_component, purge_sessions
 from convograph.intelligence.writer import (
@@ -89,15 +90,14 @@ def resolve_node_ids(
     ids: list[str] = []
     renames: dict[str, dict[str, dict[str, str]]] = {}
     for record in records:
+        base = graph_key(record.base_id)  # an id the engine cannot key gets its stand-in
         fps = groups.get((record.workspace, record.base_id))
         if not fps:
-            ids.append(record.base_id)
+            ids.append(base)
             continue
         winner = fps[0]
-        ids.append(
-            record.base_id if record.fingerprint == winner else f"{record.base_id}__{record.fingerprint[:12]}"
-        )
-        renames.setdefault(record.workspace, {})[record.base_id] = {"base": record.base_id, "winner": winner}
+        ids.append(base if record.fingerprint == winner else f"{base}__{record.fingerprint[:12]}")
+        renames.setdefault(record.workspace, {})[base] = {"base": base, "winner": winner}
     return ids, {ws: list(g.values()) for ws, g in renames.items()}
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from convograph.intelligence.keys import CONSTRAINED_LABELS, graph_key
 from convograph.intelligence.layer1 import iso_ms, tool_call_node_id
 
 __all__ = [
@@ -97,6 +98,10 @@ def stamp(props: dict[str, Any], name: str, epoch_ms: int) -> None:
     props[f"{name}_ms"] = epoch_ms
 
 
+_KEYED = CONSTRAINED_LABELS
+"""Labels whose ids `Derived` passes through `graph_key` (client data names them)."""
+
+
 class Derived:
     """Accumulated nodes (label → id → merged props), session flags and edges of one batch."""
 
@@ -107,13 +112,17 @@ class Derived:
         self.sources: dict[str, dict[str, dict[str, None]]] = {}
 
     def node(self, label: str, node_id: str, props: dict[str, Any] | None = None) -> str:
-        """Merge ``props`` (``None`` values dropped) into the node's row; later values win."""
+        """Merge ``props`` (``None`` values dropped) into the node's row; later values win.
+        Returns the node's id (through `graph_key` for a uniquely constrained label)."""
+        if label in _KEYED:
+            node_id = graph_key(node_id)
         row = self.nodes.setdefault(label, {}).setdefault(node_id, {})
         if props:
             row.update({k: _property(v) for k, v in props.items() if v is not None})
         return node_id
 
     def session(self, node_id: str) -> SessionFlags:
+        node_id = graph_key(node_id)
         flags = self.sessions.get(node_id)
         if flags is None:
             flags = self.sessions[node_id] = SessionFlags(node_id)
@@ -121,13 +130,17 @@ class Derived:
 
     def edge(self, kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
         """``(src)-[:kind]->(dst)``; self-loops are never written (upstream B2)."""
+        if src_label in _KEYED:
+            src = graph_key(src)
+        if dst_label in _KEYED:
+            dst = graph_key(dst)
         if src != dst:
             self.edges.setdefault((kind, src_label, dst_label), {})[(src, dst)] = None
 
     def sourced(self, label: str, node_id: str, fact: Fact) -> None:
         """``(entity)-[:SOURCED_FROM]->(:Event)`` to the event's real node id (upstream B5).
         Written with the entity's own row (one MERGE less per edge than a separate edge row)."""
-        self.node(label, node_id)
+        node_id = self.node(label, node_id)
         self.sources.setdefault(label, {}).setdefault(node_id, {})[fact.node_id] = None
 
     def count(self) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from convograph.intelligence.keys import graph_key
 from convograph.intelligence.labels import derive_labels
 from convograph.intelligence.lifters import lift_fields
 
@@ -85,8 +86,9 @@ def iso_ms(epoch_ms: int) -> str:
 
 
 def tool_call_node_id(session_id: str, tool_call_id: str) -> str:
-    """Seed-004 ToolCall id ``{session_id}__tool_call__{tool_call_id}``."""
-    return f"{session_id}__tool_call__{tool_call_id}"
+    """Seed-004 ToolCall id ``{session_id}__tool_call__{tool_call_id}`` (through `graph_key`: a
+    ``tool_call_id`` the engine cannot key gets a stand-in)."""
+    return graph_key(f"{session_id}__tool_call__{tool_call_id}")
 
 
 class EventFacts(msgspec.Struct, frozen=True):
@@ -252,7 +254,7 @@ def _parent_of(data: dict[str, Any], *keys: str) -> str | None:
     for key in keys:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return graph_key(value.strip())
     return None
 
 
@@ -308,12 +310,13 @@ def tool_call(facts: EventFacts, batch: WorkspaceBatch) -> None:
     if row is None:
         row = batch.tool_calls[node_id] = ToolCallRow(node_id, facts.session_id, tool_call_id)
     row.events.append(facts.node_id)
+    # the Tool / ParallelGroup rollup ids are built from these (`writer._TOOLS`): keyed like ids
     name = data.get("tool_name")
     if isinstance(name, str) and name:
-        row.tool_name = name
+        row.tool_name = graph_key(name)
     group = data.get("parallel_group_id")
     if isinstance(group, str) and group:
-        row.parallel_group_id = group
+        row.parallel_group_id = graph_key(group)
     if facts.event == "tool:pre":
         if row.started_ms is None or facts.epoch_ms < row.started_ms:
             row.started_ms = facts.epoch_ms
@@ -354,6 +357,7 @@ def model_response_row(node_id: str, data: dict[str, Any]) -> list[Any] | None:
     model = data.get("model")
     if not isinstance(model, str) or not model:
         return None
+    model = graph_key(model)  # the Model rollup's id is ``model:`` + this
     usage = data.get("usage")
     if not isinstance(usage, dict):
         usage = {}

@@ -29,6 +29,7 @@ from convograph.intelligence.engine import EngineError, GraphEngine, MapFreeList
 from convograph.intelligence.foundation import fold_foundation
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, fold_kernel
+from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import STATUS_RANK, EventFacts, iso_ms
 from convograph.intelligence.writer import GraphNames
 
@@ -328,7 +329,16 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
     if out.sessions:
         rows = [
             [
-                *(f.node_id, f.events, f.fork, f.sub, f.root, f.end, f.parent, f.agent),
+                *(
+                    f.node_id,
+                    f.events,
+                    f.fork,
+                    f.sub,
+                    f.root,
+                    f.end,
+                    None if f.parent is None else graph_key(f.parent),
+                    f.agent,
+                ),
                 *(f.started_ms, iso_ms(f.started_ms) if f.started_ms is not None else None),
                 *(f.ended_ms, iso_ms(f.ended_ms) if f.ended_ms is not None else None),
                 *(f.status_rank, _STATUS_NAMES[f.status_rank]),
