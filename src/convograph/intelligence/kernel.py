@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from convograph.intelligence.keys import CONSTRAINED_LABELS, graph_key
+from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import iso_ms, tool_call_node_id
 
 __all__ = [
@@ -98,10 +98,6 @@ def stamp(props: dict[str, Any], name: str, epoch_ms: int) -> None:
     props[f"{name}_ms"] = epoch_ms
 
 
-_KEYED = CONSTRAINED_LABELS
-"""Labels whose ids `Derived` passes through `graph_key` (client data names them)."""
-
-
 class Derived:
     """Accumulated nodes (label → id → merged props), session flags and edges of one batch."""
 
@@ -113,9 +109,8 @@ class Derived:
 
     def node(self, label: str, node_id: str, props: dict[str, Any] | None = None) -> str:
         """Merge ``props`` (``None`` values dropped) into the node's row; later values win.
-        Returns the node's id (through `graph_key` for a uniquely constrained label)."""
-        if label in _KEYED:
-            node_id = graph_key(node_id)
+        Returns the node's id (through `graph_key`, as every id this class emits)."""
+        node_id = graph_key(node_id)
         row = self.nodes.setdefault(label, {}).setdefault(node_id, {})
         if props:
             row.update({k: _property(v) for k, v in props.items() if v is not None})
@@ -130,10 +125,8 @@ class Derived:
 
     def edge(self, kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
         """``(src)-[:kind]->(dst)``; self-loops are never written (upstream B2)."""
-        if src_label in _KEYED:
-            src = graph_key(src)
-        if dst_label in _KEYED:
-            dst = graph_key(dst)
+        src = graph_key(src)
+        dst = graph_key(dst)
         if src != dst:
             self.edges.setdefault((kind, src_label, dst_label), {})[(src, dst)] = None
 

@@ -8,11 +8,12 @@ FalkorDB (4.22, the engine ``falkordblite`` embeds) crashes the whole server (SI
 - contains U+0001 anywhere (measured here: the unique index's tag separator), or
 - is longer than 4,096 bytes (FalkorDB issue #2440),
 
-and again on every replay of the event after the restart. Every ``node_id`` of a constrained
-label (``Session``, ``Event``, ``ToolCall``, ``Tool``, ``ParallelGroup``, ``Model``) that is
-built from client data passes through `graph_key`: such an id keeps its seed-004 form, and only an
-id the engine cannot hold is replaced by a readable, deterministic stand-in (so redelivery,
-replays and rebuilds converge on the same node). ``data`` keeps the payload as sent.
+and again on every replay of the event after the restart. Under a plain (not unique) index the
+same values do not crash it, but an index lookup never finds them: every ``MERGE`` of such an id
+creates one more duplicate node (measured on 4.22). So every ``node_id`` built from client data
+passes through `graph_key`: an id the engine can hold keeps its seed-004 form, and only any other
+is replaced by a readable, deterministic stand-in (so redelivery, replays and rebuilds converge on
+the same node). ``data`` keeps the payload as sent.
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-__all__ = ["CONSTRAINED_LABELS", "MAX_KEY_BYTES", "graph_key", "is_graph_safe"]
-
-CONSTRAINED_LABELS: Final = frozenset({"Session", "Event", "ToolCall", "Tool", "ParallelGroup", "Model"})
-"""Labels with a unique ``node_id`` constraint (`convograph.intelligence.writer`)."""
+__all__ = ["MAX_KEY_BYTES", "graph_key", "is_graph_safe"]
 
 MAX_KEY_BYTES: Final = 1024
 """Longest id kept as is (UTF-8 bytes): a quarter of the engine's limit, leaving room for the
