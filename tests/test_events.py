@@ -20,6 +20,7 @@ from convograph.events import (
     TextPart,
     Usage,
     User,
+    check_ids,
     event_to_wire,
     pack_event,
     parse_ndjson,
@@ -245,7 +246,9 @@ json_values = st.recursive(
 
 @given(
     content=st.text(),
-    run_id=st.text(min_size=1, max_size=20),
+    run_id=st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20
+    ),
     tool_input=json_values,
     extra=st.dictionaries(st.sampled_from(["model", "x-trace", "provider"]), json_values, max_size=3),
 )
@@ -423,3 +426,62 @@ def test_fuzz_ndjson_bytes_never_raise_and_keep_every_good_line(
     assert len(kept) == 2
     assert all(isinstance(error, EventError) and error.line == 2 for error in batch.errors)
     assert len(batch.events) + len(batch.errors) == 3
+
+
+# --- NUL (U+0000) in ids: rejected at parse time (ids land in text columns and keys) -----------------
+
+_NUL_ID_CASES: list[tuple[dict[str, Any], str]] = [
+    ({"type": "text", "runId": "r\x00", "id": "t", "content": "ab"}, "runId"),
+    ({"type": "text", "runId": "r", "id": "t\x00", "content": "ab"}, "id"),
+    ({"type": "text", "runId": "r", "id": "t", "content": "ab", "parentId": "\x00"}, "parentId"),
+    ({"type": "text", "runId": "r", "id": "t", "content": "ab", "agentId": "a\x00b"}, "agentId"),
+    ({"type": "text", "runId": "r", "id": "t", "content": "ab", "eventId": "e\x00"}, "eventId"),
+    ({"type": "user", "runId": "u", "id": "m\x00", "content": "hi"}, "id"),
+    ({"type": "error", "runId": "\x00", "message": "boom"}, "runId"),
+    ({"type": "tool_progress", "runId": "r", "id": "p", "toolCallId": "c\x00", "name": "n"}, "toolCallId"),
+    ({"type": "connected", "sessionId": "s\x00"}, "sessionId"),
+    ({"type": "connected", "sourceIds": ["a", "b\x00"]}, "sourceIds[1]"),
+    ({"type": "relay_resolved", "relayId": "\x00", "approved": True}, "relayId"),
+    ({"type": "edit", "messageId": "m\x00", "content": "x"}, "messageId"),
+    ({"type": "summarize", "firstId": "a", "lastId": "b\x00", "text": "t"}, "lastId"),
+    ({"type": "summarize", "firstId": "a", "lastId": "b", "text": "t", "threadId": "\x00"}, "threadId"),
+]
+
+
+@pytest.mark.parametrize(("wire", "field"), _NUL_ID_CASES, ids=lambda c: c if isinstance(c, str) else None)
+def test_an_id_holding_nul_is_rejected_naming_the_field(wire: dict[str, Any], field: str) -> None:
+    text = json.dumps(wire)
+    for raw in (wire, text, text.encode()):
+        with pytest.raises(EventError, match="NUL") as caught:
+            parse_event(raw)  # type: ignore[arg-type]
+        assert caught.value.field == field
+    batch = parse_ndjson(b"\n".join([_TEXT.encode() % b'"kept"', text.encode()]))
+    assert [error.to_dict() for error in batch.errors] == [
+        {"line": 2, "field": field, "message": batch.errors[0].problem}
+    ]
+    assert len(batch.events) == 1
+
+
+def test_check_ids_covers_events_built_in_python() -> None:
+    with pytest.raises(EventError, match="NUL") as caught:
+        check_ids(Text(run_id="r", id="t\x00", content=""))
+    assert caught.value.field == "id"
+    with pytest.raises(EventError, match="expected `str`, got `int`") as caught:
+        check_ids(Text(run_id=5, id="t", content=""))  # type: ignore[arg-type]
+    assert caught.value.field == "runId"
+    check_ids(Text(run_id="r", id="t", content="\x00"))
+
+
+def test_nul_in_content_is_kept_exactly() -> None:
+    wires: list[dict[str, Any]] = [
+        {"type": "text", "runId": "r", "id": "t", "content": "a\x00b"},
+        {"type": "user", "runId": "u", "content": [{"type": "text", "text": "\x00"}]},
+        {"type": "tool_call", "runId": "r", "id": "c", "name": "n\x00", "input": {"k\x00": ["\x00"]}},
+        {"type": "tool_result", "runId": "r", "id": "c", "name": "n", "output": "\x00\x01\xff"},
+        {"type": "text", "runId": "r", "id": "t", "content": "ok", "x-extra\x00": "\x00"},
+    ]
+    for wire in wires:
+        event = parse_event(wire)
+        assert event_to_wire(event) == wire
+        assert parse_event(encode_event(event)) == event == parse_event(json.dumps(wire))
+        assert unpack_event(pack_event(event)) == event

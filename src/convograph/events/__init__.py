@@ -1,7 +1,9 @@
 """Typed events: the wire vocabulary, its codec and an NDJSON reader."""
 
 from convograph.events.codec import (
+    ID_FIELDS,
     EventError,
+    check_ids,
     encode_event,
     event_to_wire,
     pack_event,
@@ -42,6 +44,7 @@ from convograph.events.types import (
 
 __all__ = [
     "EVENT_TYPES",
+    "ID_FIELDS",
     "Command",
     "Connected",
     "ContentPart",
@@ -71,6 +74,7 @@ __all__ = [
     "TotalUsage",
     "Usage",
     "User",
+    "check_ids",
     "encode_event",
     "event_to_wire",
     "iter_ndjson",

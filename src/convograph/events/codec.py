@@ -7,6 +7,12 @@ Two formats:
   under one key, so unpacking is a single typed msgspec decode with no per-field Python work.
 
 Cost: `parse_event` is one JSON decode plus one typed conversion, O(size of the event).
+
+Ids (``runId``, ``id``, ``eventId``, ``parentId``, ``agentId``, ``toolCallId``, ``messageId``, ...;
+`ID_FIELDS`) must not contain NUL (U+0000): they become keys and text columns, and PostgreSQL text
+cannot hold NUL. Content may hold it and is kept exactly. The check costs one substring search of the
+JSON text (for a mapping, of the encoding `parse_event` already makes) and looks at the id fields only
+when ``\\u0000`` occurs somewhere in the event.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -21,7 +28,9 @@ import msgspec
 from convograph.events.types import EVENT_CLASSES, EXTRA_FIELD, Event
 
 __all__ = [
+    "ID_FIELDS",
     "EventError",
+    "check_ids",
     "encode_event",
     "event_to_wire",
     "pack_event",
@@ -88,6 +97,73 @@ _TYPES_HINT: Final = ", ".join(sorted(_CLASS_BY_TAG))
 _AT_PATH = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
 
+ID_FIELDS: Final[frozenset[str]] = frozenset(
+    {
+        "run_id",
+        "id",
+        "event_id",
+        "parent_id",
+        "agent_id",
+        "tool_call_id",
+        "session_id",
+        "source_ids",
+        "relay_id",
+        "message_id",
+        "first_id",
+        "last_id",
+        "thread_id",
+    }
+)
+"""Event attributes holding ids (``source_ids`` a list of them): no NUL allowed, see `check_ids`."""
+
+
+def _id_fields(cls: type[Any]) -> tuple[Any, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A getter of the class's single-id fields, their wire names, and its id-list fields."""
+    pairs = [
+        (attr, wire)
+        for attr, wire in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True)
+        if attr in ID_FIELDS
+    ]
+    lists = tuple((attr, wire) for attr, wire in pairs if attr == "source_ids")
+    single = [(attr, wire) for attr, wire in pairs if attr != "source_ids"]
+    return attrgetter(*(attr for attr, _ in single)), tuple(wire for _, wire in single), lists
+
+
+_ID_GETTERS: Final[dict[type[Any], tuple[Any, tuple[str, ...], tuple[tuple[str, str], ...]]]] = {
+    cls: _id_fields(cls) for cls in EVENT_CLASSES
+}
+_NUL: Final = "\x00"
+_NUL_ESCAPE: Final = "\\u0000"
+_NUL_ESCAPE_BYTES: Final = b"\\u0000"
+_NUL_IN_ID: Final = "ids must not contain the NUL character (U+0000)"
+
+
+def check_ids(event: Event) -> None:
+    """Raise `EventError` naming the first id field of ``event`` that holds a NUL character.
+
+    `parse_event` calls it; event logs call it on every appended event, so events built as Python
+    objects are held to the same rule on every backend. O(number of id fields)."""
+    entry = _ID_GETTERS.get(type(event))
+    if entry is None:  # a subclass of an event class
+        entry = _ID_GETTERS[type(event)] = _id_fields(type(event))
+    getter, wires, lists = entry
+    try:
+        for value in getter(event):
+            if value and _NUL in value:
+                wire = wires[getter(event).index(value)]
+                raise EventError(_NUL_IN_ID, field=wire)
+    except TypeError:  # an event built in Python with a non-string id: it could not be read back
+        wire, bad = next(
+            ((w, v) for w, v in zip(wires, getter(event), strict=True) if v and not isinstance(v, str)),
+            (None, None),
+        )
+        raise EventError(f"expected `str`, got `{type(bad).__name__}`", field=wire) from None
+    for attr, wire in lists:
+        for position, item in enumerate(getattr(event, attr) or ()):
+            if _NUL in item:
+                raise EventError(_NUL_IN_ID, field=f"{wire}[{position}]")
+
+
 _decode_any = msgspec.json.Decoder()
 _BOM: Final = "\ufeff"
 _BOM_BYTES: Final = _BOM.encode()
@@ -111,15 +187,21 @@ def _problem_from(exc: msgspec.ValidationError) -> EventError:
     return EventError(problem, field=path or None)
 
 
-def _decode_json(obj: str | bytes | bytearray | memoryview) -> Any:
-    """One JSON value, or `EventError` for every way the text can be wrong (msgspec raises
-    ``UnicodeDecodeError`` / ``UnicodeEncodeError`` / ``RecursionError`` besides ``DecodeError``)."""
+def _decode_json(obj: str | bytes | bytearray | memoryview) -> tuple[Any, bool]:
+    """One JSON value, and whether the text holds the escape ``\\u0000`` (JSON text cannot hold a
+    raw NUL; a false positive, an escaped backslash before ``u0000``, only costs `check_ids`).
+    `EventError` for every way the text can be wrong (msgspec raises ``UnicodeDecodeError`` /
+    ``UnicodeEncodeError`` / ``RecursionError`` besides ``DecodeError``)."""
     if isinstance(obj, str):
         obj = obj.removeprefix(_BOM)
-    elif bytes(obj[:3]) == _BOM_BYTES:
-        obj = obj[3:]
+        maybe_nul = _NUL_ESCAPE in obj
+    else:
+        if bytes(obj[:3]) == _BOM_BYTES:
+            obj = obj[3:]
+        # `find`, not `in`: `in` on bytes first tries the needle as an int, 3x slower
+        maybe_nul = (obj if type(obj) is not memoryview else obj.tobytes()).find(_NUL_ESCAPE_BYTES) >= 0
     try:
-        return _decode_any.decode(obj)
+        return _decode_any.decode(obj), maybe_nul
     except msgspec.DecodeError as exc:
         raise EventError(f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -130,10 +212,11 @@ def _decode_json(obj: str | bytes | bytearray | memoryview) -> Any:
         raise EventError("invalid JSON: nested too deeply") from None
 
 
-def _check_json_values(raw: dict[str, Any]) -> None:
+def _check_json_values(raw: dict[str, Any]) -> bool:
     """A mapping given directly (not JSON text) must hold only what JSON can carry, or the event
     could not be stored or sent (lone surrogates, arbitrary objects) or would silently change
-    (NaN / Infinity become ``null``). One encode pass; the field is located only on failure."""
+    (NaN / Infinity become ``null``). One encode pass; the field is located only on failure.
+    Returns whether the mapping may hold a NUL character somewhere."""
     try:
         encoded = _encode.encode(raw)
     except (TypeError, ValueError, RecursionError):
@@ -149,6 +232,7 @@ def _check_json_values(raw: dict[str, Any]) -> None:
         for key, value in raw.items():
             if _has_non_finite(value):
                 raise EventError("NaN and Infinity are not JSON numbers", field=str(key))
+    return encoded.find(_NUL_ESCAPE_BYTES) >= 0  # `find`: see _decode_json
 
 
 def _has_non_finite(value: Any) -> bool:
@@ -165,19 +249,19 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-def _to_mapping(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> dict[str, Any]:
+def _to_mapping(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> tuple[dict[str, Any], bool]:
+    """The event's fields, and whether a NUL character may occur in them."""
     if isinstance(obj, Mapping):
         raw = dict(obj)
         bad = next((key for key in raw if not isinstance(key, str)), None)
         if bad is not None:
             raise EventError(f"field names must be strings, got {bad!r}")
-        _check_json_values(raw)
-        return raw
+        return raw, _check_json_values(raw)
     if isinstance(obj, (str, bytes, bytearray, memoryview)):
-        raw = _decode_json(obj)
+        raw, maybe_nul = _decode_json(obj)
         if not isinstance(raw, dict):
             raise EventError(f"expected a JSON object, got {type(raw).__name__}")
-        return raw
+        return raw, maybe_nul
     raise EventError(f"expected a mapping, str or bytes holding one JSON object, got {type(obj).__name__}")
 
 
@@ -185,9 +269,9 @@ def parse_event(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -
     """Validate one wire event.
 
     Raises `EventError` naming the field and the problem. Unknown extra fields are kept in
-    ``extra``; an unknown ``type`` is an error.
+    ``extra``; an unknown ``type`` is an error; an id holding NUL (U+0000) is an error.
     """
-    raw = _to_mapping(obj)
+    raw, maybe_nul = _to_mapping(obj)
     tag = raw.get("type")
     if tag is None:
         raise EventError("required field is missing", field="type")
@@ -202,6 +286,8 @@ def parse_event(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -
         event: Event = msgspec.convert(raw, cls)
     except msgspec.ValidationError as exc:
         raise _problem_from(exc) from None
+    if maybe_nul:
+        check_ids(event)
     return event
 
 
