@@ -11,10 +11,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from convograph.events import Error, EventError, HarnessEnd, HarnessStart, Text
+from convograph.events import Error, EventError, HarnessEnd, HarnessStart, Text, encode_event, parse_event
 from convograph.graph import create_graph, reduce_events
 from convograph.store import EventLog, InvalidConversationId, Snapshot, open_event_log
+from convograph.store.messages import Message
+from convograph.store.postgres import PostgresEventLog
+from convograph.store.redis import RedisEventLog
 from convograph.store.snapshots import FLAT_GRAPH, rebuild
+from convograph.store.spool import SpoolingEventLog
 from convograph.testing import collect, sample_run
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis+postgres", "postgres+spool"]
@@ -233,3 +237,101 @@ async def test_older_snapshot_never_replaces_a_newer_one(event_log: EventLog) ->
     loaded = await event_log.load_snapshot(c, "s")
     assert loaded is not None
     assert (loaded.seq, loaded.data) == (3, b"new")
+
+
+# --- NUL (U+0000): content keeps it exactly; ids holding it are refused by every backend alike -------
+
+
+async def messages_of(log: EventLog, conversation_id: str) -> list[Message] | None:
+    """The Postgres messages rows behind ``log`` (after a Redis finalisation), None if it keeps none."""
+    if isinstance(log, SpoolingEventLog):
+        log = log.inner
+    if isinstance(log, RedisEventLog):
+        await log.drain()
+        if log.archive is None:
+            return None
+        assert await log.finalize_pending() == 0  # the finalisation went through, nothing left to retry
+        archive = log.archive
+        assert isinstance(archive, PostgresEventLog)
+        assert [s.event for s in await archive.read(conversation_id)] == [
+            s.event for s in await log.read(conversation_id)
+        ]
+        log = archive
+    if isinstance(log, PostgresEventLog):
+        return await log.list_messages(conversation_id)
+    return None
+
+
+async def append_and_read_back(log: EventLog, conversation_id: str, wires: list[dict[str, Any]]) -> None:
+    events = [parse_event(wire) for wire in wires]
+    result = await log.append(conversation_id, events)
+    assert result.accepted == len(events)
+    stored = await log.read(conversation_id)
+    assert [encode_event(msgspec.structs.replace(s.event, seq=None)) for s in stored] == [
+        encode_event(e) for e in events
+    ]
+
+
+async def test_user_messages_holding_nul_are_stored_exactly(event_log: EventLog) -> None:
+    c = cid()
+    wires: list[dict[str, Any]] = [
+        {"type": "user", "runId": "u1", "id": "m1", "content": "hi\x00there"},
+        {"type": "user", "runId": "u2", "content": [{"type": "text", "text": "\x00"}]},
+        {"type": "harness_start", "runId": "r"},  # a finished run: Redis finalises into Postgres
+        {"type": "harness_end", "runId": "r"},
+    ]
+    await append_and_read_back(event_log, c, wires)
+    messages = await messages_of(event_log, c)
+    if messages is not None:  # Postgres text/jsonb cannot hold NUL: the rows carry U+FFFD instead
+        assert [(m.id, m.text, m.parts) for m in messages] == [
+            ("m1", "hi\ufffdthere", [{"type": "text", "text": "hi\ufffdthere"}]),
+            ("u2:user", "\ufffd", [{"type": "text", "text": "\ufffd"}]),
+            ("r", "", []),
+        ]
+
+
+async def test_a_run_whose_tool_result_holds_nul_is_stored_and_finished(event_log: EventLog) -> None:
+    c = cid()
+    wires: list[dict[str, Any]] = [
+        {"type": "harness_start", "runId": "r"},
+        {"type": "text", "runId": "r", "id": "t", "content": "a\x00b"},
+        {"type": "tool_call", "runId": "r", "id": "c", "name": "cat", "input": {"path\x00": "\x00"}},
+        {
+            "type": "tool_result",
+            "runId": "r",
+            "id": "c",
+            "name": "cat",
+            "output": {"bytes": "\x7fELF\x00\x01"},
+        },
+        {"type": "harness_end", "runId": "r", "reason": "stop"},
+    ]
+    await append_and_read_back(event_log, c, wires)
+    info = await event_log.get_conversation(c)
+    assert info is not None
+    assert info.status == "complete"
+    messages = await messages_of(event_log, c)
+    if messages is not None:
+        [message] = messages
+        assert (message.id, message.role, message.text) == ("r", "assistant", "a\ufffdb")
+        assert message.parts[1:3] == [
+            {"type": "tool_call", "id": "c", "name": "cat", "input": {"path\ufffd": "\ufffd"}},
+            {"type": "tool_result", "id": "c", "name": "cat", "output": {"bytes": "\x7fELF\ufffd\x01"}},
+        ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (Text(run_id="r\x00", id="t", content="x"), "runId"),
+        (Text(run_id="r", id="t", content="x", event_id="e\x00"), "eventId"),
+        (HarnessStart(run_id="r", parent_id="\x00"), "parentId"),
+    ],
+)
+async def test_an_event_built_with_a_nul_id_is_refused_and_nothing_is_stored(
+    event_log: EventLog, bad: Any, field: str
+) -> None:
+    c = cid()
+    with pytest.raises(EventError, match="NUL") as caught:
+        await event_log.append(c, [*texts(1), bad])
+    assert (caught.value.index, caught.value.field) == (1, field)
+    assert await event_log.read(c) == []

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from convograph.events import Event, EventError
+from convograph.events.codec import check_ids
 from convograph.events.types import _Event
 from convograph.store.base import StoredEvent
 
@@ -14,13 +15,18 @@ __all__ = ["assign_seqs", "check_events", "event_ids_of"]
 
 
 def check_events(events: Sequence[Event]) -> None:
-    """Reject anything that is not an `Event` before any of the batch is stored."""
+    """Reject anything that is not an `Event`, or an event whose id holds NUL (`check_ids`: events
+    built as Python objects skip `parse_event`), before any of the batch is stored."""
     for index, event in enumerate(events):
         if not isinstance(event, _Event):
             raise EventError(
                 f"expected an Event, got {type(event).__name__}; parse wire input with parse_event first",
                 index=index,
             )
+        try:
+            check_ids(event)
+        except EventError as exc:
+            raise exc.located(index=index) from None
 
 
 def event_ids_of(events: Sequence[Event]) -> list[str]:

@@ -12,6 +12,9 @@
 - **Messages** (seed 000): user messages and finished top-level runs become rows of ``messages`` with
   ``parent_message_id``; ``conversations.active_leaf_id`` is the current branch tip. Branches are read
   with a recursive CTE (`PostgresEventLog.message_path`).
+- **NUL**: ``text`` and ``jsonb`` cannot hold U+0000. Ids never do (`convograph.events.check_ids`
+  refuses them before anything is stored); events are stored as bytes, exactly. Only the derived
+  ``messages`` rows replace NUL in ``text`` and in ``parts`` (strings and keys) by U+FFFD.
 - **Migrations**: numbered scripts in ``_MIGRATIONS``; applied in order under an advisory lock and
   recorded in ``convograph_schema``.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -106,6 +110,31 @@ _CONNECTION_ERRORS: Final = (psycopg.OperationalError, psycopg_pool.PoolTimeout,
 _MESSAGE_COLUMNS: Final = (
     "id, role, parent_message_id, run_id, agent_id, parts, text, first_seq, last_seq, created_at"
 )
+
+
+_NUL: Final = "\x00"
+_REPLACEMENT: Final = "\ufffd"
+
+
+def _without_nul(value: Any) -> Any:
+    """``value`` (JSON data) with NUL replaced by U+FFFD in every string and key."""
+    if isinstance(value, str):
+        return value.replace(_NUL, _REPLACEMENT)
+    if isinstance(value, dict):
+        return {key.replace(_NUL, _REPLACEMENT): _without_nul(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nul(item) for item in value]
+    return value
+
+
+def _jsonb_dumps(value: Any) -> str:
+    """`json.dumps` (psycopg's default) for a ``jsonb`` value, NUL (which jsonb rejects) replaced by
+    U+FFFD. One dump when there is none; the escape ``\\u0000`` found only sends it through
+    `_without_nul` (a false positive, an escaped backslash before ``u0000``, changes nothing)."""
+    text = json.dumps(value)
+    if "\\u0000" in text:
+        text = json.dumps(_without_nul(value))
+    return text
 
 
 def _message_from_row(row: Sequence[Any]) -> Message:
@@ -370,8 +399,8 @@ class PostgresEventLog:
                             m.parent_message_id,
                             m.run_id,
                             m.agent_id,
-                            Jsonb(m.parts),
-                            m.text,
+                            Jsonb(m.parts, dumps=_jsonb_dumps),
+                            m.text.replace(_NUL, _REPLACEMENT),
                             m.first_seq,
                             m.last_seq,
                             m.created_at,
