@@ -67,7 +67,10 @@ _CRASHERS: list[tuple[str, dict[str, Any]]] = [
     ("llm:response", {"model": "m" * 5000, "usage": {"input_tokens": 1}}),
     ("session:fork", {"parent": "p\x01arent"}),
     ("delegate:agent_spawned", {"tool_call_id": "c\x013", "sub_session_id": "child\x01", "agent": "helper"}),
-    ("delegate:agent_completed", {"tool_call_id": "c\x013", "sub_session_id": "child\x01", "agent": "helper"}),
+    (
+        "delegate:agent_completed",
+        {"tool_call_id": "c\x013", "sub_session_id": "child\x01", "agent": "helper"},
+    ),
 ]
 """Under a plain index (the semantic layers' labels) the same ids do not crash the engine, but an
 index lookup never finds them: each MERGE of one made another duplicate node."""
