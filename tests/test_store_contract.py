@@ -335,3 +335,20 @@ async def test_an_event_built_with_a_nul_id_is_refused_and_nothing_is_stored(
         await event_log.append(c, [*texts(1), bad])
     assert (caught.value.index, caught.value.field) == (1, field)
     assert await event_log.read(c) == []
+
+
+async def test_reads_past_any_seq_or_with_huge_limits_are_empty_or_unbounded(event_log: EventLog) -> None:
+    """Found by hand against ``Last-Event-ID: 99999999999999999999999``: SQLite raised
+    ``OverflowError`` in the middle of the SSE response. Every backend answers the same."""
+    c = cid()
+    await event_log.append(c, texts(3))
+    assert await event_log.read(c, after_seq=10**30) == []
+    assert await event_log.read(c, after_seq=2**63 - 1) == []
+    assert [s.seq for s in await event_log.read(c, after_seq=-5)] == [1, 2, 3]
+    assert [s.seq for s in await event_log.read(c, limit=10**30)] == [1, 2, 3]
+    assert [s.seq for s in await event_log.read(c, after_seq=1, limit=2**63)] == [2, 3]
+    assert await event_log.read(c, limit=0) == []
+    assert await event_log.read(c, limit=-1) == []
+    follower = event_log.subscribe(c, after_seq=10**30)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(anext(aiter(follower)), timeout=0.3)

@@ -24,6 +24,7 @@ from convograph.events import Event
 
 __all__ = [
     "CONVERSATION_ID_PATTERN",
+    "MAX_SEQ",
     "AppendResult",
     "BackendUnavailable",
     "ConversationInfo",
@@ -33,6 +34,7 @@ __all__ = [
     "Snapshot",
     "StoreError",
     "StoredEvent",
+    "read_range",
     "validate_conversation_id",
 ]
 
@@ -78,6 +80,20 @@ class EventsExpired(StoreError):
             f"conversation {conversation_id!r}: events after seq {after_seq} are no longer available "
             f"(first available: {first_available}); the stream is not resumable from there"
         )
+
+
+MAX_SEQ: Final = 2**63 - 1
+"""The largest seq any backend can hold (a signed 64-bit integer in SQLite, Postgres and Redis)."""
+
+
+def read_range(after_seq: int, limit: int | None) -> tuple[int, int | None] | None:
+    """``(after_seq, limit)`` as a backend can bind them, or ``None`` when nothing can match:
+    ``after_seq`` below 0 reads from the start, at or past `MAX_SEQ` nothing; a ``limit`` of 0
+    or less matches nothing, one past `MAX_SEQ` means no limit. (A huge ``Last-Event-ID`` used
+    to raise ``OverflowError`` out of SQLite in the middle of an SSE response.)"""
+    if after_seq >= MAX_SEQ or (limit is not None and limit <= 0):
+        return None
+    return max(after_seq, 0), None if limit is None or limit >= MAX_SEQ else limit
 
 
 def validate_conversation_id(conversation_id: object) -> str:

@@ -15,6 +15,7 @@ from convograph.store.base import (
     ConversationInfo,
     Snapshot,
     StoredEvent,
+    read_range,
     validate_conversation_id,
 )
 from convograph.store.batch import assign_seqs, check_events
@@ -75,10 +76,11 @@ class MemoryEventLog:
     ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
         conv = self._conversations.get(conversation_id)
-        if conv is None:
+        bounds = read_range(after_seq, limit)
+        if conv is None or bounds is None:
             return []
         # seqs are 1..n without gaps, so seq k sits at index k - 1.
-        start = max(after_seq, 0)
+        start, limit = bounds
         end = None if limit is None else start + limit
         return conv.events[start:end]
 

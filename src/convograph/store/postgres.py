@@ -40,6 +40,7 @@ from convograph.store.base import (
     ConversationInfo,
     Snapshot,
     StoredEvent,
+    read_range,
     validate_conversation_id,
 )
 from convograph.store.batch import assign_seqs, check_events, event_ids_of
@@ -472,6 +473,10 @@ class PostgresEventLog:
         self, conversation_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
+        bounds = read_range(after_seq, limit)
+        if bounds is None:
+            return []
+        after_seq, limit = bounds
         async with self._connection() as conn:
             cur = await conn.cursor(binary=True).execute(
                 "SELECT seq, received_at, data FROM events WHERE conversation_id = %s AND seq > %s "

@@ -45,12 +45,14 @@ import redis.exceptions
 
 from convograph.events import Event, HarnessEnd, pack_event, unpack_event
 from convograph.store.base import (
+    MAX_SEQ,
     AppendResult,
     BackendUnavailable,
     ConversationInfo,
     EventsExpired,
     Snapshot,
     StoredEvent,
+    read_range,
     validate_conversation_id,
 )
 from convograph.store.batch import check_events, event_ids_of
@@ -434,8 +436,11 @@ class RedisEventLog:
         self, conversation_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
+        bounds = read_range(after_seq, limit)
+        if bounds is None:
+            return []
         try:
-            return await self._read(conversation_id, after_seq, limit)
+            return await self._read(conversation_id, *bounds)
         except _UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
 
@@ -464,7 +469,7 @@ class RedisEventLog:
         return result
 
     async def _subscribe(self, conversation_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
-        cursor = after_seq
+        cursor = min(max(after_seq, 0), MAX_SEQ)  # a stream id holds 64 bits; nothing follows MAX_SEQ
         stream = self._keys(conversation_id)[0]
         while True:  # replay (archive + stream) until caught up
             page = await self.read(conversation_id, cursor, 1000)

@@ -38,6 +38,7 @@ from convograph.store.base import (
     ConversationInfo,
     Snapshot,
     StoredEvent,
+    read_range,
     validate_conversation_id,
 )
 from convograph.store.batch import assign_seqs, check_events, event_ids_of
@@ -345,6 +346,10 @@ class SQLiteEventLog:
         self, conversation_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         validate_conversation_id(conversation_id)
+        bounds = read_range(after_seq, limit)
+        if bounds is None:
+            return []
+        after_seq, limit = bounds
 
         def run(conn: sqlite3.Connection) -> list[StoredEvent]:
             rows = conn.execute(
