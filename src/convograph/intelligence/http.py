@@ -34,24 +34,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, Router, delete, get, post
 from litestar.concurrency import sync_to_thread
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, QueryParameter
 
 from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.engine import EngineUnavailable
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
-from convograph.intelligence.query import AccessDenied, QueryError
+from convograph.intelligence.journal import DeadLetterGroup
+from convograph.intelligence.query import AccessDenied, CypherResult, QueryError
 from convograph.intelligence.service import (
     BatchError,
+    ForgetResult,
     IngestResult,
     IntelligenceService,
     NotFound,
+    RetentionResult,
     check_write,
 )
+from convograph.server.openapi import documented
 
 __all__ = ["Principal", "create_intelligence_router", "error_response"]
 
@@ -64,6 +68,85 @@ class Principal(msgspec.Struct, frozen=True):
 
     created_by: str | None = None
     allowed_workspaces: frozenset[str] | None = None
+
+
+# Request and reply shapes, for the OpenAPI document (the routes decode and encode plain data).
+# The patterns state `parse_envelope`'s rules (non-blank, no NUL; a session id also no edge
+# whitespace, U+0001, '/', '\\', '.' or '..'); they are declared, never used for decoding.
+
+_NAME = r"^[^\x00]*[^\s\x00][^\x00]*$"
+_SESSION = r"^(?!\.{1,2}$)[^\s\x00\x01/\\]([^\x00\x01/\\]*[^\s\x00\x01/\\])?$"
+
+
+class HookData(msgspec.Struct, frozen=True):
+    """The hook's payload, kept as sent; these fields are required, any others are allowed."""
+
+    session_id: Annotated[str, msgspec.Meta(pattern=_SESSION, max_length=512)]
+    timestamp: Annotated[str, msgspec.Meta(extra_json_schema={"extra": {"format": "date-time"}})]
+    """ISO 8601; without a UTC offset it is read as UTC."""
+
+
+class HookEvent(msgspec.Struct, frozen=True):
+    """One Amplifier hook envelope (`parse_envelope` validates it)."""
+
+    event: Annotated[str, msgspec.Meta(pattern=_NAME, max_length=200)]
+    workspace: Annotated[str, msgspec.Meta(pattern=_NAME, max_length=512)]
+    data: HookData
+    idempotency_key: Annotated[str, msgspec.Meta(pattern=_NAME, max_length=512)] | None = None
+
+
+class CypherRequest(msgspec.Struct, frozen=True):
+    query: Annotated[str, msgspec.Meta(pattern=r"\S")]
+    params: dict[str, Any] | None = None
+    workspace: str | None = None
+
+
+class Queued(msgspec.Struct, frozen=True):
+    """One envelope: queued, or a duplicate of one already stored."""
+
+    status: Literal["queued", "duplicate"]
+    session_id: str
+
+
+class BatchQueued(msgspec.Struct, frozen=True):
+    """A batch (JSON array or NDJSON)."""
+
+    status: Literal["queued", "duplicate"]
+    accepted: int
+    duplicates: int
+    last_seq: int | None
+
+
+class BlobList(msgspec.Struct, frozen=True):
+    session_id: str
+    blobs: list[str]
+
+
+class DeadLetters(msgspec.Struct, frozen=True):
+    dead_letters: list[DeadLetterGroup]
+    total: int
+
+
+class Replayed(msgspec.Struct, frozen=True):
+    key: str
+    replayed: int
+
+
+class Purged(msgspec.Struct, frozen=True):
+    key: str
+    purged: int
+
+
+class IntelligenceStatus(msgspec.Struct, frozen=True):
+    """`IntelligenceService.status`."""
+
+    journal_seq: int
+    applied_seq: int
+    backlog: int
+    dead_letters: int
+    last_error: str | None
+    rebuilding: list[str]
+    engine: Literal["embedded", "server"]
 
 
 def _default_principal(request: Request[Any, Any, Any]) -> Principal:
@@ -175,7 +258,20 @@ def create_intelligence_router(
     who = principal or _default_principal
     committer = _GroupCommit(service)
 
-    @post("/events", status_code=202, summary="Ingest Amplifier hook events", tags=["context intelligence"])
+    @post(
+        "/events",
+        status_code=202,
+        summary="Ingest Amplifier hook events",
+        tags=["context intelligence"],
+        **documented(
+            Queued | BatchQueued,
+            status=202,
+            description="Queued (one envelope, or a batch)",
+            body=HookEvent | list[HookEvent],
+            ndjson_body=True,
+            errors=(400, 413, 422),
+        ),
+    )
     async def post_events(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
         try:
@@ -200,7 +296,13 @@ def create_intelligence_router(
         except (EnvelopeError, BatchError, AccessDenied) as exc:
             return _map_error(exc)
 
-    @post("/cypher", status_code=200, summary="Read-only Cypher query", tags=["context intelligence"])
+    @post(
+        "/cypher",
+        status_code=200,
+        summary="Read-only Cypher query",
+        tags=["context intelligence"],
+        **documented(CypherResult, body=CypherRequest, errors=(400, 413)),
+    )
     async def post_cypher(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
         try:
@@ -226,7 +328,12 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result)
 
-    @get("/blobs/{session_id:str}", summary="List a session's blobs", tags=["context intelligence"])
+    @get(
+        "/blobs/{session_id:str}",
+        summary="List a session's blobs",
+        tags=["context intelligence"],
+        **documented(BlobList, errors=(400,)),
+    )
     async def list_blobs(request: Request[Any, Any, Any], session_id: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         try:
@@ -237,7 +344,12 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json({"session_id": session_id, "blobs": uris})
 
-    @get("/blobs/{session_id:str}/{key:str}", summary="Read one blob", tags=["context intelligence"])
+    @get(
+        "/blobs/{session_id:str}/{key:str}",
+        summary="Read one blob",
+        tags=["context intelligence"],
+        **documented(Any, description="The stored JSON value", errors=(400, 404)),
+    )
     async def read_blob(
         request: Request[Any, Any, Any], session_id: FromPath[str], key: FromPath[str]
     ) -> Response[bytes]:
@@ -250,19 +362,34 @@ def create_intelligence_router(
             return _map_error(exc)
         return Response(content, media_type="application/json")
 
-    @get("/queues/dead-letter", summary="Dead letters per session", tags=["context intelligence"])
+    @get(
+        "/queues/dead-letter",
+        summary="Dead letters per session",
+        tags=["context intelligence"],
+        **documented(DeadLetters),
+    )
     async def list_dead(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
         groups = service.dead_letters(allowed_workspaces=caller.allowed_workspaces)
         return _json({"dead_letters": groups, "total": sum(g.item_count for g in groups)})
 
-    @post("/queues/dead-letter/{key:str}/replay", status_code=200, tags=["context intelligence"])
+    @post(
+        "/queues/dead-letter/{key:str}/replay",
+        status_code=200,
+        tags=["context intelligence"],
+        **documented(Replayed, errors=(400,)),
+    )
     async def replay_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         count = service.replay_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "replayed": count})
 
-    @post("/queues/dead-letter/{key:str}/purge", status_code=200, tags=["context intelligence"])
+    @post(
+        "/queues/dead-letter/{key:str}/purge",
+        status_code=200,
+        tags=["context intelligence"],
+        **documented(Purged, errors=(400,)),
+    )
     async def purge_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
         caller = who(request)
         count = service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
@@ -273,9 +400,16 @@ def create_intelligence_router(
         status_code=202,
         summary="Forget one session of a workspace",
         tags=["context intelligence"],
+        **documented(ForgetResult, status=202, description="Forgotten", errors=(400, 404)),
     )
     async def forget_session(
-        request: Request[Any, Any, Any], session_id: FromPath[str], workspace: FromQuery[str | None] = None
+        request: Request[Any, Any, Any],
+        session_id: FromPath[str],
+        # required=True and schema_extra only declare it: the handler answers a missing one (400)
+        workspace: Annotated[
+            str | None,
+            QueryParameter(required=True, schema_extra={"one_of": None, "type": "string", "pattern": _NAME}),
+        ] = None,
     ) -> Response[bytes]:
         caller = who(request)
         if not workspace:
@@ -288,11 +422,27 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result, 202)
 
-    @delete("/sessions", status_code=202, summary="Forget idle sessions", tags=["context intelligence"])
+    @delete(
+        "/sessions",
+        status_code=202,
+        summary="Forget idle sessions",
+        tags=["context intelligence"],
+        **documented(RetentionResult, status=202, description="Forgotten", errors=(400,)),
+    )
     async def forget_idle_sessions(
         request: Request[Any, Any, Any],
-        idle_days: FromQuery[float | None] = None,
-        workspace: FromQuery[str | None] = None,
+        idle_days: Annotated[
+            float | None,
+            QueryParameter(
+                required=True,
+                description="A positive number of days.",
+                schema_extra={"one_of": None, "type": "number", "exclusive_minimum": 0},
+            ),
+        ] = None,
+        workspace: Annotated[
+            str | None,
+            QueryParameter(schema_extra={"one_of": None, "type": "string", "pattern": f"^$|{_NAME}"}),
+        ] = None,
     ) -> Response[bytes]:
         caller = who(request)
         if idle_days is None or not idle_days > 0:
@@ -308,7 +458,12 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result, 202)
 
-    @get("/intelligence/status", summary="Ingest and graph status", tags=["context intelligence"])
+    @get(
+        "/intelligence/status",
+        summary="Ingest and graph status",
+        tags=["context intelligence"],
+        **documented(IntelligenceStatus),
+    )
     async def status() -> Response[bytes]:
         return _json(service.status())
 

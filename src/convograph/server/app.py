@@ -28,6 +28,7 @@ from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
+from convograph.server.openapi import WireStructSchemaPlugin
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
@@ -107,6 +108,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         exception_handlers=exception_handlers,
         request_max_body_size=config.max_body_bytes,
         before_send=[count_request],
+        plugins=[WireStructSchemaPlugin()],
         openapi_config=OpenAPIConfig(
             title="convograph",
             version=__version__,

@@ -25,6 +25,7 @@ from convograph.jsonable import to_jsonable
 from convograph.server.bodies import decode_body
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState
+from convograph.server.openapi import ConversationId, documented
 from convograph.server.state import ServerState, existing_conversation, require, server_state
 
 __all__ = ["BranchController", "view_id"]
@@ -54,6 +55,32 @@ class SummarizeBody(msgspec.Struct, frozen=True, kw_only=True, rename="camel", f
     last_id: str
     text: str
     model: str | None = None
+
+
+class PathMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One message of the active path (`active_path`), for the OpenAPI document."""
+
+    id: str
+    role: str
+    parent_id: str | None
+    siblings: list[str]
+    index: int
+    view_ids: list[str]
+    summary: dict[str, Any] | None
+
+
+class PathReply(msgspec.Struct, frozen=True, kw_only=True):
+    path: list[PathMessage]
+
+
+class CommandReply(msgspec.Struct, frozen=True, kw_only=True):
+    """A recorded command: its seq, and the active path it leaves."""
+
+    seq: int
+    path: list[PathMessage]
+
+
+_COMMAND_ERRORS = (400, 404, 409)
 
 
 def active_path(live: LiveState) -> list[dict[str, Any]]:
@@ -117,8 +144,13 @@ class BranchController(Controller):
     path = "/v1/conversations"
     tags = ["branches"]  # noqa: RUF012 - Litestar's attribute
 
-    @get("/{cid:str}/path", guards=[require("read")], summary="Active path with sibling branches")
-    async def path_of(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @get(
+        "/{cid:str}/path",
+        guards=[require("read")],
+        summary="Active path with sibling branches",
+        **documented(PathReply, errors=(400, 404)),
+    )
+    async def path_of(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         _, live = await _live(request, cid)
         return Response(msgspec.json.encode({"path": active_path(live)}), media_type=MediaType.JSON)
 
@@ -127,9 +159,10 @@ class BranchController(Controller):
         guards=[require("write")],
         status_code=200,
         summary="Edit a message",
+        **documented(CommandReply, body=EditBody, errors=(*_COMMAND_ERRORS, 413)),
     )
     async def edit(
-        self, request: Request[Any, Any, Any], cid: FromPath[str], mid: FromPath[str]
+        self, request: Request[Any, Any, Any], cid: ConversationId, mid: FromPath[str]
     ) -> Response[bytes]:
         """A new sibling branch holding ``content``; it becomes active. The original is kept."""
         state, live = await _live(request, cid)
@@ -144,9 +177,10 @@ class BranchController(Controller):
         guards=[require("write")],
         status_code=200,
         summary="Regenerate",
+        **documented(CommandReply, errors=_COMMAND_ERRORS),
     )
     async def regenerate(
-        self, request: Request[Any, Any, Any], cid: FromPath[str], mid: FromPath[str]
+        self, request: Request[Any, Any, Any], cid: ConversationId, mid: FromPath[str]
     ) -> Response[bytes]:
         """An empty sibling assistant turn, active and open: the agent's next run fills it."""
         state, live = await _live(request, cid)
@@ -157,16 +191,23 @@ class BranchController(Controller):
         guards=[require("write")],
         status_code=200,
         summary="Switch branch",
+        **documented(CommandReply, errors=_COMMAND_ERRORS),
     )
     async def select(
-        self, request: Request[Any, Any, Any], cid: FromPath[str], mid: FromPath[str]
+        self, request: Request[Any, Any, Any], cid: ConversationId, mid: FromPath[str]
     ) -> Response[bytes]:
         """Make the branch through ``mid`` the active one."""
         state, live = await _live(request, cid)
         return await _record(state, cid, live, SwitchBranch(message_id=mid, **_stamp()))
 
-    @post("/{cid:str}/summaries", guards=[require("write")], status_code=200, summary="Summarize a range")
-    async def summarize(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @post(
+        "/{cid:str}/summaries",
+        guards=[require("write")],
+        status_code=200,
+        summary="Summarize a range",
+        **documented(CommandReply, body=SummarizeBody, errors=(*_COMMAND_ERRORS, 413)),
+    )
+    async def summarize(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         """Replace the active messages ``firstId``..``lastId`` by a summary holding ``text``."""
         state, live = await _live(request, cid)
         body = decode_body(await request.body(), SummarizeBody)

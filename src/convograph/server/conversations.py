@@ -18,6 +18,7 @@ from convograph.projections import project_dag, project_messages, project_thread
 from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
+from convograph.server.openapi import SSE, SVG, ConversationId, documented, one_of, reply
 from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import (
     existing_conversation,
@@ -26,14 +27,16 @@ from convograph.server.state import (
     server_state,
     unknown_conversation,
 )
+from convograph.store import ConversationInfo
 
 __all__ = ["ConversationController", "RelayDecision", "live_conversation_list"]
 
 NDJSON: Final = "application/x-ndjson"
-SSE: Final = "text/event-stream"
 MESSAGE_FORMATS: Final = ("openai", "anthropic", "gateway")
 
 _encode = msgspec.json.encode
+_SEQ: Final = {"one_of": None, "type": "string", "pattern": "^[0-9]*$"}
+"""Declared schema of a seq given as text (the handler parses it: 400)."""
 
 
 class IngestResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,11 +45,43 @@ class IngestResult(msgspec.Struct, frozen=True, kw_only=True):
     last_seq: int
 
 
+class Spooled(msgspec.Struct, frozen=True, kw_only=True):
+    """Reply of an append while the backend is down: durable in the local spool, seqs unknown yet."""
+
+    accepted: int
+    duplicates: int
+    last_seq: None
+    spooled: bool
+
+
 class RelayDecision(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Body of ``POST .../relays/{relay_id}``."""
 
     approved: bool
     reason: str | None = None
+
+
+# Reply shapes, for the OpenAPI document (the handlers encode plain data of these shapes).
+
+
+class ConversationList(msgspec.Struct, frozen=True, kw_only=True):
+    conversations: list[ConversationInfo]
+
+
+class ConversationSummary(ConversationInfo, frozen=True, kw_only=True, rename="camel"):
+    pending_relays: list[str]
+
+
+class RelayList(msgspec.Struct, frozen=True, kw_only=True):
+    relays: list[dict[str, Any]]
+    """Each relay event (wire form) with its ``decision`` (a ``relay_resolved`` event, or null)."""
+
+
+class RelayDecided(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    relay_id: str
+    approved: bool
+    seq: int
+    decided_at: float
 
 
 def _json(data: Any, status: int = 200) -> Response[bytes]:
@@ -84,8 +119,21 @@ class ConversationController(Controller):
     path = "/v1/conversations"
     tags = ["conversations"]  # noqa: RUF012 - Litestar's attribute
 
-    @post("/{cid:str}/events", guards=[require("write")], status_code=200, summary="Append events")
-    async def append_events(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @post(
+        "/{cid:str}/events",
+        guards=[require("write")],
+        status_code=200,
+        summary="Append events",
+        **documented(
+            IngestResult,
+            description="Stored (duplicates by eventId are counted, not stored again)",
+            body=Event | list[Event],
+            ndjson_body=True,
+            errors=(400, 413, 415, 422),
+            also={202: reply(Spooled, "The backend is down: spooled locally, stored when it is back")},
+        ),
+    )
+    async def append_events(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         """Body: one event, a JSON array, or NDJSON. Validated whole (422 lists every bad item)."""
         state = server_state(request)
         body = await request.body()
@@ -119,7 +167,7 @@ class ConversationController(Controller):
             )
         )
 
-    @get("/", guards=[require("read")], summary="List conversations")
+    @get("/", guards=[require("read")], summary="List conversations", **documented(ConversationList))
     async def list_conversations(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         state = server_state(request)
         principal = principal_of(request)
@@ -128,8 +176,13 @@ class ConversationController(Controller):
         ]
         return _json({"conversations": to_jsonable(infos)})
 
-    @get("/{cid:str}", guards=[require("read")], summary="One conversation's summary")
-    async def get_conversation(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @get(
+        "/{cid:str}",
+        guards=[require("read")],
+        summary="One conversation's summary",
+        **documented(ConversationSummary, errors=(400, 404)),
+    )
+    async def get_conversation(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         state = server_state(request)
         info = await state.log.get_conversation(cid)
         if info is None:
@@ -139,8 +192,14 @@ class ConversationController(Controller):
         body["pendingRelays"] = [relay_id for relay_id in live.relays if relay_id not in live.decisions]
         return _json(body)
 
-    @delete("/{cid:str}", guards=[require("admin")], status_code=204, summary="Delete a conversation")
-    async def delete_conversation(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> None:
+    @delete(
+        "/{cid:str}",
+        guards=[require("admin")],
+        status_code=204,
+        summary="Delete a conversation",
+        **documented(None, status=204, description="Deleted", errors=(400, 404)),
+    )
+    async def delete_conversation(self, request: Request[Any, Any, Any], cid: ConversationId) -> None:
         state = server_state(request)
         if not await state.log.delete(cid):
             raise unknown_conversation(cid)
@@ -160,13 +219,19 @@ class ConversationController(Controller):
                     code="unavailable",
                 ) from None
 
-    @get("/{cid:str}/events", guards=[require("read")], summary="Replay events as NDJSON")
+    @get(
+        "/{cid:str}/events",
+        guards=[require("read")],
+        summary="Replay events as NDJSON",
+        **documented(Event, media_type=NDJSON, description="One event per line", errors=(400, 404)),
+    )
     async def replay(
         self,
         request: Request[Any, Any, Any],
-        cid: FromPath[str],
+        cid: ConversationId,
         after: Annotated[
-            str | None, QueryParameter(name="after", description="Return events with seq > after.")
+            str | None,
+            QueryParameter(name="after", description="Return events with seq > after.", schema_extra=_SEQ),
         ] = None,
         limit: Annotated[int | None, QueryParameter(name="limit", ge=1)] = None,
     ) -> Stream:
@@ -189,13 +254,18 @@ class ConversationController(Controller):
 
         return Stream(lines(), media_type=NDJSON)
 
-    @get("/{cid:str}/stream", guards=[require("read")], summary="Live events (Server-Sent Events)")
+    @get(
+        "/{cid:str}/stream",
+        guards=[require("read")],
+        summary="Live events (Server-Sent Events)",
+        **documented(str, media_type=SSE, description="An endless event stream", errors=(400,)),
+    )
     async def stream(
         self,
         request: Request[Any, Any, Any],
-        cid: FromPath[str],
-        after: Annotated[str | None, QueryParameter(name="after")] = None,
-        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
+        cid: ConversationId,
+        after: Annotated[str | None, QueryParameter(name="after", schema_extra=_SEQ)] = None,
+        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", schema_extra=_SEQ)] = None,
     ) -> Stream:
         """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
         ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle."""
@@ -219,12 +289,17 @@ class ConversationController(Controller):
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
         )
 
-    @get("/{cid:str}/thread", guards=[require("read")], summary="Thread projection")
+    @get(
+        "/{cid:str}/thread",
+        guards=[require("read")],
+        summary="Thread projection",
+        **documented(list[dict[str, Any]], description="The thread's views", errors=(400, 404)),
+    )
     async def thread(
         self,
         request: Request[Any, Any, Any],
-        cid: FromPath[str],
-        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
+        cid: ConversationId,
+        model: Annotated[str, one_of("model", "hypergraph", "flat")] = "hypergraph",
         repl: Annotated[bool, QueryParameter(name="repl")] = False,
     ) -> Response[bytes]:
         """ViewNodes of the active path (``model=hypergraph``, the default: branches and commands
@@ -242,13 +317,18 @@ class ConversationController(Controller):
             body = _memo(live, ("thread",), live.projector.to_jsonable)
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
 
-    @get("/{cid:str}/messages", guards=[require("read")], summary="LLM message list")
+    @get(
+        "/{cid:str}/messages",
+        guards=[require("read")],
+        summary="LLM message list",
+        **documented(list[dict[str, Any]], description="The request history", errors=(400, 404)),
+    )
     async def messages(
         self,
         request: Request[Any, Any, Any],
-        cid: FromPath[str],
-        format: Annotated[str, QueryParameter(name="format")] = "openai",
-        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
+        cid: ConversationId,
+        format: Annotated[str, one_of("format", *MESSAGE_FORMATS)] = "openai",
+        model: Annotated[str, one_of("model", "hypergraph", "flat")] = "hypergraph",
     ) -> Response[bytes]:
         if format not in MESSAGE_FORMATS:
             raise ApiError(400, f"format must be one of {', '.join(MESSAGE_FORMATS)}, got {format!r}")
@@ -261,13 +341,23 @@ class ConversationController(Controller):
             body = _memo(live, ("messages", format), lambda: live.projector.messages(format))
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
 
-    @get("/{cid:str}/dag", guards=[require("read")], summary="DAG layout (JSON, or SVG with ?format=svg)")
+    @get(
+        "/{cid:str}/dag",
+        guards=[require("read")],
+        summary="DAG layout (JSON, or SVG with ?format=svg)",
+        **documented(
+            dict[str, Any],
+            description="The layout (SVG with ?format=svg)",
+            errors=(400, 404),
+            also_media=[SVG],
+        ),
+    )
     async def dag(
         self,
         request: Request[Any, Any, Any],
-        cid: FromPath[str],
-        format: Annotated[str, QueryParameter(name="format")] = "json",
-        model: Annotated[str, QueryParameter(name="model")] = "hypergraph",
+        cid: ConversationId,
+        format: Annotated[str, one_of("format", "json", "svg")] = "json",
+        model: Annotated[str, one_of("model", "hypergraph", "flat")] = "hypergraph",
     ) -> Response[bytes]:
         if format not in ("json", "svg"):
             raise ApiError(400, f"format must be json or svg, got {format!r}")
@@ -285,16 +375,26 @@ class ConversationController(Controller):
         body = _memo(live, ("dag-json", flat), lambda: layout)
         return Response(body, media_type=MediaType.JSON)
 
-    @get("/{cid:str}/repl", guards=[require("read")], summary="REPL view (RLM agents, turns, children)")
-    async def repl(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @get(
+        "/{cid:str}/repl",
+        guards=[require("read")],
+        summary="REPL view (RLM agents, turns, children)",
+        **documented(dict[str, Any], description="The REPL view", errors=(400, 404)),
+    )
+    async def repl(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         """`project_repl` of the conversation (spec §4.5: root agents, every agent by run id),
         from the conversation's `ReplProjector`: O(new events + agents + turns) per request."""
         live = await existing_conversation(server_state(request), cid)
         body = _memo(live, ("repl",), live.projector.repl)
         return Response(body, media_type=MediaType.JSON, headers={"X-Convograph-Seq": str(live.last_seq)})
 
-    @get("/{cid:str}/relays", guards=[require("read")], summary="Relays and their decisions")
-    async def relays(self, request: Request[Any, Any, Any], cid: FromPath[str]) -> Response[bytes]:
+    @get(
+        "/{cid:str}/relays",
+        guards=[require("read")],
+        summary="Relays and their decisions",
+        **documented(RelayList, errors=(400, 404)),
+    )
+    async def relays(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         live = await existing_conversation(server_state(request), cid)
         out = []
         for relay_id, relay in live.relays.items():
@@ -309,9 +409,10 @@ class ConversationController(Controller):
         guards=[require("write")],
         status_code=200,
         summary="Decide a relay",
+        **documented(RelayDecided, body=RelayDecision, errors=(400, 404, 409, 413)),
     )
     async def decide_relay(
-        self, request: Request[Any, Any, Any], cid: FromPath[str], relay_id: FromPath[str]
+        self, request: Request[Any, Any, Any], cid: ConversationId, relay_id: FromPath[str]
     ) -> Response[bytes]:
         """Records ``relay_resolved`` in the log, so the decision survives reconnects and restarts.
         A relay is decided once: a second decision is refused with 409."""
@@ -358,6 +459,7 @@ def _already_decided(existing: RelayResolved | None) -> ApiError:
     guards=[require("read")],
     summary="Live conversation list (Server-Sent Events)",
     tags=["conversations"],
+    **documented(str, media_type=SSE, description="An endless event stream"),
 )
 async def live_conversation_list(request: Request[Any, Any, Any]) -> Stream:
     """``event: snapshot`` (``{"conversations": [...]}``, the rows of ``GET /v1/conversations``),
