@@ -55,6 +55,7 @@ from convograph.intelligence.service import (
     RetentionResult,
     check_write,
 )
+from convograph.server.bodies import JSON_ERRORS, json_problem
 from convograph.server.openapi import documented
 
 __all__ = ["Principal", "create_intelligence_router", "error_response"]
@@ -236,13 +237,15 @@ def _split_body(raw: bytes, content_type: str) -> list[Any] | dict[str, Any]:
                 continue
             try:
                 items.append(_decoder.decode(line))
-            except msgspec.DecodeError as exc:
-                raise EnvelopeError("invalid_json", f"line {number + 1} is not valid JSON: {exc}") from None
+            except JSON_ERRORS as exc:
+                raise EnvelopeError(
+                    "invalid_json", f"line {number + 1} is not valid JSON: {json_problem(exc)}"
+                ) from None
         return items
     try:
         value = _decoder.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise EnvelopeError("invalid_json", f"body is not valid JSON: {exc}") from None
+    except JSON_ERRORS as exc:
+        raise EnvelopeError("invalid_json", f"body is not valid JSON: {json_problem(exc)}") from None
     if isinstance(value, list | dict):
         return value
     raise EnvelopeError("invalid_envelope", "body must be a JSON object, a JSON array or NDJSON")
@@ -307,8 +310,8 @@ def create_intelligence_router(
         caller = who(request)
         try:
             body = _decoder.decode(await request.body())
-        except msgspec.DecodeError as exc:
-            return error_response(400, "invalid_json", f"body is not valid JSON: {exc}")
+        except JSON_ERRORS as exc:
+            return error_response(400, "invalid_json", f"body is not valid JSON: {json_problem(exc)}")
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
             return error_response(
                 400, "invalid_request", 'body must be {"query": str, "params"?, "workspace"?}'

@@ -67,13 +67,27 @@ def parse_event_batch(body: bytes, content_type: str | None, *, max_events: int)
     return events
 
 
+JSON_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+"""What decoding untrusted JSON bytes raises: malformed JSON, invalid UTF-8 inside a string, and
+nesting deeper than the decoder's stack (each a 400 naming it, never a 500)."""
+
+
+def json_problem(exc: BaseException) -> str:
+    """A short reason for one of `JSON_ERRORS`."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+    return str(exc)
+
+
 def _json_items(body: bytes) -> list[tuple[int | None, Any]]:
     if not body.strip():
         raise ApiError(400, "request body is empty: send an event object or an array of events")
     try:
         data = _decode.decode(body)
-    except msgspec.DecodeError as exc:
-        raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
+    except JSON_ERRORS as exc:
+        raise ApiError(400, f"malformed JSON: {json_problem(exc)}", code="malformed_json") from None
     if isinstance(data, dict):
         return [(None, data)]
     if isinstance(data, list):
@@ -88,8 +102,8 @@ def _ndjson_items(body: bytes) -> list[tuple[int | None, Any]]:
             continue
         try:
             items.append((number, _decode.decode(line)))
-        except msgspec.DecodeError as exc:
-            items.append((number, EventError(f"invalid JSON: {exc}")))
+        except JSON_ERRORS as exc:
+            items.append((number, EventError(f"invalid JSON: {json_problem(exc)}")))
     if not items:
         raise ApiError(400, "request body holds no events: send one JSON event per line")
     return items
@@ -101,5 +115,5 @@ def decode_body[T](raw: bytes, kind: type[T]) -> T:
         return msgspec.json.decode(raw or b"{}", type=kind)
     except msgspec.ValidationError as exc:
         raise ApiError(400, f"invalid body: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise ApiError(400, f"malformed JSON: {exc}", code="malformed_json") from None
+    except JSON_ERRORS as exc:
+        raise ApiError(400, f"malformed JSON: {json_problem(exc)}", code="malformed_json") from None

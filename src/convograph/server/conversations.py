@@ -27,7 +27,7 @@ from convograph.server.state import (
     server_state,
     unknown_conversation,
 )
-from convograph.store import ConversationInfo
+from convograph.store import MAX_SEQ, ConversationInfo
 
 __all__ = ["ConversationController", "RelayDecision", "live_conversation_list"]
 
@@ -95,8 +95,8 @@ def _parse_seq(raw: str | None, name: str) -> int | None:
         value = int(raw)
     except ValueError:
         raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}") from None
-    if value < 0:
-        raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}")
+    if value < 0 or value > MAX_SEQ:
+        raise ApiError(400, f"{name} must be a seq between 0 and {MAX_SEQ}, got {raw!r}")
     return value
 
 

@@ -7,6 +7,7 @@ Postgres). `open_event_log(url)` picks one by URL. Snapshots and rebuild: `convo
 
 from convograph.store.base import (
     CONVERSATION_ID_PATTERN,
+    MAX_SEQ,
     AppendResult,
     BackendUnavailable,
     ConversationInfo,
@@ -26,6 +27,7 @@ __all__ = [
     "CONVERSATION_ID_PATTERN",
     "DATABASE_URL_ENV",
     "DATA_DIR_ENV",
+    "MAX_SEQ",
     "AppendResult",
     "BackendUnavailable",
     "ConversationInfo",
