@@ -36,6 +36,14 @@ def _never_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (["--database-url", "mysql://x"], "unsupported event log URL scheme 'mysql'"),
         (["--database-url", "sqlite:///x.db?typo=1"], "unknown sqlite event log URL option(s): typo"),
+        (
+            ["--database-url", "postgresql://h/db?typo=1"],
+            'postgres event log URL: invalid URI query parameter: "typo"',
+        ),
+        (
+            ["--database-url", "redis://h/0?finalize=postgresql://h/db?typo=1"],
+            'postgres event log URL: invalid URI query parameter: "typo"',
+        ),
         (["--graph-url", "bolt://x"], "graph URL must be falkordb://host:port"),
         (["--graph-url", "falkordb://h:99999"], "Port out of range"),
         (["--log-level", "loud"], "--log-level must be one of critical, error, warning, info, debug, trace"),

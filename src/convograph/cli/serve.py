@@ -69,7 +69,7 @@ def serve(
     ] = "info",
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
-    from convograph.server.app import serve_app
+    from convograph.server.app import StartupFailed, serve_app
 
     try:
         config = ServerConfig.from_env(
@@ -95,4 +95,8 @@ def serve(
             "or pass --allow-public-without-keys."
         )
         raise typer.Exit(2)
-    serve_app(config, log_level=log_level)
+    try:
+        serve_app(config, log_level=log_level)
+    except StartupFailed as exc:
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 from litestar import Litestar, MediaType, Request, Response, Router, get
 from litestar.connection import ASGIConnection
@@ -32,7 +33,7 @@ from convograph.server.openapi import WireStructSchemaPlugin
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
-__all__ = ["create_app", "serve_app"]
+__all__ = ["StartupFailed", "check_backends", "create_app", "serve_app"]
 
 log = logging.getLogger("convograph.server")
 
@@ -120,16 +121,50 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
     )
 
 
+class StartupFailed(Exception):
+    """`serve_app` could not start serving; the message says why in one line."""
+
+
+async def check_backends(config: ServerConfig) -> None:
+    """Reach the network backends ``config`` names (a Postgres or Redis event log, a FalkorDB server)
+    and let go of them again, so an unreachable one is refused in one line before the server starts
+    instead of as a traceback from inside its startup. Embedded backends need no check (the data
+    directory is checked by the CLI), nor does an event log with a spool (it starts without its backend
+    on purpose). Raises `StartupFailed`. One connection per backend."""
+    from convograph.intelligence.engine import EngineUnavailable, connect_engine
+    from convograph.store import BackendUnavailable
+
+    url = config.database_url or ""
+    networked = url.split(":", 1)[0].lower().startswith(("postgres", "redis"))
+    spooled = "spool" in parse_qs(urlsplit(url).query)  # starts without its backend, by design
+    if networked and not spooled:
+        try:
+            event_log = await open_event_log(url, data_dir=config.data_dir)
+        except BackendUnavailable as exc:
+            raise StartupFailed(str(exc)) from None
+        await event_log.close()
+    if config.intelligence and config.graph_url:
+        try:
+            engine = await asyncio.to_thread(connect_engine, config.graph_url)
+        except EngineUnavailable as exc:
+            raise StartupFailed(str(exc)) from None
+        engine.close()
+
+
 def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
     """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above).
 
     The serving process is an application, so it tunes the cyclic GC for its workload (the library
     never touches process-wide GC settings): young collections every 100,000 allocations instead of
-    700, which saves ~5 µs of CPU per ingested event (docs/server.md)."""
+    700, which saves ~5 µs of CPU per ingested event (docs/server.md).
+
+    Raises `StartupFailed` when a backend is unreachable (`check_backends`) or the application's
+    startup failed (uvicorn has logged why), so the caller can exit non-zero."""
     import gc
 
     import uvicorn
 
+    asyncio.run(check_backends(config))
     gc.set_threshold(SERVE_GC_THRESHOLDS[0], SERVE_GC_THRESHOLDS[1], SERVE_GC_THRESHOLDS[2])
 
     class GracefulServer(uvicorn.Server):
@@ -148,7 +183,10 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
         timeout_graceful_shutdown=5,
         access_log=False,
     )
-    GracefulServer(uv_config).run()
+    server = GracefulServer(uv_config)
+    server.run()
+    if not server.started:
+        raise StartupFailed("the server did not start (the log above says why)")
 
 
 class _LateService:

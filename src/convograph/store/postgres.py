@@ -170,7 +170,17 @@ class PostgresEventLog:
     ) -> PostgresEventLog:
         """Open a pool and apply pending migrations. Raises `BackendUnavailable` if unreachable,
         unless ``lazy``: then the log opens anyway and migrates on its first successful connection
-        (used behind a spool, so a server can start while Postgres is down)."""
+        (used behind a spool, so a server can start while Postgres is down). When not ``lazy``, one
+        direct connection is tried first, so the error names the reason (refused, unknown role, bad
+        password) instead of the pool's bare timeout."""
+        if not lazy:
+            try:
+                probe = await psycopg.AsyncConnection.connect(
+                    conninfo, connect_timeout=max(1, round(connect_timeout))
+                )
+            except psycopg.Error as exc:
+                raise BackendUnavailable("postgres", " ".join(str(exc).split())) from exc
+            await probe.close()
         pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
             conninfo,
             min_size=1,

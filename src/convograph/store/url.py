@@ -64,17 +64,28 @@ def _reject_unknown(scheme: str, options: dict[str, str]) -> None:
         raise ValueError(f"unknown {scheme} event log URL option(s): {', '.join(sorted(options))}")
 
 
-async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
-    from convograph.store.postgres import PostgresEventLog
+def _postgres_settings(url: str) -> tuple[str, int, float]:
+    """``(conninfo, pool_max, connect_timeout)`` of a postgresql:// URL; other options go to libpq,
+    which must know them (ValueError naming the one it does not)."""
+    import psycopg.conninfo
 
     _, options, bare = _split(url)
     options.pop("spool", None)
     pool_max = _take(options, "pool_max", int)
     timeout = _take(options, "connect_timeout", float)
     conninfo = urlunsplit(("postgresql", *urlsplit(bare)[1:3], urlencode(options), ""))
-    return await PostgresEventLog.open(
-        conninfo, pool_max=int(pool_max or 8), connect_timeout=float(timeout or 5.0), lazy=lazy
-    )
+    try:
+        psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise ValueError(f"postgres event log URL: {str(exc).strip()}") from None
+    return conninfo, int(pool_max or 8), float(timeout or 5.0)
+
+
+async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
+    from convograph.store.postgres import PostgresEventLog
+
+    conninfo, pool_max, timeout = _postgres_settings(url)
+    return await PostgresEventLog.open(conninfo, pool_max=pool_max, connect_timeout=timeout, lazy=lazy)
 
 
 def check_event_log_url(url: str) -> None:
@@ -94,8 +105,7 @@ def check_event_log_url(url: str) -> None:
                 f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}"
             )
     elif scheme in ("postgresql", "postgres"):
-        _take(options, "pool_max", int)
-        _take(options, "connect_timeout", float)
+        _postgres_settings(url)
     elif scheme in ("redis", "rediss"):
         finalize_url = options.pop("finalize", None)
         for name, kind in (("maxlen", int), ("ttl", float), ("finalized_ttl", float)):
@@ -104,6 +114,8 @@ def check_event_log_url(url: str) -> None:
         _reject_unknown(scheme, options)
         if finalize_url and not finalize_url.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
+        if finalize_url:
+            _postgres_settings(finalize_url)
     else:
         raise ValueError(
             f"unsupported event log URL scheme {scheme!r} in {url!r}; "
