@@ -8,7 +8,7 @@ from typing import Annotated, cast
 import typer
 
 from convograph.cli.app import app, console, err_console
-from convograph.server.auth import SCOPES, Scope, add_key_to_file
+from convograph.server.auth import Scope, add_key_to_file
 
 keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -24,20 +24,9 @@ def create(
     ] = None,
 ) -> None:
     """Create a key and print it (only its SHA-256 is stored)."""
-    if not key_id.strip():
-        err_console.print("[red]error:[/] the key id must not be blank")
-        raise typer.Exit(2)
-    if workspace is not None and any(not name.strip() for name in workspace):
-        err_console.print("[red]error:[/] --workspace must not be blank")
-        raise typer.Exit(2)
-    scopes = scope or ["read"]
-    bad = [name for name in scopes if name not in SCOPES]
-    if bad:
-        err_console.print(f"[red]error:[/] unknown scope(s) {', '.join(bad)}; use {', '.join(SCOPES)}")
-        raise typer.Exit(2)
+    scopes = [cast(Scope, name) for name in scope or ["read"]]  # add_key_to_file checks them
     try:
-        checked = [cast(Scope, name) for name in scopes]
-        key = add_key_to_file(file, key_id=key_id, scopes=checked, workspaces=workspace)
+        key = add_key_to_file(file, key_id=key_id, scopes=scopes, workspaces=workspace)
     except OSError as exc:
         err_console.print(
             f"[red]error:[/] cannot write key file {file}: {exc.strerror or exc}", highlight=False

@@ -135,10 +135,31 @@ def add_key_to_file(
     workspaces: Iterable[str] | None = None,
     name: str | None = None,
 ) -> str:
-    """Create a key, append its hash to ``path`` (created if missing) and return the key itself."""
+    """Create a key, append its hash to ``path`` (created if missing) and return the key itself.
+
+    Raises ValueError naming the problem, before touching the file, for a blank key id, no scopes,
+    an unknown scope, an empty workspace list or a blank workspace name, an id already in the file,
+    or a file that is not a key file."""
+    if not key_id.strip():
+        raise ValueError("the key id must not be blank")
+    scopes = tuple(dict.fromkeys(scopes))
+    if not scopes:
+        raise ValueError("a key needs at least one scope: read, write or admin")
+    unknown = [scope for scope in scopes if scope not in SCOPES]
+    if unknown:
+        raise ValueError(f"unknown scope(s) {', '.join(map(str, unknown))}; use {', '.join(SCOPES)}")
+    if workspaces is not None:
+        workspaces = tuple(workspaces)
+        if not workspaces:
+            raise ValueError("workspaces must name at least one workspace (None: every workspace)")
+        if any(not isinstance(name, str) or not name.strip() for name in workspaces):
+            raise ValueError("workspace names must not be blank")
     existing: list[ApiKey] = []
     if path.exists():
-        existing = msgspec.json.decode(path.read_bytes(), type=_KeyFile).keys
+        try:
+            existing = msgspec.json.decode(path.read_bytes(), type=_KeyFile).keys
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise ValueError(f"API key file {path} is invalid: {exc}") from None
     if any(key.id == key_id for key in existing):
         raise ValueError(f"a key with id {key_id!r} already exists in {path}")
     key = generate_key()
@@ -146,8 +167,8 @@ def add_key_to_file(
         ApiKey(
             id=key_id,
             hash=hash_key(key),
-            scopes=tuple(dict.fromkeys(scopes)),
-            workspaces=tuple(workspaces) if workspaces is not None else None,
+            scopes=scopes,
+            workspaces=workspaces,
             name=name,
         )
     )
