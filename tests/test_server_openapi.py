@@ -315,3 +315,23 @@ def test_intelligence_replies_conform(service: IntelligenceService) -> None:
         assert {400, 404, 422} <= {r.status_code for r in replies}
         for reply in replies:
             conforms(doc, reply)
+
+
+def test_options_allows_every_method_of_the_path(tmp_path: Path) -> None:
+    """Litestar 2 answered OPTIONS with the methods of the first handler registered on a path
+    (``GET /v1/conversations/{cid}`` said ``DELETE, OPTIONS``; litestar#4169); the server corrects it."""
+    import re
+
+    from litestar.routes import HTTPRoute
+
+    app = full_app(tmp_path)
+    routes = [route for route in app.routes if isinstance(route, HTTPRoute)]
+    assert len(routes) > 20
+    shared = [route for route in routes if len(route.methods - {"OPTIONS", "HEAD"}) > 1]
+    assert shared, "no path with two methods: the case this guards is gone"
+    with TestClient(app) as client:
+        for route in routes:
+            path = re.sub(r"\{[^}]+\}", "x", route.path_format)
+            response = client.options(path)
+            assert response.status_code == 204, path
+            assert set(response.headers["allow"].split(", ")) == set(route.methods), path

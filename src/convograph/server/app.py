@@ -21,6 +21,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.routes import HTTPRoute
 
 from convograph import __version__
 from convograph.server.auth import KeyRing, Scope
@@ -87,9 +88,21 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         finally:
             await state.close()
 
+    allow_by_path: dict[str, bytes] = {}  # filled once the app's routes exist, below
+
     async def count_request(message: Any, scope: Any) -> None:
         if message.get("type") == "http.response.start" and "state" in holder:
             holder["state"].metrics.observe_request(scope.get("method", "?"), message["status"])
+
+    async def allow_every_method(message: Any, scope: Any) -> None:
+        """Litestar 2 answers OPTIONS with the methods of the first handler registered on a path
+        (litestar#4169, fixed only in v3): ``Allow`` is set here from the finished route table."""
+        if message.get("type") == "http.response.start" and scope.get("method") == "OPTIONS":
+            allow = allow_by_path.get(scope.get("path_template", ""))
+            if allow is not None:
+                message["headers"] = [
+                    (name, allow if name.lower() == b"allow" else value) for name, value in message["headers"]
+                ]
 
     route_handlers: list[Any] = [
         ConversationController,
@@ -103,12 +116,12 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         route_handlers.append(_intelligence_router(intelligence))
     route_handlers.extend(_optional_routes(config))
 
-    return Litestar(
+    app = Litestar(
         route_handlers=route_handlers,
         lifespan=[lifespan],
         exception_handlers=exception_handlers,
         request_max_body_size=config.max_body_bytes,
-        before_send=[count_request],
+        before_send=[count_request, allow_every_method],
         plugins=[WireStructSchemaPlugin()],
         openapi_config=OpenAPIConfig(
             title="convograph",
@@ -119,6 +132,10 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ),
         debug=False,
     )
+    for route in app.routes:
+        if isinstance(route, HTTPRoute):
+            allow_by_path[route.path_format] = ", ".join(sorted(route.methods)).encode()
+    return app
 
 
 class StartupFailed(Exception):
