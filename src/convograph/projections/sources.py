@@ -51,13 +51,26 @@ from convograph.projections.dag import LayoutInput, compact, compact_json
 from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import ProgressRegistry
 from convograph.projections.thread import (
+    RESULT_SUFFIX,
     ReplInputNode,
     ReplOutputNode,
     ReplProgressNode,
     ThreadBuilder,
     _Level,
+    _Run,
 )
-from convograph.projections.view import ReplResult, Status, ViewOptions
+from convograph.projections.view import (
+    PendingContent,
+    ReasoningContent,
+    RelayContent,
+    ReplResult,
+    Status,
+    TextContent,
+    ToolCallContent,
+    UserContent,
+    ViewNode,
+    ViewOptions,
+)
 
 __all__ = [
     "ConversationFeeder",
@@ -448,28 +461,25 @@ def build_from_conversation(
         feeder._run_thread.update(_queries().run_threads(conversation))
     feeder_box.append(feeder)
     shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
-    placements = _placements(feeder, shown.feed(), shown.summaries, keep_state=track_changes)
     if track_changes:
-        for node, _, level in placements:
+        for node, _, level in _placements(feeder, shown.feed(), shown.summaries):
             builder.add_in(node, level)
     else:
-        builder.add_placed(placements)
+        _fill_one_shot(feeder, shown.feed(), shown.summaries)
     return builder, feeder
 
 
 def _placements(
-    feeder: ConversationFeeder, columns: Any, summaries: list[Any], *, keep_state: bool
+    feeder: ConversationFeeder, columns: Any, summaries: list[Any]
 ) -> Iterator[tuple[Node, None, _Level]]:
     """The nodes of the shown chunks (`queries.ShownPaths.feed`, in arrival order, summaries merged
-    in by ``seq``) with their lists, for `ThreadBuilder.add_placed`: `ConversationFeeder.prepare`
-    inlined for a whole conversation. Lazy: a placement is computed only after the builder has
-    added every earlier node (a thread's list depends on its spawner's view). Chunks whose spawner
-    has not been placed wait and are retried after every placement; spawners never shown put their
-    threads at the top level.
-
-    ``keep_state``: keep every block's placement and text in the feeder (an incremental projector
-    continues from it); otherwise only spawn triggers are recorded, since nothing else reads them.
-    O(1) amortised per chunk; no tracked object is kept per chunk."""
+    in by ``seq``) with their lists, for an incremental builder (`ThreadBuilder.add_in`):
+    `ConversationFeeder.prepare` inlined for a whole conversation. Lazy: a placement is computed
+    only after the builder has added every earlier node (a thread's list depends on its spawner's
+    view). Chunks whose spawner has not been placed wait and are retried after every placement;
+    spawners never shown put their threads at the top level. Every block's placement and text is
+    kept in the feeder (the projector continues from it). The one-shot build is `_fill_one_shot`.
+    O(1) amortised per chunk."""
     events, fed_blocks, seqs, texts, signatures = columns
     blocks = feeder._blocks
     blocks_get = blocks.get
@@ -481,7 +491,6 @@ def _placements(
     used_get = used.get
     usage = feeder._usage
     feeder_texts = feeder._texts
-    triggers = _trigger_ids(feeder, keep_state)
     deferred: list[tuple[Any, str | None]] = []
     # Summaries go between the chunks by seq (a summary's seq is never a shown chunk's): the feed is
     # cut into segments, each followed by the summaries placed after it.
@@ -532,8 +541,7 @@ def _placements(
                     used[node_id] = count + 1
                     node_id = f"{node_id}#{count + 1}"
                 fragments = Fragments(texts[block_id])
-                if keep_state:
-                    feeder_texts[block_id] = fragments
+                feeder_texts[block_id] = fragments
                 if kind == "text":
                     node = TextNode(id=node_id, run_id=run, fragments=fragments)
                 else:
@@ -579,7 +587,7 @@ def _placements(
                 if kind == "tool_error":
                     kind = "error"
                 node = feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
-            if (triggers is None or block_id in triggers) and blocks_get(block_id) is None:
+            if blocks_get(block_id) is None:
                 blocks[block_id] = (node.id if node is not None else None, level.index)
             if node is not None:
                 yield node, None, level
@@ -606,10 +614,371 @@ def _placements(
             yield node, None, level  # type: ignore[misc]
 
 
-def _trigger_ids(feeder: ConversationFeeder, keep_state: bool) -> set[str] | None:
-    """Ids of the blocks that spawned a thread (None: record every block)."""
-    if keep_state:
-        return None
+def _chunk_node(
+    feeder: ConversationFeeder, event: Any, block_id: str, kind: str, run: str, texts: Any, signatures: Any
+) -> Node | None:
+    """The node `_placements` makes of one shown chunk (``kind``: its block's), with the same
+    unique-id and usage counters: `_fill_one_shot`'s path for spawn triggers and rare kinds."""
+    if kind in ("text", "reasoning"):
+        node_id = feeder._unique(event.id)
+        fragments = Fragments(texts[block_id])
+        if kind == "text":
+            return TextNode(id=node_id, run_id=run, fragments=fragments)
+        signature = signatures.get(block_id) or event.signature
+        return ReasoningNode(id=node_id, run_id=run, fragments=fragments, signature=signature)
+    if kind == "tool_progress":
+        return ToolProgressNode(
+            id=feeder._unique(event.id),
+            run_id=run,
+            tool_call_id=event.tool_call_id,
+            name=event.name,
+            content=event.content,
+        )
+    if kind in ("harness_start", "harness_end"):
+        node_id = feeder._unique(f"{run}:{kind}")
+        if kind == "harness_start":
+            return HarnessStartNode(id=node_id, run_id=run, agent_id=event.agent_id)
+        return HarnessEndNode(id=node_id, run_id=run, agent_id=event.agent_id)
+    if kind == "tool_error":
+        kind = "error"
+    # tool_call, tool_result, usage, user, relay, error, repl_*: as the incremental feeder makes them
+    return feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
+
+
+def _fill_one_shot(feeder: ConversationFeeder, columns: Any, summaries: list[Any]) -> None:
+    """Place the shown chunks (`queries.ShownPaths.feed`, in arrival order, summaries merged in by
+    ``seq``) into the feeder's one-shot builder: `_placements` and the builder's one-shot loop
+    (`ThreadBuilder._place_many`, given-list case) fused, so the common kinds (text, reasoning,
+    tool call / result / progress, usage, lifecycle, user, relay) make their views straight from
+    the events, with no `Node` record, placement tuple or generator step per chunk. Everything
+    else (spawn triggers, errors, REPL chunks, chunks waiting for their spawner, summaries) goes
+    through `_chunk_node` / `ConversationFeeder.prepare` and `ThreadBuilder._place_many`, one node
+    at a time. The golden-output tests and the projector-equals-one-shot property tests (the
+    projector places through `_placements` and `ThreadBuilder.add_in`) hold the paths equal.
+
+    What the fused path leaves out, because nothing reads it in a one-shot build over one version:
+    the builder's ``_placed`` / ``_view_of`` entries of non-trigger nodes (read only to place a
+    child by its parent, which the hypergraph never asks, to place a spawned thread under its
+    trigger, and by incremental updates) and the feeder's per-block records (only triggers'
+    are read). O(1) amortised per chunk; no tracked object is kept per chunk."""
+    builder = feeder.builder
+    settle = builder._open_one_shot()
+    try:
+        _fill_chunks(feeder, builder, settle, columns, summaries)
+    finally:
+        builder._close_one_shot(settle)
+
+
+def _fill_chunks(
+    feeder: ConversationFeeder,
+    builder: ThreadBuilder,
+    settle: list[ViewNode],
+    columns: Any,
+    summaries: list[Any],
+) -> None:
+    """The loop of `_fill_one_shot`."""
+    events, fed_blocks, seqs, texts, signatures = columns
+    blocks = feeder._blocks
+    blocks_get = blocks.get
+    run_level_get = feeder._run_level.get
+    level_of_run = feeder._level_of_run
+    # `ConversationFeeder._unique` is inlined at each node kind (the same four lines, on purpose: a
+    # method call per chunk costs ~5-8 ms on a 100k-chunk one-shot).
+    used = feeder._used_ids
+    used_get = used.get
+    usage = feeder._usage
+    usage_get = usage.get
+    triggers = _trigger_ids(feeder)
+    signatures_get = signatures.get
+    place = builder._place_many
+    # the builder's state, hoisted as in `ThreadBuilder._place_many`
+    pending = builder._pending
+    drop_pending = builder._drop_pending
+    calls: dict[str, Any] = builder._calls  # views of tool calls: their content is a ToolCallContent
+    calls_get = calls.get
+    call_nodes = builder._call_nodes
+    relay_params = builder._relay_params
+    results = builder._results
+    progress = builder._progress
+    progress_get = progress.get
+    runs = builder._runs
+    runs_get = runs.get
+    pieces = builder._pieces
+    pieces_get = pieces.get
+    registry_get = builder.registry.get
+    options = builder.options
+    # Nothing to fold (no accumulator, collapsed tools): progress chunks only count their ids.
+    skip_progress = builder.registry.folds_nothing or options.collapse_tools
+    hide_reasoning = options.hide_reasoning
+    collapse = options.collapse_tools
+    new_branches = builder._new_branches
+    result_suffix = RESULT_SUFFIX
+    cut = -len(RESULT_SUFFIX)
+    unsettled: Status = "complete"  # set by `ThreadBuilder._settle_statuses` at the end
+    settle_append = settle.append
+    deferred: list[tuple[Any, str | None]] = []
+    # Summaries go between the chunks by seq (a summary's seq is never a shown chunk's): the feed is
+    # cut into segments, each followed by the summaries placed after it.
+    segments: list[tuple[int, Any]] = [(bisect_left(seqs, row.seq), row) for row in summaries]
+    segments.append((len(events), None))
+    start = 0
+    for stop, row in segments:
+        if start == 0 and stop == len(events):
+            segment: Any = zip(events, fed_blocks, strict=True)
+        else:
+            segment = zip(events[start:stop], fed_blocks[start:stop], strict=True)
+        start = stop
+        for event, block in segment:
+            block_id = block.id
+            run = block.run
+            kind = block.kind
+            level = run_level_get(run)
+            if level is None:
+                level = level_of_run(run)
+                if level is None:
+                    whole = texts.get(block_id)
+                    if kind == "tool_error":
+                        kind = "error"
+                    deferred.append((FedChunk(block_id, event, kind, run), whole))
+                    continue
+            content: Any = None  # the content of a new assistant view (text, reasoning, call, relay)
+            if block_id in triggers:  # its placement is read to place the thread it spawned
+                node = _chunk_node(feeder, event, block_id, kind, run, texts, signatures)
+                if blocks_get(block_id) is None:
+                    blocks[block_id] = (node.id if node is not None else None, level.index)
+                if node is not None:
+                    place(((node, None, level),))
+            elif kind == "tool_progress":
+                node_id = event.id
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                if not skip_progress:
+                    call_id = event.tool_call_id
+                    view = calls_get(call_id)
+                    if view is None:  # folded when the call arrives
+                        entries = progress_get(call_id)
+                        if entries is None:
+                            entries = progress[call_id] = {}
+                        entries[node_id] = (event.name, event.content)
+                    elif not collapse:
+                        accumulator = registry_get(event.name)
+                        if accumulator is not None:
+                            call_content = view.content
+                            state = call_content.progress
+                            call_content.progress = accumulator.reduce(
+                                accumulator.init() if state is None else state, event.content
+                            )
+            elif kind == "text" or kind == "reasoning":
+                node_id = event.id
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                is_reasoning = kind == "reasoning"
+                if not (is_reasoning and hide_reasoning):
+                    text = texts[block_id]
+                    signature = (signatures_get(block_id) or event.signature) if is_reasoning else None
+                    items = level.items
+                    merged = False
+                    if items and level.deferred_pending is None:  # else a pending view stands last
+                        last = items[-1]
+                        last_content: Any = last.content
+                        if last.run_id == run and type(last_content) is (
+                            ReasoningContent if is_reasoning else TextContent
+                        ):  # merged into the list's last view, joined once when read
+                            entry = pieces_get(id(last))
+                            if entry is None:
+                                pieces[id(last)] = (last_content, [last_content.text, text])
+                            else:
+                                entry[1].append(text)
+                            if is_reasoning and signature is not None:
+                                last_content.signature = signature  # type: ignore[union-attr]
+                            merged = True
+                    if not merged:
+                        content = (
+                            ReasoningContent(text=text, signature=signature)
+                            if is_reasoning
+                            else TextContent(text=text)
+                        )
+            elif kind == "tool_call":
+                node_id = event.id
+                if pending and run in pending:
+                    drop_pending(run)
+                call_nodes.add(node_id)
+                if node_id in calls:  # a result came first and already shows the call
+                    builder._add_tool_call(
+                        ToolCallNode(id=node_id, run_id=run, name=event.name, input=event.input), level
+                    )
+                else:
+                    content = (
+                        ToolCallContent(name=event.name)
+                        if collapse
+                        else ToolCallContent(name=event.name, input=event.input)
+                    )
+                    if node_id in results:
+                        builder._set_output(content, results[node_id])
+                    if not collapse and node_id in progress:
+                        content.progress = builder._fold_progress(node_id)
+            elif kind == "tool_result":
+                node_id = f"{event.id}:result"
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                output = event.output
+                results[call_id] = output
+                view = calls_get(call_id)
+                if view is None:  # a denied call or an orphan result
+                    builder._add_tool_result(
+                        ToolResultNode(id=node_id, run_id=run, name=event.name, output=output), level
+                    )
+                else:
+                    view.content.output = True if collapse else output
+            elif kind == "usage":
+                usage[run] = usage_get(run, 0) + 1
+                if pending and run in pending:
+                    drop_pending(run)
+            elif kind == "harness_start" or kind == "harness_end":
+                node_id = f"{run}:{kind}"
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                run_record = runs_get(run)
+                if run_record is None:
+                    run_record = runs[run] = _Run()
+                if kind == "harness_end":
+                    run_record.ended = True
+                else:  # as `ThreadBuilder._place_many`: a pending view, made only if nothing follows
+                    run_record.started = True
+                    if not run_record.ended and not run_record.errored:
+                        items = level.items
+                        if level.deferred_pending is not None:
+                            drop_pending(level.deferred_pending)
+                        elif pending and items and type(items[-1].content) is PendingContent:
+                            drop_pending(items[-1].run_id)
+                        if not level.attached and level.owner is not None:
+                            level.owner.branches.append(items)
+                            level.attached = True
+                        level.deferred_pending = run
+                        level.deferred_id = node_id
+                        pending[run] = (level, None)
+            elif kind == "relay":
+                node_id = event.id
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                relay_params[event.tool_call_id] = event.params
+                content = RelayContent(
+                    relay_kind=event.kind,
+                    tool_call_id=event.tool_call_id,
+                    tool=event.tool,
+                    params=event.params,
+                )
+            elif kind == "user":
+                node_id = f"{run}:user"
+                count = used_get(node_id)
+                if count is None:
+                    used[node_id] = 1
+                else:
+                    used[node_id] = count + 1
+                    node_id = f"{node_id}#{count + 1}"
+                if pending and run in pending:
+                    drop_pending(run)
+                builder._append(
+                    level,
+                    ViewNode(
+                        id=node_id,
+                        run_id=run,
+                        role="user",
+                        content=UserContent(content=event.content),
+                        status="complete",
+                        branches=new_branches(),
+                    ),
+                )
+            else:  # errors, REPL chunks, anything new: one node through the builder's loop
+                node = _chunk_node(feeder, event, block_id, kind, run, texts, signatures)
+                if node is not None:
+                    place(((node, None, level),))
+            if content is not None:  # a new assistant view: `ThreadBuilder._place_many`'s tail
+                view = ViewNode(
+                    id=node_id,
+                    run_id=run,
+                    role="assistant",
+                    content=content,
+                    status=unsettled,
+                    branches=new_branches(),
+                )
+                if kind == "tool_call":
+                    calls[node_id] = view
+                items = level.items
+                if level.deferred_pending is not None:
+                    drop_pending(level.deferred_pending)
+                elif pending and items and type(items[-1].content) is PendingContent:
+                    drop_pending(items[-1].run_id)
+                items.append(view)
+                if not level.attached and level.owner is not None:
+                    level.owner.branches.append(items)
+                    level.attached = True
+                settle_append(view)
+            if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
+                deferred = _retry_deferred(feeder, place, deferred)
+        if row is not None:
+            summary, summary_level = _summary_node(feeder, row)
+            if summary is not None:
+                place(((summary, None, summary_level),))
+    for chunk, whole in deferred:  # spawner never shown: the top level rather than nowhere
+        feeder.show_at_top(chunk.run_id)
+        _, node, level = feeder.prepare(chunk, whole)
+        if node is not None:
+            place(((node, None, level),))
+
+
+def _retry_deferred(
+    feeder: ConversationFeeder, place: Callable[[Any], None], deferred: list[tuple[Any, str | None]]
+) -> list[tuple[Any, str | None]]:
+    """Place the waiting chunks whose spawner has been placed, until nothing moves; those still
+    waiting."""
+    progressed = True
+    while progressed and deferred:
+        still: list[tuple[Any, str | None]] = []
+        for waiting, whole in deferred:
+            placed, node, level = feeder.prepare(waiting, whole)
+            if not placed:
+                still.append((waiting, whole))
+            elif node is not None:
+                place(((node, None, level),))
+        progressed = len(still) < len(deferred)
+        deferred = still
+    return deferred
+
+
+def _trigger_ids(feeder: ConversationFeeder) -> set[str]:
+    """Ids of the blocks that spawned a thread."""
     q = feeder._q
     conversation = feeder.conversation
     out: set[str] = set()

@@ -469,6 +469,29 @@ class ThreadBuilder:
         converge to (views of a run are only created once its spawner link is known). Cross-run
         placement (`_place_cross`) and lifecycle nodes (`_add_in`) are inlined with the same
         rules."""
+        settle = self._open_one_shot()
+        try:
+            self._place_many(triples)
+        finally:
+            self._close_one_shot(settle)
+
+    def _open_one_shot(self) -> list[ViewNode]:
+        """Start a one-shot fill (`_add_many`; `convograph.projections.sources` fills the
+        hypergraph's chunks between the two calls): views created from here on are collected for
+        `_close_one_shot` instead of per run."""
+        settle: list[ViewNode] = []
+        self._settle = settle
+        return settle
+
+    def _close_one_shot(self, settle: list[ViewNode]) -> None:
+        """End a one-shot fill: make the pending views still deferred and settle statuses."""
+        self._make_deferred_pending(settle)
+        self._settle = None
+        if not self._top_level_only:  # (that reader takes content only: see the flag)
+            self._settle_statuses(settle)
+
+    def _place_many(self, triples: Iterable[tuple[Node, str | None, _Level | None]]) -> None:
+        """The loop of `_add_many`, between `_open_one_shot` and `_close_one_shot`."""
         placed = self._placed
         placed_get = placed.get
         levels = self._levels
@@ -505,206 +528,200 @@ class ThreadBuilder:
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
         unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
-        settle: list[ViewNode] = []
+        settle = self._settle
+        assert settle is not None, "between _open_one_shot and _close_one_shot only"
         settle_append = settle.append
-        self._settle = settle
-        try:
-            for node, parent_id, given_level in triples:
-                run_id = node.run_id
-                kind = kind_of.get(type(node)) or node.kind
-                if pending and run_id in pending:
-                    self._drop_pending(run_id)
-                level = top if given_level is None else given_level
-                if parent_id is not None:
-                    parent = placed_get(parent_id)
-                    if parent is not None:
-                        level_index, parent_kind, parent_run = parent
-                        level = levels[level_index]
-                        if parent_run == run_id:
-                            if parent_kind in content_kinds:  # only read for content parents
-                                has_continuation.add(parent_id)
-                        else:  # `_place_cross`, inline
-                            run = runs_get(run_id)
-                            if run is None:
-                                run = runs[run_id] = _Run()
-                            if run.parent is None:
-                                run.parent = parent_run
-                                spawner = runs_get(parent_run)
-                                if spawner is None:
-                                    spawner = runs[parent_run] = _Run()
-                                spawner.add_child(run_id)
-                                status_pop(run_id, None)
-                            if parent_kind == "tool_call":
-                                if hide_subagents:
-                                    level = sink
-                                else:
-                                    parent_view = view_of_get(parent_id)
-                                    if parent_view is not None:
-                                        level = new_level(parent_view)
-                            elif parent_kind in content_kinds:
+        for node, parent_id, given_level in triples:
+            run_id = node.run_id
+            kind = kind_of.get(type(node)) or node.kind
+            if pending and run_id in pending:
+                self._drop_pending(run_id)
+            level = top if given_level is None else given_level
+            if parent_id is not None:
+                parent = placed_get(parent_id)
+                if parent is not None:
+                    level_index, parent_kind, parent_run = parent
+                    level = levels[level_index]
+                    if parent_run == run_id:
+                        if parent_kind in content_kinds:  # only read for content parents
+                            has_continuation.add(parent_id)
+                    else:  # `_place_cross`, inline
+                        run = runs_get(run_id)
+                        if run is None:
+                            run = runs[run_id] = _Run()
+                        if run.parent is None:
+                            run.parent = parent_run
+                            spawner = runs_get(parent_run)
+                            if spawner is None:
+                                spawner = runs[parent_run] = _Run()
+                            spawner.add_child(run_id)
+                            status_pop(run_id, None)
+                        if parent_kind == "tool_call":
+                            if hide_subagents:
+                                level = sink
+                            else:
                                 parent_view = view_of_get(parent_id)
                                 if parent_view is not None:
-                                    if parent_id not in has_continuation and parent_id not in promoted:
-                                        promoted.add(parent_id)
-                                    else:
-                                        level = new_level(parent_view)
-                node_id = node.id
-                placed[node_id] = (level.index, kind, run_id)
-                if kind in lifecycle:  # `_add_in`, inline (the status re-stamp is deferred)
-                    run = runs_get(run_id)
-                    if run is None:
-                        run = runs[run_id] = _Run()
-                    if kind == "harness_start":
-                        run.started = True
-                        if not run.ended and not run.errored:
-                            # `_append` of a pending view, deferred: drop the list's own pending
-                            # view, attach the list as the view would, and make the view only if
-                            # nothing follows it by the end (`_make_deferred_pending`).
-                            items = level.items
-                            if level.deferred_pending is not None:
-                                self._drop_pending(level.deferred_pending)
-                            elif pending and items and type(items[-1].content) is PendingContent:
-                                self._drop_pending(items[-1].run_id)
-                            if not level.attached and level.owner is not None:
-                                level.owner.branches.append(items)
-                                level.attached = True
-                            level.deferred_pending = run_id
-                            level.deferred_id = node_id
-                            pending[run_id] = (level, None)
-                    elif kind == "harness_end":
-                        run.ended = True
-                    else:
-                        run.errored = True
-                        self._add_error(node, level)  # type: ignore[arg-type]
-                    continue
-                view: ViewNode | None
-                content: Any
-                if kind == "text" or kind == "reasoning":
-                    is_reasoning = kind == "reasoning"
-                    if is_reasoning and hide_reasoning:
-                        continue
-                    text: str = node.fragments.text()  # type: ignore[union-attr]
-                    signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
-                    items = level.items
-                    if items and level.deferred_pending is None:  # a pending view stands last
-                        last = items[-1]
-                        content = last.content
-                        if last.run_id == run_id and type(content) is (
-                            ReasoningContent if is_reasoning else TextContent
-                        ):
-                            entry = pieces.get(id(last))
-                            if entry is None:
-                                pieces[id(last)] = (content, [content.text, text])
-                            else:
-                                entry[1].append(text)
-                            if is_reasoning and signature is not None:
-                                content.signature = signature  # type: ignore[union-attr]
-                            view_of[node_id] = last
-                            continue
-                    content = (
-                        ReasoningContent(text=text, signature=signature)
-                        if is_reasoning
-                        else TextContent(text=text)
-                    )
-                elif kind == "tool_progress":
-                    if skip_progress:
-                        continue
-                    call_id = node.tool_call_id  # type: ignore[union-attr]
-                    view = calls_get(call_id)
-                    if view is None:  # folded when the call arrives
-                        entries = progress_get(call_id)
-                        if entries is None:
-                            entries = progress[call_id] = {}
-                        entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
-                        continue
-                    if collapse:
-                        continue
-                    accumulator = registry_get(node.name)  # type: ignore[union-attr]
-                    if accumulator is None:
-                        continue
-                    content = view.content
-                    state = content.progress
-                    content.progress = accumulator.reduce(
-                        accumulator.init() if state is None else state,
-                        node.content,  # type: ignore[union-attr]
-                    )
-                    continue
-                elif kind == "tool_result":
-                    call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
-                    output = node.output  # type: ignore[union-attr]
-                    results[call_id] = output
-                    view = calls_get(call_id)
-                    if view is None:
-                        self._add_tool_result(node, level)  # type: ignore[arg-type]
-                    else:
-                        view.content.output = True if collapse else output  # type: ignore[union-attr]
-                    continue
-                elif kind == "tool_call":
-                    call_nodes.add(node_id)
-                    if node_id in calls:
-                        self._add_tool_call(node, level)  # type: ignore[arg-type]
-                        continue
-                    content = (
-                        ToolCallContent(name=node.name)  # type: ignore[union-attr]
-                        if collapse
-                        else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
-                    )
-                    if node_id in results:
-                        self._set_output(content, results[node_id])
-                    if not collapse and node_id in progress:
-                        content.progress = self._fold_progress(node_id)
-                elif kind == "relay":  # `_add_relay`, inline
-                    relay_params[node.tool_call_id] = node.params  # type: ignore[union-attr]
-                    content = RelayContent(
-                        relay_kind=node.relay_kind,  # type: ignore[union-attr]
-                        tool_call_id=node.tool_call_id,  # type: ignore[union-attr]
-                        tool=node.tool,  # type: ignore[union-attr]
-                        params=node.params,  # type: ignore[union-attr]
-                    )
-                elif kind == "user":
-                    view = ViewNode(
-                        id=node_id,
-                        run_id=run_id,
-                        role="user",
-                        content=UserContent(content=node.content),  # type: ignore[union-attr]
-                        status="complete",
-                        branches=new_branches(),
-                    )
-                    view_of[node_id] = view
-                    self._append(level, view)
-                    continue
+                                    level = new_level(parent_view)
+                        elif parent_kind in content_kinds:
+                            parent_view = view_of_get(parent_id)
+                            if parent_view is not None:
+                                if parent_id not in has_continuation and parent_id not in promoted:
+                                    promoted.add(parent_id)
+                                else:
+                                    level = new_level(parent_view)
+            node_id = node.id
+            placed[node_id] = (level.index, kind, run_id)
+            if kind in lifecycle:  # `_add_in`, inline (the status re-stamp is deferred)
+                run = runs_get(run_id)
+                if run is None:
+                    run = runs[run_id] = _Run()
+                if kind == "harness_start":
+                    run.started = True
+                    if not run.ended and not run.errored:
+                        # `_append` of a pending view, deferred: drop the list's own pending
+                        # view, attach the list as the view would, and make the view only if
+                        # nothing follows it by the end (`_make_deferred_pending`).
+                        items = level.items
+                        if level.deferred_pending is not None:
+                            self._drop_pending(level.deferred_pending)
+                        elif pending and items and type(items[-1].content) is PendingContent:
+                            self._drop_pending(items[-1].run_id)
+                        if not level.attached and level.owner is not None:
+                            level.owner.branches.append(items)
+                            level.attached = True
+                        level.deferred_pending = run_id
+                        level.deferred_id = node_id
+                        pending[run_id] = (level, None)
+                elif kind == "harness_end":
+                    run.ended = True
                 else:
-                    handler = _ADDERS.get(kind)
-                    if handler is not None:
-                        handler(self, node, level)
+                    run.errored = True
+                    self._add_error(node, level)  # type: ignore[arg-type]
+                continue
+            view: ViewNode | None
+            content: Any
+            if kind == "text" or kind == "reasoning":
+                is_reasoning = kind == "reasoning"
+                if is_reasoning and hide_reasoning:
                     continue
-                # a new assistant view (text, reasoning, tool call or relay): `_new_view` + `_append`
+                text: str = node.fragments.text()  # type: ignore[union-attr]
+                signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                items = level.items
+                if items and level.deferred_pending is None:  # a pending view stands last
+                    last = items[-1]
+                    content = last.content
+                    if last.run_id == run_id and type(content) is (
+                        ReasoningContent if is_reasoning else TextContent
+                    ):
+                        entry = pieces.get(id(last))
+                        if entry is None:
+                            pieces[id(last)] = (content, [content.text, text])
+                        else:
+                            entry[1].append(text)
+                        if is_reasoning and signature is not None:
+                            content.signature = signature  # type: ignore[union-attr]
+                        view_of[node_id] = last
+                        continue
+                content = (
+                    ReasoningContent(text=text, signature=signature)
+                    if is_reasoning
+                    else TextContent(text=text)
+                )
+            elif kind == "tool_progress":
+                if skip_progress:
+                    continue
+                call_id = node.tool_call_id  # type: ignore[union-attr]
+                view = calls_get(call_id)
+                if view is None:  # folded when the call arrives
+                    entries = progress_get(call_id)
+                    if entries is None:
+                        entries = progress[call_id] = {}
+                    entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
+                    continue
+                if collapse:
+                    continue
+                accumulator = registry_get(node.name)  # type: ignore[union-attr]
+                if accumulator is None:
+                    continue
+                content = view.content
+                state = content.progress
+                content.progress = accumulator.reduce(
+                    accumulator.init() if state is None else state,
+                    node.content,  # type: ignore[union-attr]
+                )
+                continue
+            elif kind == "tool_result":
+                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                output = node.output  # type: ignore[union-attr]
+                results[call_id] = output
+                view = calls_get(call_id)
+                if view is None:
+                    self._add_tool_result(node, level)  # type: ignore[arg-type]
+                else:
+                    view.content.output = True if collapse else output  # type: ignore[union-attr]
+                continue
+            elif kind == "tool_call":
+                call_nodes.add(node_id)
+                if node_id in calls:
+                    self._add_tool_call(node, level)  # type: ignore[arg-type]
+                    continue
+                content = (
+                    ToolCallContent(name=node.name)  # type: ignore[union-attr]
+                    if collapse
+                    else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
+                )
+                if node_id in results:
+                    self._set_output(content, results[node_id])
+                if not collapse and node_id in progress:
+                    content.progress = self._fold_progress(node_id)
+            elif kind == "relay":  # `_add_relay`, inline
+                relay_params[node.tool_call_id] = node.params  # type: ignore[union-attr]
+                content = RelayContent(
+                    relay_kind=node.relay_kind,  # type: ignore[union-attr]
+                    tool_call_id=node.tool_call_id,  # type: ignore[union-attr]
+                    tool=node.tool,  # type: ignore[union-attr]
+                    params=node.params,  # type: ignore[union-attr]
+                )
+            elif kind == "user":
                 view = ViewNode(
                     id=node_id,
                     run_id=run_id,
-                    role="assistant",
-                    content=content,
-                    status=unsettled,
+                    role="user",
+                    content=UserContent(content=node.content),  # type: ignore[union-attr]
+                    status="complete",
                     branches=new_branches(),
                 )
                 view_of[node_id] = view
-                if kind == "tool_call":
-                    calls[node_id] = view
-                items = level.items
-                if level.deferred_pending is not None:
-                    self._drop_pending(level.deferred_pending)
-                elif pending and items and type(items[-1].content) is PendingContent:
-                    self._drop_pending(items[-1].run_id)
-                items.append(view)
-                if not level.attached and level.owner is not None:
-                    level.owner.branches.append(items)
-                    level.attached = True
-                settle_append(view)
-        finally:
-            self._make_deferred_pending(settle)
-            self._settle = None
-            if not self._top_level_only:  # (that reader takes content only: see the flag)
-                self._settle_statuses(settle)
+                self._append(level, view)
+                continue
+            else:
+                handler = _ADDERS.get(kind)
+                if handler is not None:
+                    handler(self, node, level)
+                continue
+            # a new assistant view (text, reasoning, tool call or relay): `_new_view` + `_append`
+            view = ViewNode(
+                id=node_id,
+                run_id=run_id,
+                role="assistant",
+                content=content,
+                status=unsettled,
+                branches=new_branches(),
+            )
+            view_of[node_id] = view
+            if kind == "tool_call":
+                calls[node_id] = view
+            items = level.items
+            if level.deferred_pending is not None:
+                self._drop_pending(level.deferred_pending)
+            elif pending and items and type(items[-1].content) is PendingContent:
+                self._drop_pending(items[-1].run_id)
+            items.append(view)
+            if not level.attached and level.owner is not None:
+                level.owner.branches.append(items)
+                level.attached = True
+            settle_append(view)
 
     def _make_deferred_pending(self, settle: list[ViewNode]) -> None:
         """Make the pending views still deferred: each stands at the end of its (already attached)
