@@ -101,6 +101,29 @@ def test_conversation_projector_equals_one_shot_for_reordered_streams(
         assert projector.views == project_thread(conv, default_active(conv))
 
 
+@settings(max_examples=60, deadline=None)
+@given(agent_streams(), st.randoms(use_true_random=False))
+def test_block_layout_input_edges_are_unique_as_declared(events: list[dict[str, Any]], rnd: Any) -> None:
+    """`conversation_layout_input` declares its edges unique (`LayoutInput.edges_unique`), so the
+    layout skips its dedupe: no repeat, no self-loop, no index out of range, in every arrival order
+    (and the layout equals the deduplicating one)."""
+    from convograph.projections.dag import layout
+    from convograph.projections.sources import conversation_layout_input
+
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    for stream in (events, shuffled + shuffled[: len(shuffled) // 3]):
+        conv = conversation(stream)
+        data = conversation_layout_input(conv)
+        n = len(data.ids)
+        assert data.edges_unique
+        assert len(set(data.edges)) == len(data.edges)
+        assert all(s != t and 0 <= s < n and 0 <= t < n for s, t in data.edges)
+        declared = to_jsonable(layout(data))
+        data.edges_unique = False
+        assert to_jsonable(layout(data)) == declared
+
+
 def test_edit_shows_only_the_active_branch() -> None:
     conv = conversation(SUBAGENT)
     edited = edit_message(conv, "msg:1", "Find the other bug")

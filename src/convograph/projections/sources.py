@@ -1011,8 +1011,17 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
     columns = shown.block_columns(_LABEL_CHUNKS)
     labels, edges = _labels_and_sequence(columns)
-    edges.extend(shown.spawn_edges())
+    # Sequence edges are unique and go forward; a spawn edge enters the first block of its run,
+    # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
+    # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
+    # its dedupe set (two set operations per edge).
+    seen: set[tuple[int, int]] = set()
+    for edge in shown.spawn_edges():
+        if edge[0] != edge[1] and edge not in seen:
+            seen.add(edge)
+            edges.append(edge)
     data = LayoutInput()
+    data.edges_unique = True
     summaries = shown.summaries
     if summaries:  # merge them in by seq; block positions shift by the summaries before them
         position = _merge_summaries(data, columns, labels, summaries)
