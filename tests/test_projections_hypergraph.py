@@ -117,8 +117,9 @@ def test_block_layout_input_edges_are_unique_as_declared(events: list[dict[str, 
         data = conversation_layout_input(conv)
         n = len(data.ids)
         assert data.edges_unique
-        assert len(set(data.edges)) == len(data.edges)
-        assert all(s != t and 0 <= s < n and 0 <= t < n for s, t in data.edges)
+        edges = data.edges + list(zip(data.edge_sources, data.edge_targets, strict=True))
+        assert len(set(edges)) == len(edges)
+        assert all(s != t and 0 <= s < n and 0 <= t < n for s, t in edges)
         declared = to_jsonable(layout(data))
         data.edges_unique = False
         assert to_jsonable(layout(data)) == declared

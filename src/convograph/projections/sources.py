@@ -1010,7 +1010,7 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     active = _resolve_active(conversation, active)
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
     columns = shown.block_columns(_LABEL_CHUNKS)
-    labels, edges = _labels_and_sequence(columns)
+    labels, sources, targets = _labels_and_sequence(columns)
     # Sequence edges are unique and go forward; a spawn edge enters the first block of its run,
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
@@ -1019,19 +1019,22 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     for edge in shown.spawn_edges():
         if edge[0] != edge[1] and edge not in seen:
             seen.add(edge)
-            edges.append(edge)
+            sources.append(edge[0])
+            targets.append(edge[1])
     data = LayoutInput()
     data.edges_unique = True
     summaries = shown.summaries
     if summaries:  # merge them in by seq; block positions shift by the summaries before them
         position = _merge_summaries(data, columns, labels, summaries)
-        data.edges = [(position[source], position[target]) for source, target in edges]
+        data.edge_sources = list(map(position.__getitem__, sources))
+        data.edge_targets = list(map(position.__getitem__, targets))
     else:
         data.ids = columns.ids
         data.kinds = columns.kinds
         data.labels = labels
         data.runs = columns.run_ids
-        data.edges = edges
+        data.edge_sources = sources
+        data.edge_targets = targets
     return data
 
 
@@ -1071,13 +1074,16 @@ _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 """Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
 
 
-def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]]:
+def _labels_and_sequence(columns: Any) -> tuple[list[str], list[int], list[int]]:
     """The one-line label of every block of ``columns``, and the sequence edges (consecutive blocks
-    of a run) as column positions, in one pass. O(blocks)."""
+    of a run) as column positions, sources and targets in two lists (`LayoutInput`), in one pass.
+    O(blocks)."""
     labels: list[str] = []
     append = labels.append
-    edges: list[tuple[int, int]] = []
-    add_edge = edges.append
+    sources: list[int] = []
+    targets: list[int] = []
+    add_source = sources.append
+    add_target = targets.append
     last_of_run: dict[str, int] = {}
     last_get = last_of_run.get
     # Labels that depend on the kind only, or on one or two event fields, are computed once per value.
@@ -1092,7 +1098,8 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]
     ):
         previous = last_get(run)
         if previous is not None:
-            add_edge((previous, i))
+            add_source(previous)
+            add_target(i)
         last_of_run[run] = i
         label = by_kind_get(kind)
         if label is not None:
@@ -1112,7 +1119,7 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[tuple[int, int]]
         else:
             label = by_kind[kind] = _block_label(kind, event, "")
             append(label)
-    return labels, edges
+    return labels, sources, targets
 
 
 def _block_label(kind: str, event: Any, text: str) -> str:
