@@ -15,7 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convograph.intelligence.engine import FalkorEngine, MapFreeList, _literal_fast, cypher_literal
+from convograph.intelligence.engine import (
+    FalkorEngine,
+    MapFreeList,
+    _literal_fast,
+    _needs_formatter,
+    cypher_literal,
+)
 from convograph.intelligence.writer import GraphNames
 from tests.test_intelligence_support import falkor, names  # noqa: F401
 
@@ -82,6 +88,18 @@ def test_subnormal_floats_are_flushed_to_zero_not_refused(falkor: FalkorEngine, 
         assert _echo(falkor, graph, {"x": [tiny]}) == {"x": [0.0]}
     assert _echo(falkor, graph, "text e-309 and e-400") == "text e-309 and e-400"
     assert _echo(falkor, graph, 3e-308) == 3e-308  # normal, exponent -308: exact
+
+
+def test_only_numbers_with_a_subnormal_exponent_take_the_formatter() -> None:
+    import msgspec
+
+    for tiny in (5e-324, -1e-310, 2.225073858507203e-309, 1e-308):
+        for value in (tiny, [tiny], [1, tiny, "x"], {"a": tiny}):
+            assert _needs_formatter(msgspec.json.encode(value)), value
+    # UUID groups and other text that only looks like an exponent keep the JSON path
+    for text in ("e5ac812e-3092-46e8-8660", "ab1e-310a", "1e-3100", "x 2e-31", "7e-309-"):
+        assert not _needs_formatter(msgspec.json.encode([text, 1.5])), text
+    assert _needs_formatter(msgspec.json.encode("\x01"))  # msgspec's \u0001 escape
 
 
 @SETTINGS
