@@ -756,8 +756,9 @@ def _conversations_for_bulk_readers() -> list[Conversation]:
 
 @pytest.mark.parametrize("nested", [True, False])
 def test_shown_path_readers_match_the_records(nested: bool) -> None:
-    """`shown_paths` (`feed`, `block_columns`, `spawn_edges`, `summaries`) reads the same blocks,
-    chunks, texts and spawn links as the record queries, at the newest and an older version."""
+    """`shown_paths` (`feed`, `block_columns`, `block_records`, `spawn_edges`, `summaries`) reads the
+    same blocks, chunks, texts and spawn links as the record queries, at the newest and an older
+    version."""
     seen_kinds: set[str] = set()
     seen_summaries = seen_signatures = 0
     for conv in _conversations_for_bulk_readers():
@@ -778,6 +779,14 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
         assert all(
             e is q.get_chunk(conv, b.chunk_ids[0]).event
             for e, b in zip(columns.first_events, blocks, strict=True)
+        )
+        records, events = shown.block_records()
+        assert [(r.id, r.kind, r.run) for r in records] == [(b.id, b.kind, b.run_id) for b in blocks]
+        assert [r.chunks[0] + 1 for r in records] == [b.first_seq for b in blocks]
+        assert all(  # the version's chunks of each block, and their events
+            [events[i] for i in r.chunks if i < conv.chunk_count]
+            == [c.event for c in q.chunks_of(conv, b.id)]
+            for r, b in zip(records, blocks, strict=True)
         )
         whole = [b for b in blocks if b.kind in ("text", "reasoning")]
         assert columns.texts == {

@@ -1056,6 +1056,14 @@ class ShownPaths:
             texts=texts,
         )
 
+    def block_records(self) -> tuple[list[Any], list[Any]]:
+        """The shown blocks' own store records in arrival order (read-only: never mutate them; see
+        `BlockRef`, plus ``chunks``: the block's chunk indexes, of which those below
+        `Conversation.chunk_count` belong to this version), and every chunk's event by chunk index.
+        For a caller that reads each block once and would not use the `block_columns` lists (the
+        DAG input). O(shown blocks), one C-level pass."""
+        return list(map(self._records.__getitem__, self._blocks)), self._events
+
     def spawn_edges(self) -> list[tuple[int, int]]:
         """``(trigger, target)`` positions in `block_columns` order: every spawn from a shown block
         (any kind, in linking order) whose spawned run's first block is shown. O(shown blocks)."""

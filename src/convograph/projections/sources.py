@@ -17,8 +17,8 @@ default to ``conversation.view`` (``subagents`` other than ``"show"`` hides bran
 
 A one-shot build reads the shown paths in bulk (`queries.shown_paths`: chunks as parallel lists of
 events and block references, in arrival order, with no record or sort key per chunk) and places
-them with `ConversationFeeder.prepare` inlined (`_placements`); the DAG input reads
-`ShownPaths.block_columns`. No tracked object is kept per chunk or block, so the cyclic GC sees
+them (`_fill_one_shot`); the DAG input reads `ShownPaths.block_records` (the blocks' own records,
+once each). No tracked object is kept per chunk or block, so the cyclic GC sees
 only what the builder keeps.
 
 Complexity: one-shot O(B log B + C + T) in Python for the B blocks and C chunks on the shown paths
@@ -1003,14 +1003,14 @@ def _summary_node(feeder: ConversationFeeder, row: Any) -> tuple[Node | None, _L
 def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:
     """Blocks on the shown paths as layout input: sequence edges between consecutive blocks of a
     run, spawn edges from a trigger block to the first block of the run it started. Read in bulk
-    (`queries.ShownPaths.block_columns`); name-only labels are computed once per distinct value.
+    (`queries.ShownPaths.block_records`, `_block_input`); name-only labels are computed once per
+    distinct value.
     O(shown blocks + summaries)."""
     if not _is_conversation(conversation):
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
-    columns = shown.block_columns(_LABEL_CHUNKS)
-    labels, sources, targets = _labels_and_sequence(columns)
+    columns, labels, sources, targets = _block_input(shown, conversation.chunk_count)
     # Sequence edges are unique and go forward; a spawn edge enters the first block of its run,
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
@@ -1070,14 +1070,28 @@ _TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_inp
 most two event fields, and is computed once per distinct value."""
 
 
+_WHOLE_TEXT_LABELS: Final = frozenset({"text", "reasoning"})
+"""Block kinds whose label reads the joined text of the block's first chunks."""
+
 _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 """Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
 
 
-def _labels_and_sequence(columns: Any) -> tuple[list[str], list[int], list[int]]:
-    """The one-line label of every block of ``columns``, and the sequence edges (consecutive blocks
-    of a run) as column positions, sources and targets in two lists (`LayoutInput`), in one pass.
-    O(blocks)."""
+def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int]]:
+    """The shown blocks as layout columns (`queries.BlockColumns`: ids, kinds, runs, and first
+    seqs only when there are summaries to merge; no first events or texts), the one-line label of
+    every block, and the sequence edges (consecutive blocks of a run) as column positions, sources
+    and targets in two lists (`LayoutInput`): one pass over the blocks' records
+    (`queries.ShownPaths.block_records`; a text or reasoning label reads the first `_LABEL_CHUNKS`
+    chunks of its block). Labels that depend on the kind only, or on one or two event fields, are
+    computed once per value. O(blocks)."""
+    from convograph.hypergraph.model import prefix
+
+    records, events = shown.block_records()
+    ids: list[str] = []
+    kinds: list[str] = []
+    runs: list[str] = []
+    add_id, add_kind, add_run = ids.append, kinds.append, runs.append
     labels: list[str] = []
     append = labels.append
     sources: list[int] = []
@@ -1086,16 +1100,19 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[int], list[int]]
     add_target = targets.append
     last_of_run: dict[str, int] = {}
     last_get = last_of_run.get
-    # Labels that depend on the kind only, or on one or two event fields, are computed once per value.
     by_kind: dict[str, str] = {}
     by_kind_get = by_kind.get
     by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
-    texts_get = columns.texts.get
     text_labels = _TEXT_LABELS
+    whole = _WHOLE_TEXT_LABELS
     field_labels = by_field.keys()
-    for i, (block_id, kind, run, event) in enumerate(
-        zip(columns.ids, columns.kinds, columns.run_ids, columns.first_events, strict=True)
-    ):
+    limit = _LABEL_CHUNKS
+    for i, block in enumerate(records):
+        kind = block.kind
+        run = block.run
+        add_id(block.id)
+        add_kind(kind)
+        add_run(run)
         previous = last_get(run)
         if previous is not None:
             add_source(previous)
@@ -1104,8 +1121,16 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[int], list[int]]
         label = by_kind_get(kind)
         if label is not None:
             append(label)
-        elif kind in text_labels:
-            append(_block_label(kind, event, texts_get(block_id, "")))
+            continue
+        chunks = block.chunks
+        event = events[chunks[0]]
+        if kind in text_labels:
+            text = ""
+            if kind in whole:
+                if chunks[-1] >= n_chunks:
+                    chunks = prefix(chunks, n_chunks)
+                text = "".join([events[c].content for c in chunks[:limit]])
+            append(_block_label(kind, event, text))
         elif kind in field_labels:
             memo = by_field[kind]
             if kind == "usage":
@@ -1119,7 +1144,11 @@ def _labels_and_sequence(columns: Any) -> tuple[list[str], list[int], list[int]]
         else:
             label = by_kind[kind] = _block_label(kind, event, "")
             append(label)
-    return labels, sources, targets
+    first_seqs = [block.chunks[0] + 1 for block in records] if shown.summaries else []
+    columns = _queries().BlockColumns(
+        ids=ids, kinds=kinds, run_ids=runs, first_seqs=first_seqs, first_events=[], texts={}
+    )
+    return columns, labels, sources, targets
 
 
 def _block_label(kind: str, event: Any, text: str) -> str:
