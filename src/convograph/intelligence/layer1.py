@@ -38,6 +38,7 @@ __all__ = [
     "LAYER1_HANDLERS",
     "STATUS_RANK",
     "EventFacts",
+    "EventRow",
     "GraphBatch",
     "Handler",
     "SessionRow",
@@ -184,13 +185,22 @@ class ToolCallRow(msgspec.Struct, gc=False):
         }
 
 
+class EventRow(msgspec.Struct, gc=False):
+    """One ``:Event`` to write: its node id, its session's id and its properties (untracked by
+    the cyclic GC, like `EventFacts`: a planned batch holds one per event)."""
+
+    node_id: str
+    session_id: str
+    props: dict[str, Any]
+
+
 class WorkspaceBatch:
     """Rows for one workspace graph. Mutable while planning, then read by the writer."""
 
     def __init__(self, workspace: str) -> None:
         self.workspace = workspace
         self.sessions: dict[str, SessionRow] = {}
-        self.events: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self.events: dict[tuple[str, ...], list[EventRow]] = {}
         self.tool_calls: dict[str, ToolCallRow] = {}
         self.forks: dict[tuple[str, str], dict[str, Any]] = {}
         self.model_responses: dict[str, list[Any]] = {}
@@ -234,7 +244,7 @@ def event_node(facts: EventFacts, batch: WorkspaceBatch) -> None:
         props["data"] = _json.encode(facts.stored_data).decode()
     if facts.created_by is not None:
         props["created_by"] = facts.created_by
-    row = {"id": facts.node_id, "sid": facts.session_id, "p": props}
+    row = EventRow(facts.node_id, facts.session_id, props)
     batch.events.setdefault(derive_labels(facts.event), []).append(row)
     batch.count += 1
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.labels import label_clause
-from convograph.intelligence.layer1 import WorkspaceBatch, model_response_row
+from convograph.intelligence.layer1 import EventRow, WorkspaceBatch, model_response_row
 
 __all__ = [
     "CHUNK_ROWS",
@@ -280,7 +280,7 @@ def _positional(statement: str, rows: list[dict[str, Any]]) -> tuple[str, MapFre
     )
     projection += "} AS r\n"
     return statement.replace("UNWIND $rows AS r\n", projection, 1), MapFreeList(
-        [list(row.values()) for row in rows]
+        [tuple(row.values()) for row in rows]
     )
 
 
@@ -290,10 +290,10 @@ def _safe_key(key: str) -> str:
     return f"`{key}`"
 
 
-def _interned(key: str, rows: list[dict[str, Any]], value: str) -> str:
+def _interned(key: str, rows: list[EventRow], value: str) -> str:
     """``value`` wrapped in ``intern()`` when ``key`` is in `INTERNED_EVENT_KEYS` and every row's
     value is a string or missing (``intern`` takes strings only)."""
-    if key in INTERNED_EVENT_KEYS and all(isinstance(row["p"].get(key, ""), str) for row in rows):
+    if key in INTERNED_EVENT_KEYS and all(isinstance(row.props.get(key, ""), str) for row in rows):
         return f"intern({value})"
     return value
 
@@ -485,7 +485,7 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
         # (measured: a single statement with FOREACH-per-label and null padding costs ~1.6x more)
         keys: dict[str, Any] = {}
         for row in rows:
-            keys.update(row["p"])  # only the (ordered) keys matter
+            keys.update(row.props)  # only the (ordered) keys matter
         key_list = list(keys)
         extra = label_clause(tuple(label for label in labels if label != "Event"))
         values = [_interned(key, rows, f"row[{i + 2}]") for i, key in enumerate(key_list)]
@@ -497,7 +497,8 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
             f"{_safe_key(key)}: {value}" for key, value in zip(key_list, values, strict=True)
         ]  # a null value is not stored, as with SET e.k = null
         create = _EVENTS_NEW.format(labels=extra, properties=", ".join(properties))
-        arrays = [[row["id"], row["sid"], *map(row["p"].get, key_list)] for row in rows]
+        # tuples: the cyclic GC stops tracking a tuple of scalars, never a list
+        arrays = [(row.node_id, row.session_id, *map(row.props.get, key_list)) for row in rows]
         for chunk in _chunks(arrays):
             # lifted values are graph_value()s: scalars, lists of scalars or JSON text
             statements.append(Statement(create, {"rows": MapFreeList(chunk), "ws": ws}, merge))
