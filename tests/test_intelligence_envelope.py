@@ -225,3 +225,54 @@ def test_fuzz_parse_envelope_succeeds_or_raises_envelope_error(
         return
     assert failure[0].startswith(("invalid_", "missing_"))
     assert failure[1]
+
+
+def _reference_ms(value: str) -> int | None:
+    """What ``parse_timestamp_ms`` answered before its per-second cache (None: refused)."""
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    year=st.integers(1, 9999),
+    month=st.integers(0, 13),
+    day=st.integers(0, 32),
+    hour=st.integers(0, 25),
+    minute=st.integers(0, 61),
+    second=st.integers(0, 61),
+    fraction=st.sampled_from(
+        ["", ".", ".0", ".07", ".007", ".0071", ".00712", ".007129", ".0071299", ".999"]
+    ),
+    suffix=st.sampled_from(["", "Z", "+00:00", "-00:00", "+01:00", "-05:30", " ", "z"]),
+    digits=st.integers(0, 999_999),
+)
+def test_timestamp_cache_answers_as_fromisoformat(
+    year: int,
+    month: int,
+    day: int,
+    hour: int,
+    minute: int,
+    second: int,
+    fraction: str,
+    suffix: str,
+    digits: int,
+) -> None:
+    if fraction.count("0") and len(fraction) > 1:  # vary the fraction digits too
+        fraction = "." + str(digits).zfill(6)[: len(fraction) - 1]
+    value = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}{suffix}"
+    want = _reference_ms(value)
+    for _ in range(2):  # the second time from the cache
+        if want is None:
+            with pytest.raises(EnvelopeError):
+                parse_timestamp_ms(value)
+        else:
+            assert parse_timestamp_ms(value) == want, value

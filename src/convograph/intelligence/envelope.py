@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -91,8 +92,32 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
     data_json: bytes = b""
 
 
+_UTC_TIMESTAMP = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])\.([0-9]{3}|[0-9]{6})(?:Z|\+00:00)?"
+)
+"""The common shape, ``2026-03-02T09:00:00.007+00:00`` (UTC or naive, 3 or 6 fraction digits):
+read by `parse_timestamp_ms` through a per-second cache (what ``fromisoformat`` gives for
+exactly these strings; anything else takes ``fromisoformat`` itself)."""
+_SECONDS_CACHE = 65536
+_second_ms: dict[str, int] = {}
+
+
 def parse_timestamp_ms(value: Any, *, field: str = "data.timestamp") -> int:
     """UTC epoch milliseconds of an ISO 8601 string; naive strings are UTC. Raises `EnvelopeError`."""
+    if type(value) is str and (match := _UTC_TIMESTAMP.fullmatch(value)) is not None:
+        second, fraction = match.groups()
+        base = _second_ms.get(second)
+        if base is None:
+            try:
+                base = _exact_ms(datetime.fromisoformat(second).replace(tzinfo=UTC))
+            except ValueError:  # e.g. 2026-02-30: the full parse below refuses it with its message
+                base = None
+            else:
+                if len(_second_ms) >= _SECONDS_CACHE:
+                    _second_ms.clear()
+                _second_ms[second] = base
+        if base is not None:
+            return base + int(fraction[:3])
     if not isinstance(value, str) or not value.strip():
         raise EnvelopeError(
             "invalid_timestamp", f"{field} must be a non-blank ISO 8601 string, got {value!r}", field=field
@@ -123,9 +148,10 @@ def content_fingerprint(event: str, data: Mapping[str, Any]) -> str:
 
 def _fingerprint(event: str, canonical_data: bytes) -> str:
     # the sorted encoding of {"data": ..., "event": ...}, assembled from the data's own encoding
-    return hashlib.sha256(
-        b'{"data":' + canonical_data + b',"event":' + _sorted_encoder.encode(event) + b"}"
-    ).hexdigest()
+    digest = hashlib.sha256(b'{"data":')
+    digest.update(canonical_data)  # fed in parts: no copy of the payload
+    digest.update(b',"event":' + _sorted_encoder.encode(event) + b"}")
+    return digest.hexdigest()
 
 
 def base_event_id(session_id: str, event: str, epoch_ms: int, tool_call_id: Any) -> str:
@@ -193,10 +219,12 @@ def check_session_id(value: Any, field: str = "session_id") -> str:
     return session_id
 
 
-def _canonical_data(data: dict[str, Any]) -> bytes:
+def _canonical_data(data: dict[str, Any], *, decoded: bool = False) -> bytes:
     """The sorted-key JSON of ``data``; `EnvelopeError` when a mapping body holds what JSON cannot
     carry (objects, non-string keys, lone surrogates) or NaN / Infinity (msgspec would write them
-    as ``null``: the stored payload would silently differ from the one accepted)."""
+    as ``null``: the stored payload would silently differ from the one accepted). ``decoded``:
+    ``data`` comes from our JSON decoder, which refuses NaN, Infinity and out-of-range numbers,
+    so there is no non-finite float to look for."""
     try:
         data_json = _sorted_encoder.encode(data)
     except (TypeError, ValueError) as exc:
@@ -205,7 +233,7 @@ def _canonical_data(data: dict[str, Any]) -> bytes:
         ) from None
     except RecursionError:
         raise EnvelopeError("invalid_data", "data is nested too deeply", field="data") from None
-    if b"null" in data_json and _has_non_finite(data):
+    if not decoded and b"null" in data_json and _has_non_finite(data):
         raise EnvelopeError(
             "invalid_data", "data holds NaN or Infinity, which JSON cannot carry", field="data"
         )
@@ -228,7 +256,9 @@ def _has_non_finite(value: Any) -> bool:
 
 def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> Envelope:
     """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint)."""
+    decoded = False  # by our decoder, which refuses NaN and Infinity
     if isinstance(body, str | bytes | bytearray | memoryview):
+        decoded = True
         try:
             body = _decoder.decode(body)
         except msgspec.DecodeError as exc:
@@ -239,7 +269,7 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryvie
             raise EnvelopeError("invalid_json", "body holds a lone surrogate character") from None
         except RecursionError:
             raise EnvelopeError("invalid_json", "body is not valid JSON: nested too deeply") from None
-    if not isinstance(body, Mapping):
+    if type(body) is not dict and not isinstance(body, Mapping):
         raise EnvelopeError("invalid_envelope", "envelope must be a JSON object")
     event = _check_name(body.get("event"), "event", _MAX_NAME).strip()
     workspace = check_workspace(body.get("workspace"))
@@ -256,7 +286,7 @@ def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryvie
     key = body.get("idempotency_key")
     if key is not None:
         key = _check_name(key, "idempotency_key", _MAX_ID)
-    data_json = _canonical_data(data)  # canonical form: fingerprinted and stored as is
+    data_json = _canonical_data(data, decoded=decoded)  # canonical form: fingerprinted and stored as is
     fingerprint = _fingerprint(event, data_json)
     return Envelope(
         event=event,
