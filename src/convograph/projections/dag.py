@@ -631,18 +631,24 @@ def node_labels(nodes: Sequence[Any]) -> list[str]:
     progress, usage, relays, lifecycle) once per distinct value. O(N)."""
     out: list[str] = []
     append = out.append
-    memo: dict[tuple[type[Any], Hashable], str] = {}
+    # node type -> (its labels by memo key, the key's getter): no (type, key) tuple per node
+    memos: dict[type[Any], tuple[dict[Hashable, str], Callable[[Any], Hashable]]] = {}
+    memos_get = memos.get
     memo_key = _MEMO_KEY
     for node in nodes:
         cls = type(node)
-        key_of = memo_key.get(cls)
-        if key_of is None:
-            append(node_label(node))
-            continue
-        key = (cls, key_of(node))
-        label = memo.get(key)
+        memo = memos_get(cls)
+        if memo is None:
+            key_of = memo_key.get(cls)
+            if key_of is None:
+                append(node_label(node))
+                continue
+            memo = memos[cls] = ({}, key_of)
+        labels, key_of = memo
+        key = key_of(node)
+        label = labels.get(key)
         if label is None:
-            label = memo[key] = node_label(node)
+            label = labels[key] = node_label(node)
         append(label)
     return out
 
