@@ -756,9 +756,9 @@ def _conversations_for_bulk_readers() -> list[Conversation]:
 
 @pytest.mark.parametrize("nested", [True, False])
 def test_shown_path_readers_match_the_records(nested: bool) -> None:
-    """`shown_paths` (`feed`, `block_columns`, `block_records`, `spawn_edges`, `summaries`) reads the
-    same blocks, chunks, texts and spawn links as the record queries, at the newest and an older
-    version."""
+    """`shown_paths` (`feed`, `block_columns`, `block_records`, `spawn_edges` /
+    `spawn_edge_columns`, `summaries`) reads the same blocks, chunks, texts and spawn links as the
+    record queries, at the newest and an older version."""
     seen_kinds: set[str] = set()
     seen_summaries = seen_signatures = 0
     for conv in _conversations_for_bulk_readers():
@@ -823,6 +823,8 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
             if q.get_chunk(conv, spawn.invocation_chunk_id).block_id in position
         ]
         assert shown.spawn_edges() == expected_edges
+        triggers, targets = shown.spawn_edge_columns()
+        assert list(zip(triggers, targets, strict=True)) == expected_edges
     half, full, special, _ = _conversations_for_bulk_readers()
     with pytest.raises(KeyError, match="no message"):  # a path of a later version
         q.shown_paths(half, default_active(full), nested=nested)

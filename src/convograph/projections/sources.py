@@ -1015,12 +1015,16 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
     # its dedupe set (two set operations per edge).
-    seen: set[tuple[int, int]] = set()
-    for edge in shown.spawn_edges():
-        if edge[0] != edge[1] and edge not in seen:
-            seen.add(edge)
-            sources.append(edge[0])
-            targets.append(edge[1])
+    # (pairs are seen as one int each, and read as columns: no tuple per edge, see
+    # `queries.ShownPaths.spawn_edge_columns`)
+    span = len(labels) + 1
+    seen: set[int] = set()
+    for source, target in zip(*shown.spawn_edge_columns(), strict=True):
+        pair = source * span + target
+        if source != target and pair not in seen:
+            seen.add(pair)
+            sources.append(source)
+            targets.append(target)
     data = LayoutInput()
     data.edges_unique = True
     summaries = shown.summaries
