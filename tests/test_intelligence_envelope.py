@@ -276,3 +276,23 @@ def test_timestamp_cache_answers_as_fromisoformat(
                 parse_timestamp_ms(value)
         else:
             assert parse_timestamp_ms(value) == want, value
+
+
+def test_json_decoded_mappings_give_the_envelope_of_their_text() -> None:
+    bodies = [
+        b'{"event":"tool:post","workspace":"w","data":{"session_id":"S","timestamp":"2026-03-02T09:00:00Z",'
+        b'"parent_id":null,"result":{"output":[1.5,null,{"x":null}]}}}',
+        b'{"event":"session:start","workspace":"w","idempotency_key":"k",'
+        b'"data":{"session_id":"S","timestamp":"2026-03-02T09:00:00.123456","n":1e308}}',
+    ]
+    for raw in bodies:
+        assert parse_envelope(msgspec.json.decode(raw), json_decoded=True) == parse_envelope(raw)
+    with pytest.raises(EnvelopeError) as info:  # a plain mapping is still walked for NaN
+        parse_envelope(
+            {
+                "event": "e",
+                "workspace": "w",
+                "data": {"session_id": "S", "timestamp": "2026-03-02T09:00:00Z", "x": [None, float("nan")]},
+            }
+        )
+    assert info.value.code == "invalid_data"

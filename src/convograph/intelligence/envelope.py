@@ -254,9 +254,15 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-def parse_envelope(body: Mapping[str, Any] | str | bytes | bytearray | memoryview) -> Envelope:
-    """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint)."""
-    decoded = False  # by our decoder, which refuses NaN and Infinity
+def parse_envelope(
+    body: Mapping[str, Any] | str | bytes | bytearray | memoryview, *, json_decoded: bool = False
+) -> Envelope:
+    """Validate one envelope. O(size of ``data``) (one canonical encoding for the fingerprint).
+
+    ``json_decoded``: a mapping ``body`` is what a msgspec JSON decoder made of JSON text (the
+    HTTP routes), so it holds no NaN or Infinity (the decoder refuses them) and is not walked
+    for them."""
+    decoded = json_decoded  # by a JSON decoder, which refuses NaN and Infinity
     if isinstance(body, str | bytes | bytearray | memoryview):
         decoded = True
         try:

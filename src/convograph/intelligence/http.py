@@ -280,12 +280,16 @@ def create_intelligence_router(
         try:
             body = _split_body(await request.body(), request.headers.get("content-type", ""))
             if isinstance(body, dict):
-                envelope = parse_envelope(body)
+                envelope = parse_envelope(body, json_decoded=True)
                 check_write(envelope, caller.allowed_workspaces)
                 result = await committer.submit(envelope, caller.created_by)
                 return _json({"status": result.status, "session_id": result.session_id}, 202)
             batch = service.ingest_many(
-                body, created_by=caller.created_by, allowed_workspaces=caller.allowed_workspaces, owned=True
+                body,
+                created_by=caller.created_by,
+                allowed_workspaces=caller.allowed_workspaces,
+                owned=True,
+                json_decoded=True,  # `_split_body` decoded them with msgspec
             )
             return _json(
                 {

@@ -242,18 +242,21 @@ class IntelligenceService:
         created_by: str | None = None,
         allowed_workspaces: frozenset[str] | None = None,
         owned: bool = False,
+        json_decoded: bool = False,
     ) -> BatchResult:
         """Validate the whole batch, then append it in one transaction (all or nothing).
 
         ``owned``: the mapping bodies were decoded for this call and nothing else holds them
         (the HTTP routes), so their payloads may be handed to the applier as decoded (`hint`)
-        instead of being decoded again from the journal; str / bytes bodies always are."""
+        instead of being decoded again from the journal; str / bytes bodies always are.
+        ``json_decoded``: the mapping bodies are a msgspec JSON decoder's output (the HTTP
+        routes), so they hold no NaN / Infinity to look for (`parse_envelope`)."""
         envelopes: list[Envelope] = []
         errors: list[EnvelopeError] = []
         mine: list[bool] = []
         for index, body in enumerate(bodies):
             try:
-                envelope = parse_envelope(body)
+                envelope = parse_envelope(body, json_decoded=json_decoded)
             except EnvelopeError as exc:
                 exc.index = index
                 errors.append(exc)
