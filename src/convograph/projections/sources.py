@@ -29,7 +29,7 @@ O(1) amortised, which the incremental `ConversationProjector` relies on.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 from convograph.graph.nodes import (
@@ -469,6 +469,23 @@ def build_from_conversation(
     return builder, feeder
 
 
+def _segments(
+    events: Sequence[Any], fed_blocks: Sequence[Any], seqs: Sequence[int], summaries: Iterable[Any]
+) -> Iterator[tuple[Iterator[tuple[Any, Any]], Any]]:
+    """The feed cut into ``(chunks, summary)`` segments: summaries go between the chunks by seq (a
+    summary's seq is never a shown chunk's), each after the chunks before it; the last segment's
+    summary is None. O(summaries x log chunks) plus the slices."""
+    cuts: list[tuple[int, Any]] = [(bisect_left(seqs, row.seq), row) for row in summaries]
+    cuts.append((len(events), None))
+    start = 0
+    for stop, row in cuts:
+        if start == 0 and stop == len(events):
+            yield zip(events, fed_blocks, strict=True), row
+        else:
+            yield zip(events[start:stop], fed_blocks[start:stop], strict=True), row
+        start = stop
+
+
 def _placements(
     feeder: ConversationFeeder, columns: Any, summaries: list[Any]
 ) -> Iterator[tuple[Node, None, _Level]]:
@@ -492,17 +509,7 @@ def _placements(
     usage = feeder._usage
     feeder_texts = feeder._texts
     deferred: list[tuple[Any, str | None]] = []
-    # Summaries go between the chunks by seq (a summary's seq is never a shown chunk's): the feed is
-    # cut into segments, each followed by the summaries placed after it.
-    segments: list[tuple[int, Any]] = [(bisect_left(seqs, row.seq), row) for row in summaries]
-    segments.append((len(events), None))
-    start = 0
-    for stop, row in segments:
-        if start == 0 and stop == len(events):
-            segment: Any = zip(events, fed_blocks, strict=True)
-        else:
-            segment = zip(events[start:stop], fed_blocks[start:stop], strict=True)
-        start = stop
+    for segment, row in _segments(events, fed_blocks, seqs, summaries):
         for event, block in segment:
             block_id = block.id
             run = block.run
@@ -717,17 +724,7 @@ def _fill_chunks(
     unsettled: Status = "complete"  # set by `ThreadBuilder._settle_statuses` at the end
     settle_append = settle.append
     deferred: list[tuple[Any, str | None]] = []
-    # Summaries go between the chunks by seq (a summary's seq is never a shown chunk's): the feed is
-    # cut into segments, each followed by the summaries placed after it.
-    segments: list[tuple[int, Any]] = [(bisect_left(seqs, row.seq), row) for row in summaries]
-    segments.append((len(events), None))
-    start = 0
-    for stop, row in segments:
-        if start == 0 and stop == len(events):
-            segment: Any = zip(events, fed_blocks, strict=True)
-        else:
-            segment = zip(events[start:stop], fed_blocks[start:stop], strict=True)
-        start = stop
+    for segment, row in _segments(events, fed_blocks, seqs, summaries):
         for event, block in segment:
             block_id = block.id
             run = block.run
