@@ -230,12 +230,13 @@ def _check_json_values(raw: dict[str, Any]) -> bool:
         raise EventError("not representable as JSON") from None
     if b"null" in encoded:  # NaN and Infinity encode as null: look for them only then
         for key, value in raw.items():
-            if _has_non_finite(value):
+            if has_non_finite(value):
                 raise EventError("NaN and Infinity are not JSON numbers", field=str(key))
     return encoded.find(_NUL_ESCAPE_BYTES) >= 0  # `find`: see _decode_json
 
 
-def _has_non_finite(value: Any) -> bool:
+def has_non_finite(value: Any) -> bool:
+    """Whether a decoded JSON-like value holds a NaN or an infinite float anywhere. O(size)."""
     stack = [value]
     while stack:
         item = stack.pop()

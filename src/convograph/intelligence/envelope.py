@@ -22,7 +22,6 @@ Rules (decided here, documented in ``docs/intelligence.md``):
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from convograph.events.codec import has_non_finite
 from convograph.intelligence.keys import MAX_KEY_BYTES, is_graph_safe
 
 __all__ = [
@@ -233,25 +233,11 @@ def _canonical_data(data: dict[str, Any], *, decoded: bool = False) -> bytes:
         ) from None
     except RecursionError:
         raise EnvelopeError("invalid_data", "data is nested too deeply", field="data") from None
-    if not decoded and b"null" in data_json and _has_non_finite(data):
+    if not decoded and b"null" in data_json and has_non_finite(data):
         raise EnvelopeError(
             "invalid_data", "data holds NaN or Infinity, which JSON cannot carry", field="data"
         )
     return data_json
-
-
-def _has_non_finite(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
 
 
 def parse_envelope(
