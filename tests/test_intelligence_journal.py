@@ -68,11 +68,36 @@ def test_collision_groups_cover_same_millisecond_distinct_events(make_journal: C
     journal = make_journal()
     a, b, c = env(5, note="a"), env(5, note="b"), env(6)
     journal.append([a, c])
-    assert journal.collision_groups("W", [a.base_id, c.base_id]) == {}
+    assert journal.collision_groups("W", [(a.base_id, a.epoch_ms), (c.base_id, c.epoch_ms)]) == {}
     journal.append([b])
-    groups = journal.collision_groups("W", [a.base_id])
+    groups = journal.collision_groups("W", [(a.base_id, a.epoch_ms)])
     assert groups == {a.base_id: sorted([a.fingerprint, b.fingerprint])}
-    assert journal.collision_groups("other", [a.base_id]) == {}
+    assert journal.collision_groups("other", [(a.base_id, a.epoch_ms)]) == {}
+
+
+def test_base_keys_follow_time_and_equal_keys_of_other_ids_are_told_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convograph.intelligence import journal as journal_module
+
+    keys = [journal_module._base_key("W", f"S__e__{ms}", ms) for ms in (-(2**60), -5, 0, 5, 6, 2**60)]
+    assert keys == sorted(keys)  # millisecond first (clamped far out), so appends follow time
+    assert all(-(2**63) <= key < 2**63 for key in keys)  # a SQLite integer
+    # every base id on one key: the groups still come from the exact workspace and base id
+    monkeypatch.setattr(journal_module, "_base_key", lambda workspace, base_id, epoch_ms: 7)
+    journal = SqliteJournal(tmp_path / "j.sqlite3")
+    a, b, c, d = env(5, note="a"), env(5, note="b"), env(6), env(6, ws="X")
+    journal.append([a, b, c, d])
+    assert journal.collision_groups("W", [(a.base_id, a.epoch_ms), (c.base_id, c.epoch_ms)]) == {
+        a.base_id: sorted([a.fingerprint, b.fingerprint])
+    }
+    assert journal.collision_groups("X", [(d.base_id, d.epoch_ms)]) == {}
+    assert [r.status for r in journal.append([env(6), env(5, note="b"), env(7)])] == [
+        "duplicate",
+        "duplicate",
+        "queued",
+    ]
+    journal.close()
 
 
 def test_dead_letters_list_replay_purge(make_journal: Callable[[], Journal]) -> None:
@@ -141,7 +166,7 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "events_base_content" in indexes
     assert "events_content_key" not in indexes
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "3"
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "4"
     assert [r.status for r in again.append([env(1), env(3, key="k1"), env(2), env(4)])] == [
         "duplicate",
         "duplicate",
@@ -156,6 +181,71 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     )
     assert "events_base_content" in plan
     again.close()
+
+
+def _schema_3_base_key(workspace: str, base_id: str) -> int:
+    """Schema 3's base-id key: a random 64-bit BLAKE2b hash (no time order)."""
+    import hashlib
+
+    digest = hashlib.blake2b(f"{workspace}\x00{base_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_path: Path) -> None:
+    import sqlite3
+
+    from convograph.intelligence.journal import _base_key
+
+    path = tmp_path / "j.sqlite3"
+    a, b = env(5, key="k1", note="a"), env(5, note="b")  # one base id: a collision group
+    others = [env(i, session=f"S{i % 3}", ws="W" if i % 2 else "X") for i in range(10, 40)]
+    journal = SqliteJournal(path)
+    journal.append([a, *others])
+    journal.forget_session("X", "S1")  # tombstones survive the migration
+    journal.close()
+    with sqlite3.connect(path, isolation_level=None) as db:  # what schema 3 wrote
+        db.create_function("old_key", 2, _schema_3_base_key)
+        db.executescript(
+            "DROP INDEX events_base_content;"
+            "UPDATE events SET base_key = old_key(workspace, base_id);"
+            "CREATE UNIQUE INDEX events_base_content ON events (base_key, content_key);"
+            "UPDATE meta SET v = '3' WHERE k = 'schema';"
+        )
+        before = db.execute("SELECT seq, workspace, base_id, data FROM events ORDER BY seq").fetchall()
+        assert before
+    db.close()
+    again = SqliteJournal(path)
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "4"
+    rows = again._write.execute(
+        "SELECT seq, workspace, base_id, data, base_key, epoch_ms FROM events ORDER BY seq"
+    )
+    rekeyed = rows.fetchall()
+    assert [row[:4] for row in rekeyed] == before  # the records themselves are untouched
+    assert all(key == _base_key(ws, base_id, ms) for _, ws, base_id, _, key, ms in rekeyed)
+    # duplicates by content and by key, forgotten ones included, stay duplicates; new ones go in
+    forgotten = next(e for e in others if e.workspace == "X" and e.session_id == "S1")
+    statuses = [r.status for r in again.append([a, env(6, key="k1"), others[3], forgotten, b])]
+    assert statuses == ["duplicate", "duplicate", "duplicate", "duplicate", "queued"]
+    assert again.collision_groups("W", [(a.base_id, a.epoch_ms)]) == {
+        a.base_id: sorted([a.fingerprint, b.fingerprint])
+    }
+    again.close()
+
+
+def test_a_new_journal_uses_larger_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
+    import sqlite3
+
+    fresh = SqliteJournal(tmp_path / "new.sqlite3")
+    assert fresh._write.execute("PRAGMA page_size").fetchone()[0] == 8192
+    fresh.close()
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as db:
+        db.execute("CREATE TABLE t (x)")  # a file written with SQLite's default page size
+    db.close()
+    reopened = SqliteJournal(old)
+    assert reopened._write.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert reopened.append([env(1)])[0].status == "queued"
+    reopened.close()
 
 
 def test_forgetting_a_session_deletes_its_records_and_tombstones_its_keys(

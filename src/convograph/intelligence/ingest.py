@@ -621,11 +621,11 @@ class GraphApplier:
     def _plan(self, records: Sequence[JournalRecord]) -> _Planned:
         """Everything but the graph writes: ids, blob offload, layer-1 rows. Thread-safe."""
         groups: dict[tuple[str, str], list[str]] = {}
-        by_workspace: dict[str, list[str]] = {}
+        by_workspace: dict[str, list[tuple[str, int]]] = {}
         for record in records:
-            by_workspace.setdefault(record.workspace, []).append(record.base_id)
-        for workspace, base_ids in by_workspace.items():
-            for base_id, fps in self.journal.collision_groups(workspace, base_ids).items():
+            by_workspace.setdefault(record.workspace, []).append((record.base_id, record.epoch_ms))
+        for workspace, events in by_workspace.items():
+            for base_id, fps in self.journal.collision_groups(workspace, events).items():
                 groups[(workspace, base_id)] = fps
         node_ids, renames = resolve_node_ids(records, groups)
         with self._hint_lock:
