@@ -116,6 +116,11 @@ _CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "er
 _LIFECYCLE_KINDS: Final = frozenset({"harness_start", "harness_end", "error"})
 
 
+def _open_or_failed(run: _Run) -> bool:
+    """A run whose own status is not ``complete`` (`ThreadBuilder._compute_status`)."""
+    return run.errored or (run.started and not run.ended)
+
+
 def call_id_of_result(node_id: str) -> str:
     """The tool call id of a tool_result node id (``<id>:result``)."""
     return node_id[: -len(RESULT_SUFFIX)] if node_id.endswith(RESULT_SUFFIX) else node_id
@@ -164,6 +169,22 @@ class _Run(msgspec.Struct, gc=False):
     @property
     def has_lifecycle(self) -> bool:
         return self.started or self.ended or self.errored
+
+
+class _Memo(dict[str, Any]):
+    """``key -> fn(key)``, computed on first use: a hit is a C-level dict lookup (the one-shot
+    loops look a tool's accumulator up per progress node, ~27k times per 100k nodes, without
+    calling `ProgressRegistry.get`, a Python method, each time)."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def __missing__(self, key: str) -> Any:
+        value = self[key] = self._fn(key)
+        return value
 
 
 class ThreadBuilder:
@@ -516,7 +537,7 @@ class ThreadBuilder:
         runs_get = runs.get
         status_pop = self._status.pop
         pieces = self._pieces
-        registry_get = self.registry.get
+        accumulators = _Memo(self.registry.get)
         options = self.options
         # Nothing to fold (no accumulator, collapsed tools): progress nodes are only placed.
         skip_progress = self.registry.folds_nothing or options.collapse_tools
@@ -641,7 +662,7 @@ class ThreadBuilder:
                     continue
                 if collapse:
                     continue
-                accumulator = registry_get(node.name)  # type: ignore[union-attr]
+                accumulator = accumulators[node.name]  # type: ignore[union-attr]
                 if accumulator is None:
                     continue
                 content = view.content
@@ -745,9 +766,16 @@ class ThreadBuilder:
 
     def _settle_statuses(self, views: list[ViewNode]) -> None:
         """Give every non-user view of ``views`` its run's current status: the re-stamps of `add`,
-        done once for all runs. O(runs + views)."""
+        done once for all runs. O(runs + views).
+
+        With the builder's own lifecycle flags (no external ``status_of``), when no run is open or
+        failed every run is complete (a run without lifecycle inherits its spawner's, else is
+        complete), and so is every view already: a one-shot fill makes them all ``"complete"``
+        (`_new_view`, the loops' ``unsettled``), so no view is visited (O(runs))."""
         status = self._status
         status.clear()
+        if self._external_status is None and not any(map(_open_or_failed, self._runs.values())):
+            return
         status_get = status.get
         status_of = self.status_of
         for view in views:
@@ -833,7 +861,11 @@ class ThreadBuilder:
 
     def _new_view(self, node: Node, content: Any, *, view_id: str | None = None) -> ViewNode:
         role: Role = "user" if isinstance(content, UserContent) else "assistant"
-        status: Status = "complete" if role == "user" else self.status_of(node.run_id)
+        # A one-shot fill settles statuses at the end (`_settle_statuses`), which expects
+        # ``"complete"`` on every view it does not visit.
+        status: Status = (
+            "complete" if role == "user" or self._settle is not None else self.status_of(node.run_id)
+        )
         return ViewNode(
             id=node.id if view_id is None else view_id,
             run_id=node.run_id,
