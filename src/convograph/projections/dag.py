@@ -29,7 +29,7 @@ import bisect
 import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
-from itertools import chain, repeat
+from itertools import chain, count, repeat
 from operator import add, attrgetter
 from typing import Any, Final
 
@@ -304,13 +304,18 @@ def layout(data: LayoutInput) -> DAGLayout:
     chain_run: list[str] = []
     chain_head: list[int] = []
     chain_parent: list[int] = []
-    run_parent: dict[str, str] = {}
-    desc_max: dict[str, int] = {}
-    desc_get = desc_max.get
-    ended: set[str] = set()
+    # Runs as ints (one C-level pass: each run keeps the first number ``count`` gave it), so the
+    # per-run state below is lists indexed by run (no dict call per node and per hop of the
+    # propagation walk). Numbers are unique per run but not dense: the lists have n entries.
+    run_number: dict[str, int] = {}
+    rid = list(map(run_number.setdefault, runs, count()))
+    del run_number
+    run_parent = [-1] * n  # run -> the run it continues from (-1: none yet)
+    desc_max = [-1] * n  # run -> deepest layer in its subtree so far
+    ended = [False] * n  # run -> its harness_end was placed
     kinds = data.kinds
     for v in order:
-        run = runs[v]
+        r = rid[v]
         lay = 0
         same_run_pred = -1
         first_pred = -1
@@ -322,7 +327,7 @@ def layout(data: LayoutInput) -> DAGLayout:
                 if lp >= 0:
                     first_pred = p0
                     lay = lp + 1
-                    if runs[p0] == run and chain_tail[chain_of[p0]] == p0:
+                    if rid[p0] == r and chain_tail[chain_of[p0]] == p0:
                         same_run_pred = p0
             else:
                 for p in (p0, *extra):
@@ -333,14 +338,14 @@ def layout(data: LayoutInput) -> DAGLayout:
                         first_pred = p
                     if lp + 1 > lay:
                         lay = lp + 1
-                    if same_run_pred < 0 and runs[p] == run and chain_tail[chain_of[p]] == p:
+                    if same_run_pred < 0 and rid[p] == r and chain_tail[chain_of[p]] == p:
                         same_run_pred = p
-        if same_run_pred >= 0 or (first_pred >= 0 and runs[first_pred] == run):
-            below = desc_get(run, -1) + 1
+        if same_run_pred >= 0 or (first_pred >= 0 and rid[first_pred] == r):
+            below = desc_max[r] + 1
             if below > lay:
                 lay = below
-        elif first_pred >= 0 and run not in run_parent and runs[first_pred] != run:
-            run_parent[run] = runs[first_pred]
+        elif first_pred >= 0 and run_parent[r] < 0:  # (here rid[first_pred] != r)
+            run_parent[r] = rid[first_pred]
         layer[v] = lay
         if same_run_pred >= 0:
             c = chain_of[same_run_pred]
@@ -348,7 +353,7 @@ def layout(data: LayoutInput) -> DAGLayout:
         else:
             c = len(chain_tail)
             chain_tail.append(v)
-            chain_run.append(run)
+            chain_run.append(runs[v])
             chain_head.append(v)
             chain_parent.append(chain_of[first_pred] if first_pred >= 0 else -1)
         chain_of[v] = c
@@ -356,14 +361,14 @@ def layout(data: LayoutInput) -> DAGLayout:
         # upwards) and at ended runs (they get no further node to push down), so a chain of
         # runs that continue one another (user -> agent -> user ...) costs O(1) per node.
         if kinds[v] == "harness_end":
-            ended.add(run)
-        current: str | None = run
+            ended[r] = True
+        current = r
         hops = 0
-        while current is not None and desc_get(current, -1) < lay and hops < MAX_HOPS:
+        while current >= 0 and desc_max[current] < lay and hops < MAX_HOPS:
             desc_max[current] = lay
-            if current in ended and current != run:
+            if ended[current] and current != r:
                 break
-            current = run_parent.get(current)
+            current = run_parent[current]
             hops += 1
 
     # -- 2. lanes: depth-first over the chain tree, leftmost free lane ----------------------------

@@ -57,6 +57,7 @@ from convograph.projections.thread import (
     ReplProgressNode,
     ThreadBuilder,
     _Level,
+    _Memo,
     _Run,
 )
 from convograph.projections.view import (
@@ -712,7 +713,7 @@ def _fill_chunks(
     runs_get = runs.get
     pieces = builder._pieces
     pieces_get = pieces.get
-    registry_get = builder.registry.get
+    accumulators = _Memo(builder.registry.get)  # tool name -> accumulator, looked up once
     options = builder.options
     # Nothing to fold (no accumulator, collapsed tools): progress chunks only count their ids.
     skip_progress = builder.registry.folds_nothing or options.collapse_tools
@@ -764,7 +765,7 @@ def _fill_chunks(
                             entries = progress[call_id] = {}
                         entries[node_id] = (event.name, event.content)
                     elif not collapse:
-                        accumulator = registry_get(event.name)
+                        accumulator = accumulators[event.name]
                         if accumulator is not None:
                             call_content = view.content
                             state = call_content.progress
