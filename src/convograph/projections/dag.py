@@ -393,13 +393,7 @@ def layout(data: LayoutInput) -> DAGLayout:
     lane_ends: list[list[int]] = []
     chain_lane = [0] * n_chains
 
-    def fits(lane: int, start: int, end: int) -> bool:
-        starts = lane_starts[lane]
-        k = bisect.bisect_left(starts, start)
-        if k < len(starts) and starts[k] <= end:
-            return False
-        return not (k > 0 and lane_ends[lane][k - 1] >= start)
-
+    bisect_left = bisect.bisect_left
     order_stack = list(reversed(roots))
     while order_stack:
         c = order_stack.pop()
@@ -410,12 +404,20 @@ def layout(data: LayoutInput) -> DAGLayout:
             lane = chain_lane[parent]
             if chain_end[parent] >= start:  # overlaps its parent in time: go right
                 lane += 1
-        while lane < len(lane_starts) and not fits(lane, start, end):
-            lane += 1
+        # The leftmost lane from ``lane`` on where [start, end] overlaps no chain: ``k`` is where
+        # ``start`` goes in that lane's sorted starts (the fit test, inline: no call per lane).
+        k = 0
+        while lane < len(lane_starts):
+            starts = lane_starts[lane]
+            k = bisect_left(starts, start)
+            if (k < len(starts) and starts[k] <= end) or (k > 0 and lane_ends[lane][k - 1] >= start):
+                lane += 1
+                continue
+            break
         if lane == len(lane_starts):
             lane_starts.append([])
             lane_ends.append([])
-        k = bisect.bisect_left(lane_starts[lane], start)
+            k = 0
         lane_starts[lane].insert(k, start)
         lane_ends[lane].insert(k, end)
         chain_lane[c] = lane
@@ -631,17 +633,43 @@ _MEMO_KEY: Final[dict[type[Any], Callable[[Any], Hashable]]] = {
 """Node types whose label depends only on these fields: labels are computed once per value."""
 
 
-def node_labels(nodes: Sequence[Any]) -> list[str]:
+def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) -> list[str]:
     """`node_label` of every node, computing each name-only label (tool calls, results,
-    progress, usage, relays, lifecycle) once per distinct value. O(N)."""
+    progress, usage, relays, lifecycle) once per distinct value. ``types``: ``type(node)`` of
+    every node, when the caller has it. O(N).
+
+    Tool calls, results and progress (about half of an agent conversation's nodes) are tested
+    for by type identity and memoised by name inline; the other memoised types go through the
+    `_MEMO_KEY` table."""
     out: list[str] = []
     append = out.append
     # node type -> (its labels by memo key, the key's getter): no (type, key) tuple per node
     memos: dict[type[Any], tuple[dict[Hashable, str], Callable[[Any], Hashable]]] = {}
     memos_get = memos.get
     memo_key = _MEMO_KEY
-    for node in nodes:
-        cls = type(node)
+    call_labels: dict[str, str] = {}
+    result_labels: dict[str, str] = {}
+    progress_labels: dict[str, str] = {}
+    call_get, result_get, progress_get = call_labels.get, result_labels.get, progress_labels.get
+    for node, cls in zip(nodes, map(type, nodes) if types is None else types, strict=True):
+        if cls is ToolProgressNode:
+            label = progress_get(node.name)
+            if label is None:
+                label = progress_labels[node.name] = node_label(node)
+            append(label)
+            continue
+        if cls is ToolCallNode:
+            label = call_get(node.name)
+            if label is None:
+                label = call_labels[node.name] = node_label(node)
+            append(label)
+            continue
+        if cls is ToolResultNode:
+            label = result_get(node.name)
+            if label is None:
+                label = result_labels[node.name] = node_label(node)
+            append(label)
+            continue
         memo = memos_get(cls)
         if memo is None:
             key_of = memo_key.get(cls)
@@ -664,9 +692,10 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     nodes = list(graph.iter_nodes())
     data.ids = ids = [node.id for node in nodes]
     data.runs = [node.run_id for node in nodes]
-    kind_of = _KIND_OF_TYPE
-    data.kinds = list(map(kind_of.__getitem__, map(type, nodes)))  # every node class is in it
-    data.labels = node_labels(nodes)
+    types = list(map(type, nodes))
+    data.kinds = list(map(_KIND_OF_TYPE.__getitem__, types))  # every node class is in it
+    data.labels = node_labels(nodes, types)
+    del types
     index_get = dict(zip(ids, range(len(ids)), strict=True)).get
     add_source = data.edge_sources.append
     add_target = data.edge_targets.append
