@@ -102,6 +102,17 @@ def test_only_numbers_with_a_subnormal_exponent_take_the_formatter() -> None:
     assert _needs_formatter(msgspec.json.encode("\x01"))  # msgspec's \u0001 escape
 
 
+def test_a_literal_backslash_u_keeps_the_json_path_and_an_escape_does_not() -> None:
+    import msgspec
+
+    for text in ("C:\\users\\me", "\\u0041", "a\\\\u", "\\\\\\u12"):  # even runs of backslashes before u
+        encoded = msgspec.json.encode([text, 1.5])
+        assert b"\\u" in encoded
+        assert not _needs_formatter(encoded), text
+    for text in ("\x01", "C:\\users\x02", "\\\x1f", "x\\u" * 3 + "\x1e"):  # msgspec escapes these as \u00XX
+        assert _needs_formatter(msgspec.json.encode([text, "u"])), text
+
+
 @SETTINGS
 @given(text=TEXT)
 def test_strings_round_trip_by_both_renderers(falkor: FalkorEngine, names: GraphNames, text: str) -> None:

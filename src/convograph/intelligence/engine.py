@@ -176,15 +176,25 @@ def _literal_fast(value: Any) -> str:
         return cypher_literal(value)
     encoded = _json_encoder.encode(value)
     if _needs_formatter(encoded):
-        return cypher_literal(value)  # (a string holding such text only takes the slower path)
+        return cypher_literal(value)
     return encoded.decode()
 
 
 def _needs_formatter(encoded: bytes) -> bool:
     """Whether JSON text may hold what FalkorDB reads differently: a ``\\uXXXX`` escape or a
-    subnormal float. False positives only cost the slower formatter. O(size)."""
-    if _ESCAPE.search(encoded) is not None:  # a regex literal search: ~1.5x faster than `in` here
-        return True
+    subnormal float. False positives only cost the slower formatter (a text holding a literal
+    backslash followed by ``u`` is not one any more). O(size)."""
+    hit = _ESCAPE.search(encoded)  # a regex literal search: ~1.5x faster than `in` here
+    while hit is not None:
+        # ``\u`` is an escape when its backslash is not itself escaped: an odd run of
+        # backslashes ends there (``\\u`` is a literal backslash followed by ``u``)
+        at = hit.start()
+        start = at
+        while start > 0 and encoded[start - 1] == 0x5C:
+            start -= 1
+        if (at - start) % 2 == 0:
+            return True
+        hit = _ESCAPE.search(encoded, at + 2)
     at = encoded.find(b"e-3")  # bytes.find is a fast scan; the pattern is matched only where it starts
     while at >= 0:
         if _SUBNORMAL_EXPONENT.match(encoded, at) is not None:
