@@ -768,13 +768,21 @@ class ThreadBuilder:
         """Give every non-user view of ``views`` its run's current status: the re-stamps of `add`,
         done once for all runs. O(runs + views).
 
-        With the builder's own lifecycle flags (no external ``status_of``), when no run is open or
-        failed every run is complete (a run without lifecycle inherits its spawner's, else is
-        complete), and so is every view already: a one-shot fill makes them all ``"complete"``
-        (`_new_view`, the loops' ``unsettled``), so no view is visited (O(runs))."""
+        An external ``status_of`` (the hypergraph's, memoised there: a hit is a C-level dict
+        lookup) is called per view directly, without this builder's memo in front of it. With
+        the builder's own lifecycle flags, when no run is open or failed every run is complete (a
+        run without lifecycle inherits its spawner's, else is complete), and so is every view
+        already: a one-shot fill makes them all ``"complete"`` (`_new_view`, the loops'
+        ``unsettled``), so no view is visited (O(runs))."""
         status = self._status
         status.clear()
-        if self._external_status is None and not any(map(_open_or_failed, self._runs.values())):
+        external = self._external_status
+        if external is not None:  # `_compute_status` is the external status: no memo frames
+            for view in views:
+                if view.role != "user":
+                    view.status = external(view.run_id)
+            return
+        if not any(map(_open_or_failed, self._runs.values())):
             return
         status_get = status.get
         status_of = self.status_of
