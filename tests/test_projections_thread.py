@@ -544,3 +544,32 @@ def test_pending_views_made_at_the_end_keep_their_place() -> None:
         "text",
         "text",
     ]  # "a", then "b" after the pending view was dropped
+
+
+def test_one_shot_statuses_of_views_made_while_their_run_streamed() -> None:
+    """A one-shot fill makes every view ``complete`` and settles statuses at the end, visiting no
+    view when no run is left open or failed: a view made while its run was still streaming (an
+    orphan result, through `ThreadBuilder._new_view`) ends with its run's final status, as with
+    `add` per node; an open run's views stream, a failed run's show the error."""
+    from convograph.projections.thread import ThreadBuilder, graph_arrival_order
+
+    def statuses(events: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        graph = reduce_events(create_graph(), events)
+        per_node = ThreadBuilder()
+        for node, parent_id in graph_arrival_order(graph):
+            per_node.add(node, parent_id)
+        one_shot = [(view.id, view.status) for view in project_thread(graph)]
+        return one_shot, [(view.id, view.status) for view in per_node.views]
+
+    run = [
+        {"type": "harness_start", "runId": "a"},
+        {"type": "tool_result", "runId": "a", "id": "ghost", "name": "x", "output": 1},
+        {"type": "text", "runId": "a", "id": "t", "content": "hi"},
+    ]
+    ended, ended_per_node = statuses([*run, {"type": "harness_end", "runId": "a"}])
+    assert ended == ended_per_node == [("ghost", "complete"), ("t", "complete")]
+    still_open, open_per_node = statuses(run)
+    assert still_open == open_per_node == [("ghost", "streaming"), ("t", "streaming")]
+    failed, failed_per_node = statuses([*run, {"type": "error", "runId": "a", "message": "boom"}])
+    assert failed == failed_per_node
+    assert {status for _, status in failed} == {"error"}
