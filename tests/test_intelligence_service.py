@@ -88,17 +88,13 @@ def test_poison_events_are_dead_lettered_not_retried_forever(
 ) -> None:
     svc = IntelligenceService.open(tmp_path)
     try:
-        import convograph.intelligence.ingest as ingest_module
+        real = svc.applier.handlers
 
-        real = ingest_module.plan_batch
-
-        def poisoned(facts, handlers):  # type: ignore[no-untyped-def]
-            facts = list(facts)
-            if any(f.data.get("poison") for f in facts):
+        def poisoned(facts, batch):  # type: ignore[no-untyped-def]
+            if facts.data.get("poison"):
                 raise EngineError("deterministic failure for this event")
-            return real(facts, handlers)
 
-        monkeypatch.setattr(ingest_module, "plan_batch", poisoned)
+        monkeypatch.setattr(svc.applier, "handlers", (poisoned, *real))
         svc.ingest(ev("session:start", 1))
         svc.ingest(ev("prompt:submit", 2, poison=True))
         svc.ingest(ev("prompt:submit", 3, prompt="fine"))
@@ -108,7 +104,7 @@ def test_poison_events_are_dead_lettered_not_retried_forever(
         assert "deterministic failure" in group.last_error
         prompts = svc.cypher("MATCH (e:PromptSubmitEvent) RETURN e.prompt AS p", workspace=WS).results
         assert prompts == [{"p": "fine"}]
-        monkeypatch.setattr(ingest_module, "plan_batch", real)  # the bug is fixed: replay it
+        monkeypatch.setattr(svc.applier, "handlers", real)  # the bug is fixed: replay it
         assert svc.replay_dead_letters(SID) == 1
         assert svc.wait_applied(timeout=30)
         assert svc.dead_letters() == []

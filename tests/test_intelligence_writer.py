@@ -22,7 +22,6 @@ from convograph.intelligence.writer import (
     _TOOL_CALLS,
     GraphNames,
     _positional,
-    batch_statements,
     ensure_schema,
     write_batch,
     write_statements,
@@ -110,8 +109,8 @@ def test_schema_reports_the_event_unique_constraint(falkor: FalkorEngine, names:
 def _planned(svc: IntelligenceService) -> tuple[str, list]:  # type: ignore[type-arg]
     records = svc.journal.read_after(0, 10_000)
     planned = svc.applier._plan(records)
-    ((workspace, rows),) = planned.batch.workspaces.items()
-    return workspace, batch_statements(rows)
+    ((workspace, statements),) = planned.statements.items()  # rendered, as the applier writes them
+    return workspace, statements
 
 
 def test_create_form_builds_the_merge_form_graph_and_falls_back_on_existing_events(

@@ -47,7 +47,7 @@ from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.keys import graph_key
-from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, plan_batch
+from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, WorkspaceBatch
 from convograph.intelligence.purge import component_of, purge_component, purge_sessions
 from convograph.intelligence.writer import (
     GraphNames,
@@ -130,23 +130,24 @@ class _Mark(msgspec.Struct, array_like=True):
 
 
 class _Planned:
-    """A batch ready to write: its records, their facts, layer-1 rows, the rendered layer-1
-    statements per workspace, the collision renames and the planned stages' plans."""
+    """A batch ready to write: its records, their facts (kept only for the unplanned stages), the
+    rendered layer-1 statements per workspace (in first-seen order), the collision renames and
+    the planned stages' plans. Nothing else of the plan is kept: the decoded payloads and the
+    layer-1 rows die with the plan instead of waiting (tracked by the cyclic GC, and promoted to
+    its oldest generation) until the batch is written."""
 
-    __slots__ = ("batch", "extras", "facts", "records", "renames", "statements")
+    __slots__ = ("extras", "facts", "records", "renames", "statements")
 
     def __init__(
         self,
         records: Sequence[JournalRecord],
         facts: list[EventFacts],
-        batch: GraphBatch,
         renames: dict[str, list[dict[str, str]]],
         statements: dict[str, list[Statement]],
         extras: list[Any],
     ) -> None:
         self.records = records
         self.facts = facts
-        self.batch = batch
         self.renames = renames
         self.statements = statements
         self.extras = extras
@@ -623,7 +624,10 @@ class GraphApplier:
         groups: dict[tuple[str, str], list[str]] = {}
         by_workspace: dict[str, list[tuple[str, int]]] = {}
         for record in records:
-            by_workspace.setdefault(record.workspace, []).append((record.base_id, record.epoch_ms))
+            events = by_workspace.get(record.workspace)
+            if events is None:  # not setdefault: no throwaway list per record
+                events = by_workspace[record.workspace] = []
+            events.append((record.base_id, record.epoch_ms))
         for workspace, events in by_workspace.items():
             for base_id, fps in self.journal.collision_groups(workspace, events).items():
                 groups[(workspace, base_id)] = fps
@@ -631,14 +635,28 @@ class GraphApplier:
         with self._hint_lock:
             pop = self._hints.pop
             hinted = [pop(record.seq, None) for record in records] if self._hints else [None] * len(records)
+        hinted.reverse()  # popped from the end below: a payload is let go of once planned
+        # Each event goes through the handlers as soon as its facts exist (the order
+        # `plan_batch` runs them in), and its facts are kept only for the stages: without
+        # stages the decoded payload dies here, young, instead of being promoted through the
+        # cyclic GC's generations while the whole batch is planned (its oldest generation's
+        # full passes were ~3 us per event).
+        keep = bool(self.stages or self.planned_stages)
+        batch = GraphBatch()
+        handlers = self.handlers
+        threshold = self.offload_threshold
         facts = []
-        for record, node_id, hint in zip(records, node_ids, hinted, strict=True):
-            data = hint if hint is not None else _decoder.decode(record.data)
+        current: str | None = None  # the workspace of `target`
+        target: WorkspaceBatch | None = None
+        for record, node_id in zip(records, node_ids, strict=True):
+            hint = hinted.pop()
+            raw = record.data
+            data = hint if hint is not None else _decoder.decode(raw)
             # a field's JSON is shorter than the whole payload's (key order does not change the
             # length), so a payload under the threshold has nothing to offload (most events)
             stored = (
                 data
-                if isinstance(record.data, bytes) and len(record.data) < self.offload_threshold
+                if isinstance(raw, bytes) and len(raw) < threshold
                 else offload_fields(
                     self.blobs,
                     workspace=record.workspace,
@@ -649,31 +667,35 @@ class GraphApplier:
                     threshold=self.offload_threshold,
                 )
             )
-            facts.append(
-                EventFacts(
-                    workspace=record.workspace,
-                    event=record.event,
-                    session_id=record.session_id,
-                    epoch_ms=record.epoch_ms,
-                    fingerprint=record.fingerprint,
-                    node_id=node_id,
-                    data=data,
-                    stored_data=stored,
-                    created_by=record.created_by,
-                    data_json=record.data.decode() if isinstance(record.data, bytes) else str(record.data),
-                )
+            fact = EventFacts(  # positional: workspace, event, session_id, epoch_ms, fingerprint,
+                record.workspace,  # node_id, data, stored_data, created_by, data_json
+                record.event,
+                record.session_id,
+                record.epoch_ms,
+                record.fingerprint,
+                node_id,
+                data,
+                stored,
+                record.created_by,
+                raw.decode() if isinstance(raw, bytes) else str(raw),
             )
-        batch = plan_batch(facts, self.handlers)
+            if record.workspace != current or target is None:
+                current = record.workspace
+                target = batch.for_workspace(current)
+            for handler in handlers:
+                handler(fact, target)
+            if keep:
+                facts.append(fact)
         statements = {
             workspace: render_statements(self.engine, batch_statements(rows))
             for workspace, rows in batch.workspaces.items()
         }
         extras = [stage.plan_stage(self.names, records, facts) for stage in self.planned_stages]
-        return _Planned(records, facts, batch, renames, statements, extras)
+        return _Planned(records, facts, renames, statements, extras)
 
     def _write(self, planned: _Planned) -> None:
         """The graph writes of a planned batch, then the later-layer stages."""
-        for workspace in planned.batch.workspaces:
+        for workspace in planned.statements:
             graph = self.names.graph(workspace)
             create = self._ensure_schema(graph)
             rename_collided_events(self.engine, graph, workspace, planned.renames.get(workspace, []))

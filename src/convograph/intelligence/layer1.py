@@ -245,7 +245,11 @@ def event_node(facts: EventFacts, batch: WorkspaceBatch) -> None:
     if facts.created_by is not None:
         props["created_by"] = facts.created_by
     row = EventRow(facts.node_id, facts.session_id, props)
-    batch.events.setdefault(derive_labels(facts.event), []).append(row)
+    labels = derive_labels(facts.event)
+    rows = batch.events.get(labels)
+    if rows is None:  # not setdefault: no throwaway list (a GC-tracked allocation) per event
+        rows = batch.events[labels] = []
+    rows.append(row)
     batch.count += 1
 
 

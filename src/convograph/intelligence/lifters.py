@@ -141,6 +141,7 @@ def lift_fields(
     running the lifters one after another. O(number of lifted keys)."""
     steps = lift_steps(event_name) if lifters is None else _steps(event_name, tuple(lifters))
     out: dict[str, Any] = {}
+    scalar = _SCALAR_TYPES
     for nested, key, out_key in steps:
         if nested is None:
             value = data.get(key)
@@ -148,7 +149,8 @@ def lift_fields(
             inner = data.get(nested)
             value = inner.get(key) if isinstance(inner, Mapping) else None
         if value is not None:
-            out[out_key] = graph_value(value)
+            # `graph_value`, its common case inline (no call per lifted scalar)
+            out[out_key] = value if type(value) in scalar else graph_value(value)
     return out
 
 

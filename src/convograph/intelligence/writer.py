@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import operator
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.labels import label_clause
-from convograph.intelligence.layer1 import EventRow, WorkspaceBatch, model_response_row
+from convograph.intelligence.layer1 import WorkspaceBatch, model_response_row
 
 __all__ = [
     "CHUNK_ROWS",
@@ -290,12 +291,18 @@ def _safe_key(key: str) -> str:
     return f"`{key}`"
 
 
-def _interned(key: str, rows: list[EventRow], value: str) -> str:
-    """``value`` wrapped in ``intern()`` when ``key`` is in `INTERNED_EVENT_KEYS` and every row's
-    value is a string or missing (``intern`` takes strings only)."""
-    if key in INTERNED_EVENT_KEYS and all(isinstance(row.props.get(key, ""), str) for row in rows):
+def _interned(key: str, column: Iterator[Any], value: str) -> str:
+    """``value`` wrapped in ``intern()`` when ``key`` is in `INTERNED_EVENT_KEYS` and every value
+    of its ``column`` is a string or missing (None; ``intern`` takes strings only). The check
+    looks at the set of the column's types, not at each value through a generator."""
+    if key in INTERNED_EVENT_KEYS and all(
+        kind is _NONE_TYPE or issubclass(kind, str) for kind in set(map(type, column))
+    ):
         return f"intern({value})"
     return value
+
+
+_NONE_TYPE = type(None)
 
 
 def rollup_statements(workspace: str, tool_call_ids: Sequence[str]) -> list[Statement]:
@@ -488,7 +495,12 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
             keys.update(row.props)  # only the (ordered) keys matter
         key_list = list(keys)
         extra = label_clause(tuple(label for label in labels if label != "Event"))
-        values = [_interned(key, rows, f"row[{i + 2}]") for i, key in enumerate(key_list)]
+        # tuples: the cyclic GC stops tracking a tuple of scalars, never a list
+        arrays = [(row.node_id, row.session_id, *map(row.props.get, key_list)) for row in rows]
+        values = [
+            _interned(key, map(operator.itemgetter(i + 2), arrays), f"row[{i + 2}]")
+            for i, key in enumerate(key_list)
+        ]
         assignments = ([f"e{extra}"] if extra else []) + [
             f"e.{_safe_key(key)} = {value}" for key, value in zip(key_list, values, strict=True)
         ]
@@ -497,8 +509,6 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
             f"{_safe_key(key)}: {value}" for key, value in zip(key_list, values, strict=True)
         ]  # a null value is not stored, as with SET e.k = null
         create = _EVENTS_NEW.format(labels=extra, properties=", ".join(properties))
-        # tuples: the cyclic GC stops tracking a tuple of scalars, never a list
-        arrays = [(row.node_id, row.session_id, *map(row.props.get, key_list)) for row in rows]
         for chunk in _chunks(arrays):
             # lifted values are graph_value()s: scalars, lists of scalars or JSON text
             statements.append(Statement(create, {"rows": MapFreeList(chunk), "ws": ws}, merge))
