@@ -146,11 +146,19 @@ def content_fingerprint(event: str, data: Mapping[str, Any]) -> str:
     return _fingerprint(event, _sorted_encoder.encode(data))
 
 
+_event_tails: dict[str, bytes] = {}  # event name -> b',"event":"<name>"}' (few distinct names)
+
+
 def _fingerprint(event: str, canonical_data: bytes) -> str:
     # the sorted encoding of {"data": ..., "event": ...}, assembled from the data's own encoding
     digest = hashlib.sha256(b'{"data":')
     digest.update(canonical_data)  # fed in parts: no copy of the payload
-    digest.update(b',"event":' + _sorted_encoder.encode(event) + b"}")
+    tail = _event_tails.get(event)
+    if tail is None:
+        tail = b',"event":' + _sorted_encoder.encode(event) + b"}"
+        if len(_event_tails) < 4096:
+            _event_tails[event] = tail
+    digest.update(tail)
     return digest.hexdigest()
 
 
@@ -280,15 +288,15 @@ def parse_envelope(
         key = _check_name(key, "idempotency_key", _MAX_ID)
     data_json = _canonical_data(data, decoded=decoded)  # canonical form: fingerprinted and stored as is
     fingerprint = _fingerprint(event, data_json)
-    return Envelope(
-        event=event,
-        workspace=workspace,
-        data=data,
-        session_id=session_id,
-        epoch_ms=epoch_ms,
-        fingerprint=fingerprint,
-        data_json=data_json,
-        dedupe_key=key if key is not None else f"sha256:{fingerprint}",
-        base_id=base_event_id(session_id, event, epoch_ms, tool_call_id),
-        idempotency_key=key,
+    return Envelope(  # positional (field order): cheaper than keywords, once per event
+        event,
+        workspace,
+        data,
+        session_id,
+        epoch_ms,
+        fingerprint,
+        key if key is not None else f"sha256:{fingerprint}",  # dedupe_key
+        base_event_id(session_id, event, epoch_ms, tool_call_id),  # base_id
+        key,  # idempotency_key
+        data_json,
     )
