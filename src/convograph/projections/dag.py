@@ -650,24 +650,21 @@ def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) 
     call_labels: dict[str, str] = {}
     result_labels: dict[str, str] = {}
     progress_labels: dict[str, str] = {}
-    call_get, result_get, progress_get = call_labels.get, result_labels.get, progress_labels.get
+    by_name: dict[str, str] | None
     for node, cls in zip(nodes, map(type, nodes) if types is None else types, strict=True):
         if cls is ToolProgressNode:
-            label = progress_get(node.name)
+            by_name = progress_labels
+        elif cls is ToolCallNode:
+            by_name = call_labels
+        elif cls is ToolResultNode:
+            by_name = result_labels
+        else:
+            by_name = None
+        if by_name is not None:
+            name = node.name
+            label = by_name.get(name)
             if label is None:
-                label = progress_labels[node.name] = node_label(node)
-            append(label)
-            continue
-        if cls is ToolCallNode:
-            label = call_get(node.name)
-            if label is None:
-                label = call_labels[node.name] = node_label(node)
-            append(label)
-            continue
-        if cls is ToolResultNode:
-            label = result_get(node.name)
-            if label is None:
-                label = result_labels[node.name] = node_label(node)
+                label = by_name[name] = node_label(node)
             append(label)
             continue
         memo = memos_get(cls)
