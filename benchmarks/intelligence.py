@@ -6,12 +6,15 @@
 What is measured (all on the embedded FalkorDB child, ``IntelligenceService.open``; data layer 1
 only unless ``--semantic-layers``):
 
-1. **HTTP batch ingest**: a real uvicorn server (subprocess) with the Litestar router; the client
+1. **HTTP batch ingest**: a real uvicorn server (subprocess) with the Litestar router and the
+   process setting ``convograph serve`` applies at start-up (its GC thresholds,
+   ``SERVE_GC_THRESHOLDS``; ``--server-gc default`` keeps CPython's, as before 2026-11-27); the client
    POSTs NDJSON batches (1,000 envelopes each, 2 connections); the clock stops when
    ``/intelligence/status`` reports an empty backlog, i.e. every event is queryable.
 2. **HTTP single-event ingest**: the hook client's shape, one envelope per POST, 8 concurrent
    clients, on the first ``--single-events`` events.
-3. **In-process ingest**: ``ingest_many`` → ``wait_applied`` without HTTP (the ceiling).
+3. **In-process ingest**: ``ingest_many`` → ``wait_applied`` without HTTP, in this process with
+   CPython's GC thresholds (a library embedding the service, which sets none).
 4. **Example questions** (seed 004 and upstream spec §7.4, layer-1 forms): p50/p95 of
    ``IntelligenceService.cypher`` over ``--repeat`` runs on the biggest graph built here. The
    whole-workspace ones are asked twice: as a scan and through the workspace rollups (``Tool``,
@@ -58,12 +61,16 @@ TARGET_P50_MS = 50.0
 
 SERVER = textwrap.dedent(
     """
+    import gc
     import sys
     import uvicorn
     from litestar import Litestar
     from convograph.intelligence.http import create_intelligence_router
     from convograph.intelligence.service import IntelligenceService
+    from convograph.server.app import SERVE_GC_THRESHOLDS
 
+    if sys.argv[4] == "serve":  # what `convograph serve` sets at start-up (serve_app)
+        gc.set_threshold(*SERVE_GC_THRESHOLDS)
     service = IntelligenceService.open(sys.argv[1], semantic_layers=sys.argv[3] == "1")
     app = Litestar(route_handlers=[create_intelligence_router(service)], on_shutdown=[service.close])
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
@@ -242,7 +249,7 @@ def generate(path: Path, sessions: int, seed: int = 7, workspaces: int = 5) -> l
 class Server:
     """``uvicorn`` subprocess serving the intelligence router on an embedded FalkorDB."""
 
-    def __init__(self, data_dir: Path, semantic_layers: bool = False) -> None:
+    def __init__(self, data_dir: Path, semantic_layers: bool = False, gc_settings: str = "serve") -> None:
         self.port = free_port()
         script = data_dir / "server.py"
         script.write_text(SERVER)
@@ -253,6 +260,7 @@ class Server:
                 str(data_dir / "data"),
                 str(self.port),
                 "1" if semantic_layers else "0",
+                gc_settings,
             ],
             cwd=data_dir,
             stdout=subprocess.DEVNULL,
@@ -297,10 +305,15 @@ class Server:
 
 
 def http_batch_ingest(
-    lines: list[bytes], workdir: Path, batch: int = 1000, connections: int = 2, semantic_layers: bool = False
+    lines: list[bytes],
+    workdir: Path,
+    batch: int = 1000,
+    connections: int = 2,
+    semantic_layers: bool = False,
+    gc_settings: str = "serve",
 ) -> tuple[float, dict[str, float]]:
     """Events/s from the first POST until the last event is queryable, and CPU per event."""
-    server = Server(workdir, semantic_layers)
+    server = Server(workdir, semantic_layers, gc_settings)
     try:
         chunks = [b"\n".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
         headers = {"content-type": "application/x-ndjson"}
@@ -324,10 +337,14 @@ def http_batch_ingest(
 
 
 def http_single_ingest(
-    lines: list[bytes], workdir: Path, clients: int = 8, semantic_layers: bool = False
+    lines: list[bytes],
+    workdir: Path,
+    clients: int = 8,
+    semantic_layers: bool = False,
+    gc_settings: str = "serve",
 ) -> float:
     """Events/s with one envelope per POST (the hook client's shape), ``clients`` concurrent."""
-    server = Server(workdir, semantic_layers)
+    server = Server(workdir, semantic_layers, gc_settings)
     try:
         per_client = [lines[i::clients] for i in range(clients)]
         start = time.perf_counter()
@@ -474,12 +491,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also build layers 2/3 (default: layer 1 only, issue 7)",
     )
+    parser.add_argument(
+        "--server-gc",
+        choices=("serve", "default"),
+        default="serve",
+        help="GC thresholds of the HTTP server: what `convograph serve` sets (default) or CPython's",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
     results: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores (shared)",
         "semantic_layers": args.semantic_layers,
+        "server_gc": args.server_gc,
         "load_average_start": round(os.getloadavg()[0], 2),
     }
     with tempfile.TemporaryDirectory(prefix="cg-bench-ci-") as tmp:
@@ -491,7 +515,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, lines in (("ci-small", small), ("ci-large", large)):
                 workdir = root / f"http-{name}"
                 workdir.mkdir()
-                rate, cpu = http_batch_ingest(lines, workdir, semantic_layers=args.semantic_layers)
+                rate, cpu = http_batch_ingest(
+                    lines, workdir, semantic_layers=args.semantic_layers, gc_settings=args.server_gc
+                )
                 results[f"http_batch_{name}_events_per_s"] = round(rate)
                 results[f"http_batch_{name}_cpu"] = cpu
             single = large[: args.single_events]
@@ -499,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
             workdir.mkdir()
             results["http_single_events"] = len(single)
             results["http_single_events_per_s"] = round(
-                http_single_ingest(single, workdir, semantic_layers=args.semantic_layers)
+                http_single_ingest(
+                    single, workdir, semantic_layers=args.semantic_layers, gc_settings=args.server_gc
+                )
             )
         query_lines = large
         if args.query_sessions:
@@ -527,7 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=1))
         return 0
     print(
-        f"machine: {results['machine']}; workloads: {results['workloads']}; load average "
+        f"machine: {results['machine']}; workloads: {results['workloads']}; HTTP server GC "
+        f"{results['server_gc']}; load average "
         f"{results['load_average_start']} -> {results['load_average_end']}"
     )
     for key in (
