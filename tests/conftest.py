@@ -13,6 +13,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No timed assertions in tests: hypothesis's default 200 ms deadline and its too-slow health check
+# measure the machine, not the code (this suite runs on shared 2-core machines), so both are off
+# for every property test; a failure prints the blob that reproduces it.
+settings.register_profile(
+    "convograph", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("convograph")
 
 PG_HOST = os.environ.get("CONVOGRAPH_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("CONVOGRAPH_TEST_PG_PORT", "5432"))
