@@ -47,7 +47,7 @@ from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.keys import graph_key
-from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, GraphBatch, Handler, WorkspaceBatch
+from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
 from convograph.intelligence.purge import component_of, purge_component, purge_sessions
 from convograph.intelligence.writer import (
     GraphNames,
@@ -636,56 +636,52 @@ class GraphApplier:
             pop = self._hints.pop
             hinted = [pop(record.seq, None) for record in records] if self._hints else [None] * len(records)
         hinted.reverse()  # popped from the end below: a payload is let go of once planned
-        # Each event goes through the handlers as soon as its facts exist (the order
-        # `plan_batch` runs them in), and its facts are kept only for the stages: without
-        # stages the decoded payload dies here, young, instead of being promoted through the
-        # cyclic GC's generations while the whole batch is planned (its oldest generation's
-        # full passes were ~3 us per event).
-        keep = bool(self.stages or self.planned_stages)
-        batch = GraphBatch()
-        handlers = self.handlers
+        # `plan_batch` consumes the facts as they are made: each event goes through the handlers
+        # as soon as its facts exist, and its facts are kept only for the stages. Without stages
+        # the decoded payload dies here, young, instead of being promoted through the cyclic GC's
+        # generations while the whole batch is planned (its oldest generation's full passes were
+        # ~3 us per event).
+        facts: list[EventFacts] = []
+        keep = facts.append if self.stages or self.planned_stages else None
         threshold = self.offload_threshold
-        facts = []
-        current: str | None = None  # the workspace of `target`
-        target: WorkspaceBatch | None = None
-        for record, node_id in zip(records, node_ids, strict=True):
-            hint = hinted.pop()
-            raw = record.data
-            data = hint if hint is not None else _decoder.decode(raw)
-            # a field's JSON is shorter than the whole payload's (key order does not change the
-            # length), so a payload under the threshold has nothing to offload (most events)
-            stored = (
-                data
-                if isinstance(raw, bytes) and len(raw) < threshold
-                else offload_fields(
-                    self.blobs,
-                    workspace=record.workspace,
-                    session_id=record.session_id,
-                    base_id=record.base_id,
-                    fingerprint=record.fingerprint,
-                    data=data,
-                    threshold=self.offload_threshold,
+
+        def each_fact() -> Iterator[EventFacts]:
+            for record, node_id in zip(records, node_ids, strict=True):
+                hint = hinted.pop()
+                raw = record.data
+                data = hint if hint is not None else _decoder.decode(raw)
+                # a field's JSON is shorter than the whole payload's (key order does not change
+                # the length), so a payload under the threshold has nothing to offload (most events)
+                stored = (
+                    data
+                    if isinstance(raw, bytes) and len(raw) < threshold
+                    else offload_fields(
+                        self.blobs,
+                        workspace=record.workspace,
+                        session_id=record.session_id,
+                        base_id=record.base_id,
+                        fingerprint=record.fingerprint,
+                        data=data,
+                        threshold=threshold,
+                    )
                 )
-            )
-            fact = EventFacts(  # positional: workspace, event, session_id, epoch_ms, fingerprint,
-                record.workspace,  # node_id, data, stored_data, created_by, data_json
-                record.event,
-                record.session_id,
-                record.epoch_ms,
-                record.fingerprint,
-                node_id,
-                data,
-                stored,
-                record.created_by,
-                raw.decode() if isinstance(raw, bytes) else str(raw),
-            )
-            if record.workspace != current or target is None:
-                current = record.workspace
-                target = batch.for_workspace(current)
-            for handler in handlers:
-                handler(fact, target)
-            if keep:
-                facts.append(fact)
+                fact = EventFacts(  # positional: workspace, event, session_id, epoch_ms, fingerprint,
+                    record.workspace,  # node_id, data, stored_data, created_by, data_json
+                    record.event,
+                    record.session_id,
+                    record.epoch_ms,
+                    record.fingerprint,
+                    node_id,
+                    data,
+                    stored,
+                    record.created_by,
+                    raw.decode() if isinstance(raw, bytes) else str(raw),
+                )
+                if keep is not None:
+                    keep(fact)
+                yield fact
+
+        batch = plan_batch(each_fact(), self.handlers)
         statements = {
             workspace: render_statements(self.engine, batch_statements(rows))
             for workspace, rows in batch.workspaces.items()

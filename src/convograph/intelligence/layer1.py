@@ -395,7 +395,8 @@ LAYER1_HANDLERS: tuple[Handler, ...] = (session_node, event_node, tool_call, mod
 
 
 def plan_batch(facts: Iterable[EventFacts], handlers: tuple[Handler, ...] = LAYER1_HANDLERS) -> GraphBatch:
-    """Run every handler over every event, in order. O(events x handlers)."""
+    """Run every handler over every event, in order, one event at a time as ``facts`` yields it
+    (the applier streams them so a payload can die once planned). O(events x handlers)."""
     batch = GraphBatch()
     for item in facts:
         target = batch.for_workspace(item.workspace)
