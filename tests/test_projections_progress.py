@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from convograph import create_graph, reduce_events
 from convograph.projections import (
     CollectAll,
@@ -28,6 +31,45 @@ def test_exec_accumulator_rules() -> None:
     before = dict(state)
     acc.reduce(state, {"channel": "stderr", "data": "x"})
     assert state == before  # reducers never mutate
+
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3))
+_contents = st.one_of(
+    _values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "channel": st.one_of(st.sampled_from(["stdout", "stderr", "other"]), _values),
+            "data": _values,
+            "pid": _values,
+            "cpuPercent": _values,
+            "rssKb": _values,
+            "wallMs": _values,
+        },
+    ),
+)
+
+
+@given(st.lists(_contents, max_size=12))
+def test_exec_accumulator_matches_its_rules(contents: list[Any]) -> None:
+    """Folding any contents equals the rules stated plainly, and no state is mutated."""
+    acc = ExecAccumulator()
+    state = acc.init()
+    expected: dict[str, Any] = {"stdout": "", "stderr": "", "metrics": None}
+    for content in contents:
+        before = dict(state)
+        new = acc.reduce(state, content)
+        assert state == before
+        state = new
+        if not isinstance(content, dict):
+            continue
+        channel, data, pid = content.get("channel"), content.get("data"), content.get("pid")
+        if channel in ("stdout", "stderr") and isinstance(data, str):
+            expected[channel] += data
+        elif isinstance(pid, int | float) and not isinstance(pid, bool):
+            keys = ("cpuPercent", "rssKb", "wallMs")
+            expected["metrics"] = {"pid": pid, **{key: content.get(key) for key in keys}}
+        assert state == expected
 
 
 def test_fallback_and_registry_copy() -> None:

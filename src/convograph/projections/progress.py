@@ -49,18 +49,22 @@ class ExecAccumulator:
         if not isinstance(content, dict):
             return state
         channel = content.get("channel")
-        data = content.get("data")
-        if channel in ("stdout", "stderr") and isinstance(data, str):
-            return {**state, channel: state[channel] + data}
+        if channel == "stdout" or channel == "stderr":
+            data = content.get("data")
+            if isinstance(data, str):
+                grown = state.copy()  # (a new state: reducers never mutate theirs)
+                grown[channel] = state[channel] + data
+                return grown
         pid = content.get("pid")
         if isinstance(pid, (int, float)) and not isinstance(pid, bool):
-            metrics = {
+            replaced = state.copy()
+            replaced["metrics"] = {
                 "pid": pid,
                 "cpuPercent": content.get("cpuPercent"),
                 "rssKb": content.get("rssKb"),
                 "wallMs": content.get("wallMs"),
             }
-            return {**state, "metrics": metrics}
+            return replaced
         return state
 
 
