@@ -410,10 +410,9 @@ def layout(data: LayoutInput) -> DAGLayout:
         while lane < len(lane_starts):
             starts = lane_starts[lane]
             k = bisect_left(starts, start)
-            if (k < len(starts) and starts[k] <= end) or (k > 0 and lane_ends[lane][k - 1] >= start):
-                lane += 1
-                continue
-            break
+            if not ((k < len(starts) and starts[k] <= end) or (k > 0 and lane_ends[lane][k - 1] >= start)):
+                break
+            lane += 1
         if lane == len(lane_starts):
             lane_starts.append([])
             lane_ends.append([])
