@@ -24,6 +24,7 @@ import logging
 import operator
 import time
 from collections.abc import Iterator, Sequence
+from types import NoneType
 from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
@@ -296,13 +297,10 @@ def _interned(key: str, column: Iterator[Any], value: str) -> str:
     of its ``column`` is a string or missing (None; ``intern`` takes strings only). The check
     looks at the set of the column's types, not at each value through a generator."""
     if key in INTERNED_EVENT_KEYS and all(
-        kind is _NONE_TYPE or issubclass(kind, str) for kind in set(map(type, column))
+        kind is NoneType or issubclass(kind, str) for kind in set(map(type, column))
     ):
         return f"intern({value})"
     return value
-
-
-_NONE_TYPE = type(None)
 
 
 def rollup_statements(workspace: str, tool_call_ids: Sequence[str]) -> list[Statement]:
