@@ -147,6 +147,72 @@ def test_the_in_memory_tail_serves_exactly_what_sqlite_holds(tmp_path: Path) -> 
     plain.close()
 
 
+# What schema 5 changed, undone: the session index on (workspace, session_id, seq), no
+# session_key column.
+_AS_SCHEMA_4 = (
+    "DROP INDEX events_session_key; ALTER TABLE events DROP COLUMN session_key;"
+    "CREATE INDEX events_session ON events (workspace, session_id, seq);"
+    "UPDATE meta SET v = '4' WHERE k = 'schema';"
+)
+
+
+def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(tmp_path: Path) -> None:
+    import sqlite3
+
+    from convograph.intelligence.journal import _session_key
+
+    path = tmp_path / "j.sqlite3"
+    journal = SqliteJournal(path)
+    journal.append([env(1, key="k1", session="A"), env(2, key="k2", session="B"), env(3, session="A")])
+    journal.append([env(4, session="A", ws="W2")])  # the same session id in another workspace
+    journal.close()
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.executescript(_AS_SCHEMA_4)
+        before = db.execute("SELECT * FROM events ORDER BY seq").fetchall()
+    db.close()
+    again = SqliteJournal(path)
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
+    indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"events_session_key", "events_base_content", "events_idem_key"} <= indexes
+    assert "events_session" not in indexes
+    rows = again._write.execute("SELECT * FROM events ORDER BY seq").fetchall()
+    assert [row[:-1] for row in rows] == before  # the records themselves are untouched
+    assert [row[-1] for row in rows] == [_session_key(row[1], row[2]) for row in rows]
+    # by key (other content), by content; new ones go in
+    statuses = [r.status for r in again.append([env(7, key="k2"), env(3, session="A"), env(8, key="k3")])]
+    assert statuses == ["duplicate", "duplicate", "queued"]
+    assert again.session_count("W", "A") == 2
+    assert [r.epoch_ms % 10 for r in again.read_session("W", "A", 10**9)] == [1, 3]
+    assert again.forget_session("W", "A") == 2
+    assert again.session_count("W2", "A") == 1
+    plan = " ".join(
+        str(row)
+        for row in again._read.execute(
+            "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE session_key = ? AND workspace = ?"
+            " AND session_id = ? ORDER BY seq",
+            (_session_key("W", "A"), "W", "A"),
+        )
+    )
+    assert "events_session_key" in plan
+    assert "TEMP B-TREE" not in plan  # the entries' rowids give seq order
+    again.close()
+
+
+def test_sessions_whose_keys_collide_stay_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convograph.intelligence import journal as journal_module
+
+    monkeypatch.setattr(journal_module, "_session_key", lambda workspace, session_id: 7)
+    journal = SqliteJournal(tmp_path / "j.sqlite3")
+    journal.append(
+        [env(1, session="A"), env(2, session="B"), env(3, session="A", ws="W2"), env(4, session="A")]
+    )
+    assert journal.session_count("W", "A") == 2
+    assert [r.epoch_ms % 10 for r in journal.read_session("W", "A", 10**9)] == [1, 4]
+    assert journal.forget_session("W", "A") == 2
+    assert [(r.workspace, r.session_id) for r in journal.read_after(0, 10)] == [("W", "B"), ("W2", "A")]
+    journal.close()
+
+
 def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) -> None:
     import sqlite3
 
@@ -156,7 +222,7 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     journal.close()
     with sqlite3.connect(path, isolation_level=None) as db:  # make it look like schema 2
         db.executescript(
-            "DROP INDEX events_base_content;"
+            _AS_SCHEMA_4 + "DROP INDEX events_base_content;"
             "CREATE UNIQUE INDEX events_content_key ON events (content_key);"
             "CREATE INDEX events_base_key ON events (base_key);"
             "UPDATE meta SET v = '2' WHERE k = 'schema';"
@@ -166,7 +232,7 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "events_base_content" in indexes
     assert "events_content_key" not in indexes
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "4"
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
     assert [r.status for r in again.append([env(1), env(3, key="k1"), env(2), env(4)])] == [
         "duplicate",
         "duplicate",
@@ -206,7 +272,7 @@ def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_
     with sqlite3.connect(path, isolation_level=None) as db:  # what schema 3 wrote
         db.create_function("old_key", 2, _schema_3_base_key)
         db.executescript(
-            "DROP INDEX events_base_content;"
+            _AS_SCHEMA_4 + "DROP INDEX events_base_content;"
             "UPDATE events SET base_key = old_key(workspace, base_id);"
             "CREATE UNIQUE INDEX events_base_content ON events (base_key, content_key);"
             "UPDATE meta SET v = '3' WHERE k = 'schema';"
@@ -215,7 +281,7 @@ def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_
         assert before
     db.close()
     again = SqliteJournal(path)
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "4"
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
     rows = again._write.execute(
         "SELECT seq, workspace, base_id, data, base_key, epoch_ms FROM events ORDER BY seq"
     )

@@ -157,7 +157,8 @@ CREATE TABLE IF NOT EXISTS events (
     data BLOB NOT NULL,
     content_key BLOB NOT NULL,
     idem_key BLOB,
-    base_key INTEGER NOT NULL
+    base_key INTEGER NOT NULL,
+    session_key INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
@@ -173,22 +174,31 @@ CREATE UNIQUE INDEX IF NOT EXISTS tombstones_idem_key ON tombstones (idem_key) W
 # base_key starts with the event's millisecond (`_base_key`), so this index grows at its end
 # like the table: a random 64-bit hash put every append on a random leaf page, and each commit
 # wrote every page it touched to the WAL (schema 4).
+# A session's rows are found through a 64-bit key of (workspace, session_id) (`_session_key`;
+# queries compare the exact columns too): a ~20-byte index entry instead of both texts and the
+# seq (schema 5; the rowid the entry carries gives seq order).
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS events_base_content ON events (base_key, content_key);
 CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_session ON events (workspace, session_id, seq);
+CREATE INDEX IF NOT EXISTS events_session_key ON events (session_key);
 """
-_SCHEMA_VERSION = "4"
+_SCHEMA_VERSION = "5"
 _REKEY = (
     "DROP INDEX IF EXISTS events_base_content;"
     " UPDATE events SET base_key = convograph_base_key(workspace, base_id, epoch_ms);"
 )
+_TO_5 = (
+    " ALTER TABLE events ADD COLUMN session_key INTEGER NOT NULL DEFAULT 0;"
+    " UPDATE events SET session_key = convograph_session_key(workspace, session_id);"
+    " DROP INDEX IF EXISTS events_session;"
+)
 _MIGRATIONS = {
-    "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;" + _REKEY,
-    "3": _REKEY,  # schema 3 keyed base ids by a random 64-bit hash (`_base_key`)
+    "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;" + _REKEY + _TO_5,
+    "3": _REKEY + _TO_5,  # schema 3 keyed base ids by a random 64-bit hash (`_base_key`)
+    "4": _TO_5,  # schema 4 indexed sessions on (workspace, session_id, seq)
 }
 """Older schema version -> SQL that, followed by `_INDEXES`, makes it the current one (with
-``convograph_base_key`` registered as `_base_key`)."""
+``convograph_base_key`` / ``convograph_session_key`` registered as `_base_key` / `_session_key`)."""
 _PAGE_SIZE = 8192
 """Page size of a new journal file (SQLite's default is 4,096; existing files keep theirs)."""
 
@@ -222,14 +232,29 @@ def _base_key(workspace: str, base_id: str, epoch_ms: int) -> int:
     return (ms << 16) | (zlib.crc32(f"{workspace}\x00{base_id}".encode()) & 0xFFFF)
 
 
+def _session_key(workspace: str, session_id: str) -> int:
+    """The session index's key: 64 bits of BLAKE2b of ``(workspace, session_id)``, signed. Two
+    sessions with one key only cost extra rows read: queries compare the exact columns too."""
+    digest = hashlib.blake2b(f"{workspace}\x00{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+_SESSION = "session_key = ? AND workspace = ? AND session_id = ?"
+"""One session's rows, through ``events_session_key`` (parameters: `_session_params`)."""
+
+
+def _session_params(workspace: str, session_id: str) -> tuple[int, str, str]:
+    return (_session_key(workspace, session_id), workspace, session_id)
+
+
 _INSERT_HEAD = (
     "INSERT OR IGNORE INTO events (workspace, session_id, event, epoch_ms, fingerprint, base_id,"
-    " created_by, received_ms, data, content_key, idem_key, base_key) VALUES "
+    " created_by, received_ms, data, content_key, idem_key, base_key, session_key) VALUES "
 )
-_ROW_MARKS = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+_ROW_MARKS = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _CACHE_KIB = 65536  # write connection's page cache
 _CHECKPOINT_BYTES = 40_960_000  # WAL bytes between automatic checkpoints
-_INSERT_CHUNK = 2000  # 12 parameters a row: 24,000 < SQLite's 32,766 variable limit
+_INSERT_CHUNK = 2000  # 13 parameters a row: 26,000 < SQLite's 32,766 variable limit
 
 
 def _insert_rows(cur: sqlite3.Cursor, rows: Sequence[tuple[object, ...]]) -> int:
@@ -279,6 +304,7 @@ class SqliteJournal:
         page_size = self._write.execute("PRAGMA page_size").fetchone()[0]
         self._write.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_BYTES // page_size}")
         self._write.create_function("convograph_base_key", 3, _base_key, deterministic=True)
+        self._write.create_function("convograph_session_key", 2, _session_key, deterministic=True)
         self._write.executescript(_SCHEMA)
         self._read = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._read.execute("PRAGMA busy_timeout=10000")
@@ -339,19 +365,20 @@ class SqliteJournal:
         occurrence of a fingerprint in the batch is the one that was inserted).
         """
         now = now_ms()
-        rows = [
-            (
+        sessions: dict[tuple[str, str], int] = {}  # a batch holds few sessions: one digest each
+        rows = []
+        for env in envelopes:
+            session = (env.workspace, env.session_id)
+            session_key = sessions.get(session)
+            if session_key is None:
+                session_key = sessions[session] = _session_key(*session)
+            rows.append((
                 env.workspace, env.session_id, env.event, env.epoch_ms, env.fingerprint, env.base_id, created_by, now,
                 env.data_json or _json.encode(env.data), _digest16(env.workspace, env.fingerprint),
                 None if env.idempotency_key is None else _digest16(env.workspace, env.idempotency_key),
-                _base_key(env.workspace, env.base_id, env.epoch_ms),
-            )
-            for env in envelopes
-        ]  # fmt: skip
-        insert = (
-            "INSERT OR IGNORE INTO events (workspace, session_id, event, epoch_ms, fingerprint, base_id,"
-            " created_by, received_ms, data, content_key, idem_key, base_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-        )
+                _base_key(env.workspace, env.base_id, env.epoch_ms), session_key,
+            ))  # fmt: skip
+        insert = _INSERT_HEAD + _ROW_MARKS
         with self._write_lock:
             cur = self._write.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -424,14 +451,13 @@ class SqliteJournal:
     ) -> int:
         """Delete the session's rows and dead letters in one transaction, keeping their dedupe
         digests as tombstones (unless ``tombstone`` is false). O(session rows · log N)."""
+        params = _session_params(workspace, session_id)
         with self._write_lock:
             self._write.execute("BEGIN IMMEDIATE")
             try:
-                selected = "FROM events WHERE workspace = ? AND session_id = ?"
+                selected = f"FROM events WHERE {_SESSION}"
                 if idle_before_ms is not None:
-                    newest = self._write.execute(
-                        f"SELECT max(received_ms) {selected}", (workspace, session_id)
-                    ).fetchone()[0]
+                    newest = self._write.execute(f"SELECT max(received_ms) {selected}", params).fetchone()[0]
                     if newest is None or newest >= idle_before_ms:
                         self._write.execute("COMMIT")
                         return 0
@@ -439,15 +465,11 @@ class SqliteJournal:
                     self._write.execute(
                         "INSERT OR IGNORE INTO tombstones (content_key, idem_key)"
                         f" SELECT content_key, idem_key {selected}",
-                        (workspace, session_id),
+                        params,
                     )
-                seqs = [
-                    seq for (seq,) in self._write.execute(f"SELECT seq {selected}", (workspace, session_id))
-                ]
-                self._write.execute(
-                    f"DELETE FROM dead_letters WHERE seq IN (SELECT seq {selected})", (workspace, session_id)
-                )
-                count = self._write.execute(f"DELETE {selected}", (workspace, session_id)).rowcount
+                seqs = [seq for (seq,) in self._write.execute(f"SELECT seq {selected}", params)]
+                self._write.execute(f"DELETE FROM dead_letters WHERE seq IN (SELECT seq {selected})", params)
+                count = self._write.execute(f"DELETE {selected}", params).rowcount
                 self._write.execute("COMMIT")
             except BaseException:
                 self._write.execute("ROLLBACK")
@@ -473,10 +495,10 @@ class SqliteJournal:
         return [(ws, sid) for ws, sid in rows]
 
     def session_count(self, workspace: str, session_id: str) -> int:
-        """Indexed count (``events_session``)."""
+        """Indexed count (``events_session_key``)."""
         with self._read_lock:
             row = self._read.execute(
-                "SELECT count(*) FROM events WHERE workspace = ? AND session_id = ?", (workspace, session_id)
+                f"SELECT count(*) FROM events WHERE {_SESSION}", _session_params(workspace, session_id)
             ).fetchone()
         return int(row[0])
 
@@ -563,7 +585,7 @@ class SqliteJournal:
     def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
         """One session's records with ``seq < before_seq`` in seq order (indexed; semantic layers)."""
         return self._read_records(
-            "workspace = ? AND session_id = ? AND seq < ? ORDER BY seq", (workspace, session_id, before_seq)
+            f"{_SESSION} AND seq < ? ORDER BY seq", (*_session_params(workspace, session_id), before_seq)
         )
 
     def last_seq(self) -> int:
