@@ -573,3 +573,67 @@ def test_one_shot_statuses_of_views_made_while_their_run_streamed() -> None:
     failed, failed_per_node = statuses([*run, {"type": "error", "runId": "a", "message": "boom"}])
     assert failed == failed_per_node
     assert {status for _, status in failed} == {"error"}
+
+
+def test_flat_loop_equals_the_general_loop() -> None:
+    """`build_thread` fills from a flat graph with `ThreadBuilder._fill_flat` (placement per run,
+    parent info from the previous node or `Graph.node_map`); it gives what the general one-shot
+    loop (`add_placed`) gives, for every option, full and top level only, over generated,
+    shuffled (late parents, results before calls) and redelivered streams, and over an older
+    version of a graph (`node_map` then copies). An input that is not run-shaped (a run's later
+    node with a parent in another run, which the reducer never makes) is refused, and
+    `build_thread` then takes the general loop."""
+    import random
+
+    import msgspec
+
+    from convograph.projections import thread as thread_module
+    from convograph.projections.thread import ThreadBuilder, build_thread, graph_arrival_order
+    from tests.test_projections_golden import OPTIONS, random_stream
+
+    def general(graph: Any, options: ViewOptions | None, top_level_only: bool) -> list[ViewNode]:
+        builder = ThreadBuilder(options=options, top_level_only=top_level_only)
+        builder.add_placed((node, parent, None) for node, parent in graph_arrival_order(graph))
+        return builder.views
+
+    graphs = []
+    for seed in range(60):
+        rnd = random.Random(seed)
+        events = random_stream(rnd)
+        shuffled = list(events)
+        rnd.shuffle(shuffled)
+        graphs.append(reduce_events(create_graph(), events))
+        graphs.append(reduce_events(create_graph(), shuffled + shuffled[: len(shuffled) // 3]))
+    old = reduce_events(create_graph(), random_stream(random.Random(7)))
+    reduce_events(old, [{"type": "text", "runId": "later", "id": "x", "content": "newer"}])
+    assert isinstance(old.node_map(), dict)  # an older version: a copy, without the newer node
+    assert "x" not in old.node_map()
+    graphs.append(old)
+    for graph in graphs:
+        assert dict(graph.node_map()) == dict(graph.nodes.items())
+        for options in OPTIONS.values():
+            for top_level_only in (False, True):
+                fast = build_thread(graph, options=options, top_level_only=top_level_only).views
+                assert to_jsonable(fast) == to_jsonable(general(graph, options, top_level_only))
+
+    graph = reduce_events(
+        create_graph(),
+        [
+            {"type": "user", "runId": "u", "content": "q"},
+            {"type": "text", "runId": "a", "parentId": "u:user", "id": "t1", "content": "x"},
+            {"type": "text", "runId": "b", "id": "t2", "content": "y"},
+        ],
+    )
+    nodes = list(graph.iter_nodes())
+    not_run_shaped = [None, "u:user", "t1"]  # t2 then t1's run again, by a cross-run parent
+    moved = [nodes[0], nodes[1], nodes[2], msgspec.structs.replace(nodes[1], id="t3")]
+    assert not ThreadBuilder()._fill_flat(moved, [*not_run_shaped, "t2"], {n.id: n for n in moved})
+    original = thread_module._arrival_lists
+    try:
+        thread_module._arrival_lists = lambda _graph: (moved, [*not_run_shaped, "t2"])
+        views = build_thread(graph).views
+    finally:
+        thread_module._arrival_lists = original
+    builder = ThreadBuilder()
+    builder.add_placed(zip(moved, [*not_run_shaped, "t2"], [None] * 4, strict=True))
+    assert to_jsonable(views) == to_jsonable(builder.views)

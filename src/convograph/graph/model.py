@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgspec
@@ -152,6 +153,18 @@ class Graph:
         """Nodes in insertion order. O(n), read in bulk (`VersionedMap.values_at`): one copy of the
         newest dict when this graph is its lineage's newest version."""
         return iter(self._lineage.nodes.values_at(self._version))
+
+    def node_map(self) -> Mapping[str, Node]:
+        """This version's nodes by id, for many point reads in one pass (a one-shot projection
+        looking nodes up by parent id). When this graph is its lineage's newest version, O(1): a
+        read-only view of the lineage's own dict, which shows later writes once the lineage is
+        extended (a text node's newer fragments, new nodes), so read it right away and do not keep
+        it. Otherwise a new dict, O(n)."""
+        nodes = self._lineage.nodes
+        # the newest values, as `VersionedMap.values_at` reads them when nothing newer was written
+        if nodes._last_stamp <= self._version and not nodes._has_tombstones:
+            return MappingProxyType(nodes._latest)  # type: ignore[arg-type]
+        return dict(nodes.items_at(self._version))
 
     def parent_ids(self) -> list[str | None] | None:
         """The source of each node's incoming edge (``None`` for a root), aligned with

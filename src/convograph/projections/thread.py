@@ -41,7 +41,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from typing import Any, Final
 
@@ -53,6 +53,8 @@ from convograph.graph.nodes import (
 )
 from convograph.graph.nodes import (
     ErrorNode,
+    HarnessEndNode,
+    HarnessStartNode,
     Node,
     ReasoningNode,
     RelayNode,
@@ -60,6 +62,7 @@ from convograph.graph.nodes import (
     ToolCallNode,
     ToolProgressNode,
     ToolResultNode,
+    UsageNode,
     UserNode,
 )
 from convograph.projections.progress import ProgressRegistry, default_registry
@@ -114,6 +117,10 @@ class ReplOutputNode(_ReplNode, frozen=True, tag="repl_output"):
 RESULT_SUFFIX: Final = ":result"
 _CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "error", "relay"})
 _LIFECYCLE_KINDS: Final = frozenset({"harness_start", "harness_end", "error"})
+_CONTENT_TYPES: Final[frozenset[type[Any]]] = frozenset(
+    {TextNode, ReasoningNode, ToolCallNode, UserNode, ErrorNode, RelayNode}
+)
+"""The flat node types of `_CONTENT_KINDS` (`ThreadBuilder._place_flat` dispatches on types)."""
 
 
 def _open_or_failed(run: _Run) -> bool:
@@ -744,6 +751,305 @@ class ThreadBuilder:
                 level.attached = True
             settle_append(view)
 
+    def _fill_flat(self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]) -> bool:
+        """One-shot fill from a flat graph's arrival lists (`_arrival_lists`) and its nodes by id
+        (`Graph.node_map`): `_add_many` with `_place_flat` as its loop. False when the graph is not
+        run-shaped (see `_place_flat`): the builder is then half filled, to be dropped."""
+        if self.track_changes:
+            raise RuntimeError("ThreadBuilder._fill_flat is a one-shot path: use add")
+        settle = self._open_one_shot()
+        try:
+            return self._place_flat(nodes, parents, node_map)
+        finally:
+            self._close_one_shot(settle)
+
+    def _place_flat(self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]) -> bool:
+        """`_place_many` for a flat graph: ``nodes[i]`` placed by its parent ``parents[i]``, in
+        arrival order (every parent before its children). Same placement and views, for a graph
+        that is *run-shaped*: every node but the first of its run has a parent in its own run. The
+        flat reducer makes only such graphs (a run's later nodes hang off the run's previous node;
+        only a run's first node takes a cross-run parent, or is adopted by a late one), so every
+        node of a run lands in the list of the run's first node. Returns False, having stopped,
+        when a node breaks that (the caller then fills a new builder with `_place_many`).
+
+        What differs from `_place_many` is only how the loop keeps its state:
+
+        - no placement record per node: a run's list is recorded once, at its first node
+          (``run_level``); a parent's type and run are read from the parent node (``node_map``);
+        - a node whose parent is the node just before it (~90 % of a conversation's nodes) takes
+          the parent's list, type and run from the loop's locals, which still describe the
+          previous node at the top of each step;
+        - dispatch is on the node's exact type (flat nodes are `convograph.graph.nodes` types), the
+          most frequent first;
+        - write-only state of a one-shot build is not kept: the spawner's list of child runs and the
+          status memo (read only by `_restamp` and `status_of` of incremental builds), and a
+          result's output by call id once its call's view exists (read only to fill a call that
+          arrives later, and node ids are unique, so none can).
+
+        O(1) amortised per node, and O(1) dict writes per run rather than per node. Nothing
+        tracked by the cyclic GC is allocated per node except the views' ``branches`` lists and
+        the progress states (as `_place_many`)."""
+        run_level: dict[str, _Level] = {}
+        run_level_get = run_level.get
+        top = self._top
+        sink = self._sink
+        has_continuation = self._has_continuation
+        promoted = self._promoted
+        pending = self._pending
+        kind_of = _KIND_OF_TYPE
+        content_types = _CONTENT_TYPES
+        view_of = self._view_of
+        view_of_get = view_of.get
+        calls = self._calls
+        calls_get = calls.get
+        call_nodes = self._call_nodes
+        relay_params = self._relay_params
+        results = self._results
+        progress = self._progress
+        progress_get = progress.get
+        runs = self._runs
+        runs_get = runs.get
+        pieces = self._pieces
+        accumulators = _Memo(self.registry.get)
+        options = self.options
+        # Nothing to fold (no accumulator, collapsed tools): progress nodes are only placed.
+        skip_progress = self.registry.folds_nothing or options.collapse_tools
+        hide_reasoning = options.hide_reasoning
+        hide_subagents = options.hide_subagents
+        collapse = options.collapse_tools
+        new_level = self._new_level
+        new_branches = self._new_branches
+        result_suffix = RESULT_SUFFIX
+        cut = -len(RESULT_SUFFIX)
+        unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
+        settle = self._settle
+        assert settle is not None, "between _open_one_shot and _close_one_shot only"
+        settle_append = settle.append
+        progress_type = ToolProgressNode
+        result_type = ToolResultNode
+        call_type = ToolCallNode
+        text_type = TextNode
+        reasoning_type = ReasoningNode
+        usage_type = UsageNode
+        start_type = HarnessStartNode
+        end_type = HarnessEndNode
+        relay_type = RelayNode
+        user_type = UserNode
+        # The previous node: its id, type, run and list (the loop's locals at the top of a step).
+        node_id: str | None = None
+        tp: type[Any] = type(None)
+        run_id = ""
+        level = top
+        parent_tp: type[Any] = tp
+        parent_run: str | None
+        for node, parent_id in zip(nodes, parents, strict=True):
+            if parent_id is None:
+                parent_run = None
+            elif parent_id == node_id:  # the previous node: ``level`` is still its list
+                parent_tp = tp
+                parent_run = run_id
+            else:
+                parent = node_map[parent_id]
+                parent_tp = type(parent)
+                parent_run = parent.run_id
+                parent_level = run_level_get(parent_run)
+                if parent_level is None:  # (never: parents come first) placed as a root
+                    parent_run = None
+                else:
+                    level = parent_level
+            tp = type(node)
+            node_id = node.id
+            run_id = node.run_id
+            if pending and run_id in pending:
+                self._drop_pending(run_id)
+            if parent_run == run_id:
+                if parent_tp in content_types:  # only read for content parents
+                    has_continuation.add(parent_id)  # type: ignore[arg-type]
+            else:  # the first node of its run: a root or a cross-run child
+                if run_id in run_level:
+                    return False  # not run-shaped
+                if parent_run is None:
+                    level = top
+                else:  # `_place_cross`, inline
+                    run = runs_get(run_id)
+                    if run is None:
+                        runs[run_id] = _Run(parent=parent_run)
+                    elif run.parent is None:
+                        run.parent = parent_run
+                    if parent_tp is call_type:
+                        if hide_subagents:
+                            level = sink
+                        else:
+                            parent_view = view_of_get(parent_id)  # type: ignore[arg-type]
+                            if parent_view is not None:
+                                level = new_level(parent_view)
+                    elif parent_tp in content_types:
+                        parent_view = view_of_get(parent_id)  # type: ignore[arg-type]
+                        if parent_view is not None:
+                            if parent_id not in has_continuation and parent_id not in promoted:
+                                promoted.add(parent_id)  # type: ignore[arg-type]
+                            else:
+                                level = new_level(parent_view)
+                run_level[run_id] = level
+            view: ViewNode | None
+            content: Any
+            if tp is progress_type:
+                if skip_progress:  # (also when tools are collapsed)
+                    continue
+                call_id = node.tool_call_id  # type: ignore[union-attr]
+                view = calls_get(call_id)
+                if view is None:  # folded when the call arrives
+                    entries = progress_get(call_id)
+                    if entries is None:
+                        entries = progress[call_id] = {}
+                    entries[node_id] = (node.name, node.content)  # type: ignore[union-attr]
+                    continue
+                accumulator = accumulators[node.name]  # type: ignore[union-attr]
+                if accumulator is None:
+                    continue
+                content = view.content
+                state = content.progress
+                content.progress = accumulator.reduce(
+                    accumulator.init() if state is None else state,
+                    node.content,  # type: ignore[union-attr]
+                )
+                continue
+            if tp is result_type:
+                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                view = calls_get(call_id)
+                if view is None:  # no call yet: a denied or orphan call, or the call comes later
+                    results[call_id] = node.output  # type: ignore[union-attr]
+                    self._add_tool_result(node, level)  # type: ignore[arg-type]
+                else:
+                    view.content.output = True if collapse else node.output  # type: ignore[union-attr]
+                continue
+            if tp is call_type:
+                call_nodes.add(node_id)
+                if node_id in calls:
+                    self._add_tool_call(node, level)  # type: ignore[arg-type]
+                    continue
+                content = (
+                    ToolCallContent(name=node.name)  # type: ignore[union-attr]
+                    if collapse
+                    else ToolCallContent(name=node.name, input=node.input)  # type: ignore[union-attr]
+                )
+                if results and node_id in results:
+                    self._set_output(content, results[node_id])
+                if not collapse and progress and node_id in progress:
+                    content.progress = self._fold_progress(node_id)
+            elif tp is text_type or tp is reasoning_type:
+                is_reasoning = tp is reasoning_type
+                if is_reasoning and hide_reasoning:
+                    continue
+                text: str = node.fragments.text()  # type: ignore[union-attr]
+                signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                items = level.items
+                if items and level.deferred_pending is None:  # a pending view stands last
+                    last = items[-1]
+                    content = last.content
+                    if last.run_id == run_id and type(content) is (
+                        ReasoningContent if is_reasoning else TextContent
+                    ):
+                        entry = pieces.get(id(last))
+                        if entry is None:
+                            pieces[id(last)] = (content, [content.text, text])
+                        else:
+                            entry[1].append(text)
+                        if is_reasoning and signature is not None:
+                            content.signature = signature  # type: ignore[union-attr]
+                        view_of[node_id] = last
+                        continue
+                content = (
+                    ReasoningContent(text=text, signature=signature)
+                    if is_reasoning
+                    else TextContent(text=text)
+                )
+            elif tp is usage_type:
+                continue
+            elif tp is start_type:  # `_add_in`, inline (the status re-stamp is deferred)
+                run = runs_get(run_id)
+                if run is None:
+                    run = runs[run_id] = _Run()
+                run.started = True
+                if not run.ended and not run.errored:
+                    # `_append` of a pending view, deferred: drop the list's own pending view,
+                    # attach the list as the view would, and make the view only if nothing
+                    # follows it by the end (`_make_deferred_pending`).
+                    items = level.items
+                    if level.deferred_pending is not None:
+                        self._drop_pending(level.deferred_pending)
+                    elif pending and items and type(items[-1].content) is PendingContent:
+                        self._drop_pending(items[-1].run_id)
+                    if not level.attached and level.owner is not None:
+                        level.owner.branches.append(items)
+                        level.attached = True
+                    level.deferred_pending = run_id
+                    level.deferred_id = node_id
+                    pending[run_id] = (level, None)
+                continue
+            elif tp is end_type:
+                run = runs_get(run_id)
+                if run is None:
+                    run = runs[run_id] = _Run()
+                run.ended = True
+                continue
+            elif tp is relay_type:  # `_add_relay`, inline
+                relay_params[node.tool_call_id] = node.params  # type: ignore[union-attr]
+                content = RelayContent(
+                    relay_kind=node.relay_kind,  # type: ignore[union-attr]
+                    tool_call_id=node.tool_call_id,  # type: ignore[union-attr]
+                    tool=node.tool,  # type: ignore[union-attr]
+                    params=node.params,  # type: ignore[union-attr]
+                )
+            elif tp is user_type:
+                view = ViewNode(
+                    id=node_id,
+                    run_id=run_id,
+                    role="user",
+                    content=UserContent(content=node.content),  # type: ignore[union-attr]
+                    status="complete",
+                    branches=new_branches(),
+                )
+                view_of[node_id] = view
+                self._append(level, view)
+                continue
+            else:
+                kind = kind_of.get(tp) or node.kind
+                if kind == "error":  # a lifecycle node with a view
+                    run = runs_get(run_id)
+                    if run is None:
+                        run = runs[run_id] = _Run()
+                    run.errored = True
+                    self._add_error(node, level)  # type: ignore[arg-type]
+                    continue
+                handler = _ADDERS.get(kind)
+                if handler is not None:
+                    handler(self, node, level)
+                continue
+            # a new assistant view (text, reasoning, tool call or relay): `_new_view` + `_append`
+            view = ViewNode(
+                id=node_id,
+                run_id=run_id,
+                role="assistant",
+                content=content,
+                status=unsettled,
+                branches=new_branches(),
+            )
+            view_of[node_id] = view
+            if tp is call_type:
+                calls[node_id] = view
+            items = level.items
+            if level.deferred_pending is not None:
+                self._drop_pending(level.deferred_pending)
+            elif pending and items and type(items[-1].content) is PendingContent:
+                self._drop_pending(items[-1].run_id)
+            items.append(view)
+            if not level.attached and level.owner is not None:
+                level.owner.branches.append(items)
+                level.attached = True
+            settle_append(view)
+        return True
+
     def _make_deferred_pending(self, settle: list[ViewNode]) -> None:
         """Make the pending views still deferred: each stands at the end of its (already attached)
         list, where `_append` would have put it."""
@@ -1292,7 +1598,8 @@ def build_thread(
         nodes, parents = _arrival_lists(source)
         if track_changes:
             builder.add_all(zip(nodes, parents, strict=True))
-        else:
+        elif not builder._fill_flat(nodes, parents, source.node_map()):  # not run-shaped
+            builder = ThreadBuilder(options=options, registry=registry, top_level_only=top_level_only)
             builder.add_placed(zip(nodes, parents, repeat(None)))
         return builder
     from convograph.projections.sources import fill_from_conversation
