@@ -630,7 +630,7 @@ def test_flat_loop_equals_the_general_loop() -> None:
     assert not ThreadBuilder()._fill_flat(moved, [*not_run_shaped, "t2"], {n.id: n for n in moved})
     original = thread_module._arrival_lists
     try:
-        thread_module._arrival_lists = lambda _graph: (moved, [*not_run_shaped, "t2"])
+        thread_module._arrival_lists = lambda _graph, _map=None: (moved, [*not_run_shaped, "t2"])
         views = build_thread(graph).views
     finally:
         thread_module._arrival_lists = original

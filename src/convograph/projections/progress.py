@@ -39,11 +39,15 @@ class Accumulator(Protocol):
     def reduce(self, state: Any, content: Any) -> Any: ...
 
 
+_EXEC_INIT: dict[str, Any] = {"stdout": "", "stderr": "", "metrics": None}
+"""`ExecAccumulator.init`'s state, copied per call (never handed out itself)."""
+
+
 class ExecAccumulator:
     """stdout / stderr chunks concatenated per channel; the latest metrics snapshot kept."""
 
     def init(self) -> dict[str, Any]:
-        return {"stdout": "", "stderr": "", "metrics": None}
+        return _EXEC_INIT.copy()  # (a copy of a small dict is cheaper than building it)
 
     def reduce(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
         if not isinstance(content, dict):

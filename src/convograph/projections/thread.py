@@ -41,7 +41,7 @@ O(N + E). Iterative throughout: nesting depth is unbounded and cycles terminate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from typing import Any, Final
 
@@ -754,23 +754,46 @@ class ThreadBuilder:
     def _fill_flat(self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]) -> bool:
         """One-shot fill from a flat graph's arrival lists (`_arrival_lists`) and its nodes by id
         (`Graph.node_map`): `_add_many` with `_place_flat` as its loop. False when the graph is not
-        run-shaped (see `_place_flat`): the builder is then half filled, to be dropped."""
+        run-shaped (see `_place_flat`): the builder is then half filled, to be dropped.
+
+        The loop collects no list of the views it makes: when its lifecycle counts leave a run open
+        or failed, statuses are settled over the shown tree (`_shown_views`) instead; views that are
+        not shown (hidden subagents) keep ``"complete"``, which nothing reads."""
         if self.track_changes:
             raise RuntimeError("ThreadBuilder._fill_flat is a one-shot path: use add")
-        settle = self._open_one_shot()
+        settle = self._open_one_shot()  # (views of the rare paths land there, unread)
         try:
-            return self._place_flat(nodes, parents, node_map)
+            unsettled = self._place_flat(nodes, parents, node_map)
         finally:
-            self._close_one_shot(settle)
+            self._make_deferred_pending(settle)
+            self._settle = None
+        if unsettled is None:
+            return False
+        if unsettled and not self._top_level_only:
+            self._settle_statuses(self._shown_views())
+        return True
 
-    def _place_flat(self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]) -> bool:
+    def _shown_views(self) -> Iterator[ViewNode]:
+        """Every view of the shown tree (the top-level list, and the branches below each view),
+        depth first. O(views)."""
+        stack = [self._top.items]
+        while stack:
+            for view in stack.pop():
+                yield view
+                if view.branches:
+                    stack.extend(view.branches)
+
+    def _place_flat(
+        self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]
+    ) -> bool | None:
         """`_place_many` for a flat graph: ``nodes[i]`` placed by its parent ``parents[i]``, in
         arrival order (every parent before its children). Same placement and views, for a graph
         that is *run-shaped*: every node but the first of its run has a parent in its own run. The
         flat reducer makes only such graphs (a run's later nodes hang off the run's previous node;
         only a run's first node takes a cross-run parent, or is adopted by a late one), so every
-        node of a run lands in the list of the run's first node. Returns False, having stopped,
-        when a node breaks that (the caller then fills a new builder with `_place_many`).
+        node of a run lands in the list of the run's first node. Returns None, having stopped,
+        when a node breaks that (the caller then fills a new builder with `_place_many`); else
+        whether a run was left open or failed (its views' statuses then need settling).
 
         What differs from `_place_many` is only how the loop keeps its state:
 
@@ -818,13 +841,14 @@ class ThreadBuilder:
         hide_subagents = options.hide_subagents
         collapse = options.collapse_tools
         new_level = self._new_level
-        new_branches = self._new_branches
         result_suffix = RESULT_SUFFIX
         cut = -len(RESULT_SUFFIX)
         unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
-        settle = self._settle
-        assert settle is not None, "between _open_one_shot and _close_one_shot only"
-        settle_append = settle.append
+        assert self._settle is not None, "between _open_one_shot and _close_one_shot only"
+        nested = not self._top_level_only  # else every view shares one empty ``branches`` list
+        shared_branches = self._new_branches()
+        open_runs = 0  # runs started and not ended so far
+        failed = False  # a run has an error node
         progress_type = ToolProgressNode
         result_type = ToolResultNode
         call_type = ToolCallNode
@@ -867,7 +891,7 @@ class ThreadBuilder:
                     has_continuation.add(parent_id)  # type: ignore[arg-type]
             else:  # the first node of its run: a root or a cross-run child
                 if run_id in run_level:
-                    return False  # not run-shaped
+                    return None  # not run-shaped
                 if parent_run is None:
                     level = top
                 else:  # `_place_cross`, inline
@@ -970,6 +994,8 @@ class ThreadBuilder:
                 run = runs_get(run_id)
                 if run is None:
                     run = runs[run_id] = _Run()
+                if not run.started and not run.ended:
+                    open_runs += 1
                 run.started = True
                 if not run.ended and not run.errored:
                     # `_append` of a pending view, deferred: drop the list's own pending view,
@@ -991,6 +1017,8 @@ class ThreadBuilder:
                 run = runs_get(run_id)
                 if run is None:
                     run = runs[run_id] = _Run()
+                if run.started and not run.ended:
+                    open_runs -= 1
                 run.ended = True
                 continue
             elif tp is relay_type:  # `_add_relay`, inline
@@ -1008,7 +1036,7 @@ class ThreadBuilder:
                     role="user",
                     content=UserContent(content=node.content),  # type: ignore[union-attr]
                     status="complete",
-                    branches=new_branches(),
+                    branches=[] if nested else shared_branches,
                 )
                 view_of[node_id] = view
                 self._append(level, view)
@@ -1020,6 +1048,7 @@ class ThreadBuilder:
                     if run is None:
                         run = runs[run_id] = _Run()
                     run.errored = True
+                    failed = True
                     self._add_error(node, level)  # type: ignore[arg-type]
                     continue
                 handler = _ADDERS.get(kind)
@@ -1033,7 +1062,7 @@ class ThreadBuilder:
                 role="assistant",
                 content=content,
                 status=unsettled,
-                branches=new_branches(),
+                branches=[] if nested else shared_branches,
             )
             view_of[node_id] = view
             if tp is call_type:
@@ -1047,8 +1076,7 @@ class ThreadBuilder:
             if not level.attached and level.owner is not None:
                 level.owner.branches.append(items)
                 level.attached = True
-            settle_append(view)
-        return True
+        return failed or open_runs > 0
 
     def _make_deferred_pending(self, settle: list[ViewNode]) -> None:
         """Make the pending views still deferred: each stands at the end of its (already attached)
@@ -1070,7 +1098,7 @@ class ThreadBuilder:
             settle.append(marker)
             pending[run_id] = (level, marker)
 
-    def _settle_statuses(self, views: list[ViewNode]) -> None:
+    def _settle_statuses(self, views: Iterable[ViewNode]) -> None:
         """Give every non-user view of ``views`` its run's current status: the re-stamps of `add`,
         done once for all runs. O(runs + views).
 
@@ -1483,15 +1511,18 @@ def parent_map(graph: Graph) -> dict[str, str]:
     return parent_of
 
 
-def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
+def _arrival_lists(
+    graph: Graph, node_map: Mapping[str, Node] | None = None
+) -> tuple[list[Node], list[str | None]]:
     """`graph_arrival_order` as two parallel lists (no pair allocated per node).
 
     When the reducer's parent index answers (`Graph.parent_ids`: no late parent was adopted),
     every parent precedes its children in insertion order, so the arrival order is the insertion
-    order and the index is the parent list: two list copies, no per-node work."""
+    order and the index is the parent list: two list copies, no per-node work (the nodes copied
+    from ``node_map``, `Graph.node_map`, when the caller has it)."""
     parents = graph.parent_ids()
     if parents is not None:
-        return list(graph.iter_nodes()), parents
+        return list((graph.node_map() if node_map is None else node_map).values()), parents
     parent_of = parent_map(graph)
     parent_get = parent_of.get
     placed: set[str] = set()
@@ -1595,10 +1626,11 @@ def build_thread(
         builder = ThreadBuilder(
             options=options, registry=registry, track_changes=track_changes, top_level_only=top_level_only
         )
-        nodes, parents = _arrival_lists(source)
+        node_map = source.node_map()
+        nodes, parents = _arrival_lists(source, node_map)
         if track_changes:
             builder.add_all(zip(nodes, parents, strict=True))
-        elif not builder._fill_flat(nodes, parents, source.node_map()):  # not run-shaped
+        elif not builder._fill_flat(nodes, parents, node_map):  # not run-shaped
             builder = ThreadBuilder(options=options, registry=registry, top_level_only=top_level_only)
             builder.add_placed(zip(nodes, parents, repeat(None)))
         return builder
