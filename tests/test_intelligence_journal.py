@@ -147,11 +147,15 @@ def test_the_in_memory_tail_serves_exactly_what_sqlite_holds(tmp_path: Path) -> 
     plain.close()
 
 
-# What schema 5 changed, undone: the session index on (workspace, session_id, seq), no
-# session_key column.
+# What schema 5 changed, undone: the session index on (workspace, session_id, seq), the
+# idempotency digests unique alone (and in tombstones), no session_key column.
 _AS_SCHEMA_4 = (
-    "DROP INDEX events_session_key; ALTER TABLE events DROP COLUMN session_key;"
+    "DROP INDEX events_session_key; DROP INDEX events_session_idem;"
+    "ALTER TABLE events DROP COLUMN session_key;"
     "CREATE INDEX events_session ON events (workspace, session_id, seq);"
+    "CREATE UNIQUE INDEX events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;"
+    "DROP INDEX tombstones_idem;"
+    "CREATE UNIQUE INDEX tombstones_idem_key ON tombstones (idem_key) WHERE idem_key IS NOT NULL;"
     "UPDATE meta SET v = '4' WHERE k = 'schema';"
 )
 
@@ -173,13 +177,15 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(tmp
     again = SqliteJournal(path)
     assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert {"events_session_key", "events_base_content", "events_idem_key"} <= indexes
-    assert "events_session" not in indexes
+    assert {"events_session_key", "events_base_content", "events_session_idem", "tombstones_idem"} <= indexes
+    assert not {"events_session", "events_idem_key", "tombstones_idem_key"} & indexes
     rows = again._write.execute("SELECT * FROM events ORDER BY seq").fetchall()
     assert [row[:-1] for row in rows] == before  # the records themselves are untouched
     assert [row[-1] for row in rows] == [_session_key(row[1], row[2]) for row in rows]
-    # by key (other content), by content; new ones go in
-    statuses = [r.status for r in again.append([env(7, key="k2"), env(3, session="A"), env(8, key="k3")])]
+    # by key (other content, same session), by content; new ones go in
+    statuses = [
+        r.status for r in again.append([env(7, key="k2", session="B"), env(3, session="A"), env(8, key="k3")])
+    ]
     assert statuses == ["duplicate", "duplicate", "queued"]
     assert again.session_count("W", "A") == 2
     assert [r.epoch_ms % 10 for r in again.read_session("W", "A", 10**9)] == [1, 3]
@@ -196,6 +202,24 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(tmp
     assert "events_session_key" in plan
     assert "TEMP B-TREE" not in plan  # the entries' rowids give seq order
     again.close()
+
+
+def test_an_idempotency_key_is_one_per_session_and_a_forgotten_one_stays_refused(
+    make_journal: Callable[[], Journal],
+) -> None:
+    journal = make_journal()
+    first = journal.append(
+        [env(1, key="k", session="A"), env(2, key="k", session="A"), env(3, key="k", session="B")]
+    )
+    assert [r.status for r in first] == ["queued", "duplicate", "queued"]  # one per session
+    assert [r.status for r in journal.append([env(4, key="k", session="B")])] == ["duplicate"]
+    assert journal.forget_session("W", "A") == 1
+    assert journal.forget_session("W", "B") == 1  # two tombstones of one key: both contents kept
+    again = journal.append(
+        [env(1, key="other", session="A"), env(3, key="other", session="B"), env(5, key="k", session="C")]
+    )
+    assert [r.status for r in again] == ["duplicate", "duplicate", "duplicate"]
+    assert [r.status for r in journal.append([env(5, key="k", session="C", ws="W2")])] == ["queued"]
 
 
 def test_sessions_whose_keys_collide_stay_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

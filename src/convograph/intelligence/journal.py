@@ -8,11 +8,14 @@ Invariants:
 - ``append`` is atomic per call and returns only after commit ("durable before 202"; with
   ``synchronous="normal"`` a committed append survives a process crash, with ``"full"`` also
   power loss).
-- Deduplication survives restarts: an envelope is a duplicate when its ``idempotency_key`` or
-  its content fingerprint was already accepted *in the same workspace* (the key is recorded in
-  the same transaction as the event, never before it — upstream §10 B7). The unique indexes
-  hold 128-bit BLAKE2b digests of ``(workspace, key)`` and ``(workspace, fingerprint)``: short
-  fixed-size keys make an append ~2x cheaper than indexing the text.
+- Deduplication survives restarts: an envelope is a duplicate when its ``idempotency_key`` was
+  already accepted *for the same session* (workspace and ``data.session_id``) or its content
+  fingerprint *in the same workspace* (the key is recorded in the same transaction as the
+  event, never before it — upstream §10 B7). The unique indexes hold 128-bit BLAKE2b digests of
+  ``(workspace, key)`` (after the session's 64-bit key) and ``(workspace, fingerprint)`` (after
+  the base-id key): short fixed-size keys make an append ~2x cheaper than indexing the text, and
+  both indexes grow where current events go, not on random pages. A forgotten session's key
+  digests stay refused in its whole workspace (tombstones).
 - ``seq`` is a global, strictly increasing integer; records become visible to ``read_after`` in
   seq order, so per-session order is arrival order.
 - Events sharing a seed-format base id but differing in content (same session, type and
@@ -164,7 +167,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     seq INTEGER PRIMARY KEY, error TEXT NOT NULL, ts REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tombstones (content_key BLOB PRIMARY KEY, idem_key BLOB) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS tombstones_idem_key ON tombstones (idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tombstones_idem ON tombstones (idem_key) WHERE idem_key IS NOT NULL;
 """
 # One unique index on (base_key, content_key) does the work of a unique index on content_key
 # and a plain one on base_key: the base id is a function of the content (session id, event
@@ -177,9 +180,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS tombstones_idem_key ON tombstones (idem_key) W
 # A session's rows are found through a 64-bit key of (workspace, session_id) (`_session_key`;
 # queries compare the exact columns too): a ~20-byte index entry instead of both texts and the
 # seq (schema 5; the rowid the entry carries gives seq order).
+# Idempotency digests are unique per session and indexed after the session key, so a batch's
+# digests land on its sessions' few pages of the index instead of one random page each (schema
+# 5; schema 4's index on the digest alone wrote about one page per event to the WAL once the log
+# held a few hundred thousand events). Tombstones keep the digest alone: a forgotten key stays
+# refused in every session of its workspace.
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS events_base_content ON events (base_key, content_key);
-CREATE UNIQUE INDEX IF NOT EXISTS events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS events_session_idem ON events (session_key, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_session_key ON events (session_key);
 """
 _SCHEMA_VERSION = "5"
@@ -190,12 +198,13 @@ _REKEY = (
 _TO_5 = (
     " ALTER TABLE events ADD COLUMN session_key INTEGER NOT NULL DEFAULT 0;"
     " UPDATE events SET session_key = convograph_session_key(workspace, session_id);"
-    " DROP INDEX IF EXISTS events_session;"
+    " DROP INDEX IF EXISTS events_session; DROP INDEX IF EXISTS events_idem_key;"
+    " DROP INDEX IF EXISTS tombstones_idem_key;"  # unique: two sessions may now share a key
 )
 _MIGRATIONS = {
     "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;" + _REKEY + _TO_5,
     "3": _REKEY + _TO_5,  # schema 3 keyed base ids by a random 64-bit hash (`_base_key`)
-    "4": _TO_5,  # schema 4 indexed sessions on (workspace, session_id, seq)
+    "4": _TO_5,  # schema 4 indexed sessions on (workspace, session_id, seq), digests alone
 }
 """Older schema version -> SQL that, followed by `_INDEXES`, makes it the current one (with
 ``convograph_base_key`` / ``convograph_session_key`` registered as `_base_key` / `_session_key`)."""
@@ -685,7 +694,8 @@ class MemoryJournal:
         self.journal_id = uuid.uuid4().hex
         self._records: dict[int, JournalRecord] = {}
         self._order: list[int] = []  # seqs in increasing order (replay appends a bigger seq)
-        self._keys: set[tuple[str, str]] = set()
+        self._keys: set[tuple[str, str, str]] = set()  # (workspace, session_id, idempotency key)
+        self._forgotten_keys: set[tuple[str, str]] = set()  # (workspace, key): tombstones
         self._fingerprints: set[tuple[str, str]] = set()
         self._bases: dict[tuple[str, str], set[str]] = {}
         self._dead: dict[int, tuple[str, float]] = {}
@@ -700,8 +710,15 @@ class MemoryJournal:
         with self._lock:
             for env in envelopes:
                 fp_key = (env.workspace, env.fingerprint)
-                idem = (env.workspace, env.idempotency_key) if env.idempotency_key is not None else None
-                if fp_key in self._fingerprints or (idem is not None and idem in self._keys):
+                idem = (
+                    (env.workspace, env.session_id, env.idempotency_key)
+                    if env.idempotency_key is not None
+                    else None
+                )
+                if fp_key in self._fingerprints or (
+                    idem is not None
+                    and (idem in self._keys or (env.workspace, env.idempotency_key) in self._forgotten_keys)
+                ):
                     results.append(AppendResult("duplicate"))
                     continue
                 self._fingerprints.add(fp_key)
@@ -825,11 +842,13 @@ class MemoryJournal:
                 fingerprints = self._bases.get((workspace, record.base_id))
                 if fingerprints is not None:
                     fingerprints.discard(record.fingerprint)
+                key = self._idem_of.get(seq)
+                if key is not None:
+                    self._keys.discard((workspace, session_id, key))
+                    if tombstone:  # as SQLite's tombstones: refused in every session of the workspace
+                        self._forgotten_keys.add((workspace, key))
                 if not tombstone:
                     self._fingerprints.discard((workspace, record.fingerprint))
-                    key = self._idem_of.get(seq)
-                    if key is not None:
-                        self._keys.discard((workspace, key))
                 self._idem_of.pop(seq, None)
                 self._received.pop(seq, None)
             if gone:
