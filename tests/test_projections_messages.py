@@ -468,12 +468,39 @@ def test_reused_compact_encoder_gives_exactly_json_dumps() -> None:
     cyclic.append(cyclic)
     with pytest.raises(ValueError, match="Circular"):
         encode(cyclic)
+    cyclic_dict: dict[str, object] = {"a": 1}
+    cyclic_dict["self"] = [cyclic_dict]
+    with pytest.raises(ValueError, match="Circular"):
+        encode(cyclic_dict)
+    deep: list[object] = []
+    for _ in range(200):  # deep, acyclic: encoded as json.dumps does
+        deep = [1, {"d": deep}]
+    assert encode(deep) == json.dumps(deep, ensure_ascii=False, separators=(",", ":"), default=str)
+    too_deep: list[object] = []
+    for _ in range(100_000):
+        too_deep = [too_deep]
+    with pytest.raises(RecursionError):
+        json.dumps(too_deep, ensure_ascii=False, separators=(",", ":"), default=str)
+    with pytest.raises(RecursionError):
+        encode(too_deep)
+    assert encode([1, {"a": 2}]) == '[1,{"a":2}]'  # still usable after the failures
     assert compact_json_encoder()([1, {"a": 2}]) == '[1,{"a":2}]'
 
 
 @pytest.mark.parametrize(
     "call_id",
-    ["a/b", "x" * 80, "", "ünï/cöde", "a\nb", "ok_id-1", "/" * 30 + "abc", "a" * 26 + "é" + "b" * 5, "abc\n"],
+    [
+        "a/b",
+        "a\x7f~!@#$%^&*()[]{}:;<>?,.`|\\ \t=+",
+        "x" * 80,
+        "",
+        "ünï/cöde",
+        "a\nb",
+        "ok_id-1",
+        "/" * 30 + "abc",
+        "a" * 26 + "é" + "b" * 5,
+        "abc\n",
+    ],
 )
 def test_safe_tool_id_stand_in_is_the_documented_formula(call_id: str) -> None:
     """``<sanitised prefix (27 chars)>_<12 hex of sha256>``, the same for both APIs when rewritten."""

@@ -42,7 +42,7 @@ def render_history(history: History, format: str) -> list[dict[str, Any]]:
 def render_views(builder: ThreadBuilder, format: str) -> list[dict[str, Any]]:
     """Messages for the top-level views of a filled `ThreadBuilder`."""
     views: list[ViewNode] = builder.views
-    return render_history(build_history(views, include_call=builder.call_is_real), format)
+    return render_history(build_history(views, include_call=builder.real_call_filter()), format)
 
 
 def project_messages(source: Any, active: Any = None, *, format: str = "openai") -> list[dict[str, Any]]:

@@ -52,7 +52,10 @@ def render_openai(history: History) -> list[dict[str, Any]]:
     append = messages.append
     for turn in history:
         if type(turn) is not AssistantTurn:
-            append({"role": "user", "content": user_content_openai(turn.content)})  # type: ignore[union-attr]
+            content = turn.content  # type: ignore[union-attr]
+            append(
+                {"role": "user", "content": content if type(content) is str else user_content_openai(content)}
+            )
             continue
         texts = [block.text for block in turn.blocks if type(block) is TextBlock]  # `turn.text`
         text = "".join(texts) if texts else None
@@ -64,7 +67,9 @@ def render_openai(history: History) -> list[dict[str, Any]]:
         tool_calls: list[dict[str, Any]] = []
         tool_messages: list[dict[str, Any]] = []
         for call in calls:  # the calls and their tool messages in one pass
-            call_id = safe_tool_id(call.id, api="openai")
+            call_id = call.id
+            if not 0 < len(call_id) <= 40:  # `safe_tool_id`'s check, inline
+                call_id = safe_tool_id(call_id, api="openai")
             tool_input = call.input
             tool_calls.append(
                 {

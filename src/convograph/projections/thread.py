@@ -241,6 +241,10 @@ class ThreadBuilder:
         self._signatures: dict[str, str | None] = {}
         self._calls: dict[str, ViewNode] = {}
         self._call_nodes: set[str] = set()
+        """Ids of tool_call nodes placed (all of them, except in a flat graph's one-shot fill, which
+        needs only those that joined a view made by their result: see `call_is_real`)."""
+        self._calls_from_results: set[str] = set()
+        """Call ids whose view a tool_result made (no call node yet: a denial or an orphan)."""
         self._results: dict[str, Any] = {}
         self._progress: dict[str, dict[str, tuple[str, Any]]] = {}
         self._relay_params: dict[str, dict[str, Any]] = {}
@@ -266,11 +270,25 @@ class ThreadBuilder:
         return changed
 
     def is_placed(self, node_id: str) -> bool:
+        """Whether ``node_id`` was placed (builders that place by parent id: incremental ones and
+        the general one-shot loop; a flat graph's one-shot fill keeps no record per node)."""
         return node_id in self._placed
 
     def call_is_real(self, call_id: str) -> bool:
-        """True when a tool_call node, or a relay asking permission, exists for ``call_id``."""
-        return call_id in self._call_nodes or call_id in self._relay_params
+        """True when a tool_call node, or a relay asking permission, exists for ``call_id``: a call
+        view made by a tool_call node (every one not made by its result), or a call node that
+        joined a view its result made, or a relay."""
+        return (
+            (call_id in self._calls and call_id not in self._calls_from_results)
+            or call_id in self._call_nodes
+            or call_id in self._relay_params
+        )
+
+    def real_call_filter(self) -> Callable[[str], bool] | None:
+        """`call_is_real`, or ``None`` when every call view was made by a tool_call node (no
+        result came before or without its call), so that every call is real (`build_history`'s
+        ``include_call``)."""
+        return self.call_is_real if self._calls_from_results else None
 
     # -- runs and status -----------------------------------------------------------------------------
 
@@ -805,9 +823,10 @@ class ThreadBuilder:
         - dispatch is on the node's exact type (flat nodes are `convograph.graph.nodes` types), the
           most frequent first;
         - write-only state of a one-shot build is not kept: the spawner's list of child runs and the
-          status memo (read only by `_restamp` and `status_of` of incremental builds), and a
-          result's output by call id once its call's view exists (read only to fill a call that
-          arrives later, and node ids are unique, so none can).
+          status memo (read only by `_restamp` and `status_of` of incremental builds), a result's
+          output by call id once its call's view exists (read only to fill a call that arrives
+          later, and node ids are unique, so none can), and the id of a call node that made its
+          own view (`call_is_real` reads such views as real).
 
         O(1) amortised per node, and O(1) dict writes per run rather than per node. Nothing
         tracked by the cyclic GC is allocated per node except the views' ``branches`` lists and
@@ -825,7 +844,6 @@ class ThreadBuilder:
         view_of_get = view_of.get
         calls = self._calls
         calls_get = calls.get
-        call_nodes = self._call_nodes
         relay_params = self._relay_params
         results = self._results
         progress = self._progress
@@ -948,7 +966,6 @@ class ThreadBuilder:
                     view.content.output = True if collapse else node.output  # type: ignore[union-attr]
                 continue
             if tp is call_type:
-                call_nodes.add(node_id)
                 if node_id in calls:
                     self._add_tool_call(node, level)  # type: ignore[arg-type]
                     continue
@@ -1335,6 +1352,7 @@ class ThreadBuilder:
             content.progress = self._fold_progress(call_id)
         view = self._new_view(node, content, view_id=call_id)
         self._calls[call_id] = view
+        self._calls_from_results.add(call_id)
         self._append(level, view)
 
     def _update_tool_result(self, node: ToolResultNode) -> None:
