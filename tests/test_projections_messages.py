@@ -487,6 +487,54 @@ def test_reused_compact_encoder_gives_exactly_json_dumps() -> None:
     assert compact_json_encoder()([1, {"a": 2}]) == '[1,{"a":2}]'
 
 
+def test_compact_encoder_flat_dicts_match_json_dumps_for_every_code_point() -> None:
+    """The flat-dict fast path of `compact_json_encoder` (msgspec) writes what `json.dumps` writes:
+    every code point as key and value (surrogates fall back), integers of any size up to the digit
+    limit (and the same error past it), booleans, None, the empty dict."""
+    from convograph.projections.history import compact_json_encoder
+
+    encode = compact_json_encoder()
+
+    def dumps(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+    points = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    for start in range(0, len(points), 4096):
+        chunk = "".join(points[start : start + 4096])
+        value = {chunk: chunk, chunk[:7]: [chunk[7:9]], "n": -(2**70), "t": True, "f": False, "z": None}
+        flat = {chunk: chunk, "n": 2**64 + start, "t": True, "z": None}
+        assert encode(value) == dumps(value)
+        assert encode(flat) == dumps(flat)
+    for value in ({"s": "\ud800"}, {"\udfff": 1}, {}, {"x": 10**4299}, {"x": 1.5}, {1: "int key"}):
+        assert encode(value) == dumps(value)
+    with pytest.raises(ValueError, match="digits"):
+        dumps({"x": 10**4300})
+    with pytest.raises(ValueError, match="digits"):
+        encode({"x": 10**4300})
+
+
+@given(
+    st.dictionaries(
+        st.one_of(st.text(), st.integers()),
+        st.one_of(
+            st.text(),
+            st.integers(),
+            st.booleans(),
+            st.none(),
+            st.floats(),
+            st.lists(st.integers(), max_size=2),
+            st.dictionaries(st.text(max_size=2), st.text(max_size=2), max_size=2),
+        ),
+        max_size=4,
+    )
+)
+def test_compact_encoder_matches_json_dumps_on_generated_dicts(value: dict[Any, Any]) -> None:
+    from convograph.projections.history import compact_json_encoder
+
+    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    assert compact_json_encoder()(value) == expected
+
+
 @pytest.mark.parametrize(
     "call_id",
     [

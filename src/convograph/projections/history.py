@@ -185,8 +185,10 @@ def compact_json_encoder() -> Callable[[Any], str]:
     recurses until `RecursionError`, and the value is encoded again by ``COMPACT_JSON``, which
     raises the ``ValueError`` ("Circular reference detected") `json.dumps` raises (a value too deep
     for the recursion limit raises `RecursionError` from both, as before). Output is the same for
-    every value: markers only detect cycles. Falls back to ``COMPACT_JSON.encode`` where the C
-    accelerator is missing."""
+    every value: markers only detect cycles. A flat dict of plain values (str keys; str, int, bool
+    or None values: `_PLAIN_JSON_TYPES`, exact types), the usual tool input or output, is written
+    by msgspec instead (~0.15 against ~0.55 µs), which gives the same text. Falls back to
+    ``COMPACT_JSON.encode`` where the C accelerator is missing."""
     if c_make_encoder is None:  # pragma: no cover - CPython always has the accelerator
         return COMPACT_JSON.encode
     iterencode = c_make_encoder(
@@ -202,9 +204,20 @@ def compact_json_encoder() -> Callable[[Any], str]:
     )
     join = "".join
     checked = COMPACT_JSON.encode
+    flat_encode = msgspec.json.Encoder().encode
+    plain = _PLAIN_JSON_TYPES
 
     def encode(value: Any) -> str:
-        if isinstance(value, str):  # as `JSONEncoder.encode`
+        if type(value) is dict:
+            for key, item in value.items():
+                if type(key) is not str or type(item) not in plain:
+                    break
+            else:  # a flat dict of plain values: msgspec writes the same text, ~4x faster
+                try:
+                    return flat_encode(value).decode()
+                except ValueError:  # a lone surrogate, an int past the digit limit: as below
+                    pass
+        elif isinstance(value, str):  # as `JSONEncoder.encode`
             return encode_basestring(value)
         try:
             return join(iterencode(value, 0))
@@ -212,6 +225,12 @@ def compact_json_encoder() -> Callable[[Any], str]:
             return checked(value)
 
     return encode
+
+
+_PLAIN_JSON_TYPES: Final[frozenset[type[Any]]] = frozenset({str, int, bool, type(None)})
+"""Exact types `msgspec.json` writes exactly as `json.dumps(..., ensure_ascii=False)` does: the
+same escapes for every code point, the same integer digits (floats differ: ``1e16`` against
+``1e+16``; other types differ or take ``default``). Property-tested."""
 
 
 def serialize_output(output: Any, encode: Callable[[Any], str] | None = None) -> str:
