@@ -627,13 +627,18 @@ def test_flat_loop_equals_the_general_loop() -> None:
     nodes = list(graph.iter_nodes())
     not_run_shaped = [None, "u:user", "t1"]  # t2 then t1's run again, by a cross-run parent
     moved = [nodes[0], nodes[1], nodes[2], msgspec.structs.replace(nodes[1], id="t3")]
-    assert not ThreadBuilder()._fill_flat(moved, [*not_run_shaped, "t2"], {n.id: n for n in moved})
-    original = thread_module._arrival_lists
+    moved_ids = [node.id for node in moved]
+    assert not ThreadBuilder()._fill_flat(moved, moved_ids, [*not_run_shaped, "t2"], {n.id: n for n in moved})
+    original = thread_module._flat_arrival
     try:
-        thread_module._arrival_lists = lambda _graph, _map=None: (moved, [*not_run_shaped, "t2"])
+        thread_module._flat_arrival = lambda _graph, _map: (
+            moved,
+            [node.id for node in moved],
+            [*not_run_shaped, "t2"],
+        )
         views = build_thread(graph).views
     finally:
-        thread_module._arrival_lists = original
+        thread_module._flat_arrival = original
     builder = ThreadBuilder()
     builder.add_placed(zip(moved, [*not_run_shaped, "t2"], [None] * 4, strict=True))
     assert to_jsonable(views) == to_jsonable(builder.views)

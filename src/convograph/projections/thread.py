@@ -769,9 +769,12 @@ class ThreadBuilder:
                 level.attached = True
             settle_append(view)
 
-    def _fill_flat(self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]) -> bool:
-        """One-shot fill from a flat graph's arrival lists (`_arrival_lists`) and its nodes by id
-        (`Graph.node_map`): `_add_many` with `_place_flat` as its loop. False when the graph is not
+    def _fill_flat(
+        self, nodes: list[Node], ids: list[str], parents: list[str | None], node_map: Mapping[str, Node]
+    ) -> bool:
+        """One-shot fill from a flat graph's arrival lists (`_flat_arrival`: the nodes, their ids and
+        their parents) and its nodes by id (`Graph.node_map`): `_add_many` with `_place_flat` as its
+        loop. False when the graph is not
         run-shaped (see `_place_flat`): the builder is then half filled, to be dropped.
 
         The loop collects no list of the views it makes: when its lifecycle counts leave a run open
@@ -781,7 +784,7 @@ class ThreadBuilder:
             raise RuntimeError("ThreadBuilder._fill_flat is a one-shot path: use add")
         settle = self._open_one_shot()  # (views of the rare paths land there, unread)
         try:
-            unsettled = self._place_flat(nodes, parents, node_map)
+            unsettled = self._place_flat(nodes, ids, parents, node_map)
         finally:
             self._make_deferred_pending(settle)
             self._settle = None
@@ -802,9 +805,9 @@ class ThreadBuilder:
                     stack.extend(view.branches)
 
     def _place_flat(
-        self, nodes: list[Node], parents: list[str | None], node_map: Mapping[str, Node]
+        self, nodes: list[Node], ids: list[str], parents: list[str | None], node_map: Mapping[str, Node]
     ) -> bool | None:
-        """`_place_many` for a flat graph: ``nodes[i]`` placed by its parent ``parents[i]``, in
+        """`_place_many` for a flat graph: ``nodes[i]`` (id ``ids[i]``) placed by its parent ``parents[i]``, in
         arrival order (every parent before its children). Same placement and views, for a graph
         that is *run-shaped*: every node but the first of its run has a parent in its own run. The
         flat reducer makes only such graphs (a run's later nodes hang off the run's previous node;
@@ -884,7 +887,7 @@ class ThreadBuilder:
         level = top
         parent_tp: type[Any] = tp
         parent_run: str | None
-        for node, parent_id in zip(nodes, parents, strict=True):
+        for node, next_id, parent_id in zip(nodes, ids, parents, strict=True):
             if parent_id is None:
                 parent_run = None
             elif parent_id == node_id:  # the previous node: ``level`` is still its list
@@ -900,7 +903,7 @@ class ThreadBuilder:
                 else:
                     level = parent_level
             tp = type(node)
-            node_id = node.id
+            node_id = next_id  # (the ids list: no attribute read on a node of any type)
             run_id = node.run_id
             if pending and run_id in pending:
                 self._drop_pending(run_id)
@@ -1529,18 +1532,15 @@ def parent_map(graph: Graph) -> dict[str, str]:
     return parent_of
 
 
-def _arrival_lists(
-    graph: Graph, node_map: Mapping[str, Node] | None = None
-) -> tuple[list[Node], list[str | None]]:
+def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
     """`graph_arrival_order` as two parallel lists (no pair allocated per node).
 
     When the reducer's parent index answers (`Graph.parent_ids`: no late parent was adopted),
     every parent precedes its children in insertion order, so the arrival order is the insertion
-    order and the index is the parent list: two list copies, no per-node work (the nodes copied
-    from ``node_map``, `Graph.node_map`, when the caller has it)."""
+    order and the index is the parent list: two list copies, no per-node work."""
     parents = graph.parent_ids()
     if parents is not None:
-        return list((graph.node_map() if node_map is None else node_map).values()), parents
+        return list(graph.node_map().values()), parents
     parent_of = parent_map(graph)
     parent_get = parent_of.get
     placed: set[str] = set()
@@ -1589,6 +1589,18 @@ def _arrival_lists(
                 if children:
                     stack.extend((child, current.id) for child in reversed(children))
     return out_nodes, out_parents
+
+
+def _flat_arrival(
+    graph: Graph, node_map: Mapping[str, Node]
+) -> tuple[list[Node], list[str], list[str | None]]:
+    """`_arrival_lists` with the nodes' ids as a third list: when the arrival order is the
+    insertion order (the parent index answers), ``node_map``'s keys, copied at C level."""
+    parents = graph.parent_ids()
+    if parents is not None:
+        return list(node_map.values()), list(node_map), parents
+    nodes, parents = _arrival_lists(graph)
+    return nodes, [node.id for node in nodes], parents
 
 
 def _arrival_key(graph: Graph) -> Any:
@@ -1644,11 +1656,12 @@ def build_thread(
         builder = ThreadBuilder(
             options=options, registry=registry, track_changes=track_changes, top_level_only=top_level_only
         )
-        node_map = source.node_map()
-        nodes, parents = _arrival_lists(source, node_map)
         if track_changes:
-            builder.add_all(zip(nodes, parents, strict=True))
-        elif not builder._fill_flat(nodes, parents, node_map):  # not run-shaped
+            builder.add_all(graph_arrival_order(source))
+            return builder
+        node_map = source.node_map()
+        nodes, ids, parents = _flat_arrival(source, node_map)
+        if not builder._fill_flat(nodes, ids, parents, node_map):  # not run-shaped
             builder = ThreadBuilder(options=options, registry=registry, top_level_only=top_level_only)
             builder.add_placed(zip(nodes, parents, repeat(None)))
         return builder
