@@ -611,6 +611,8 @@ def test_flat_loop_equals_the_general_loop() -> None:
     graphs.append(old)
     for graph in graphs:
         assert dict(graph.node_map()) == dict(graph.nodes.items())
+        assert graph.node_list() == list(graph.iter_nodes())
+        assert graph.node_ids() == [node.id for node in graph.iter_nodes()]
         for options in OPTIONS.values():
             for top_level_only in (False, True):
                 fast = build_thread(graph, options=options, top_level_only=top_level_only).views
@@ -631,7 +633,7 @@ def test_flat_loop_equals_the_general_loop() -> None:
     assert not ThreadBuilder()._fill_flat(moved, moved_ids, [*not_run_shaped, "t2"], {n.id: n for n in moved})
     original = thread_module._flat_arrival
     try:
-        thread_module._flat_arrival = lambda _graph, _map: (
+        thread_module._flat_arrival = lambda _graph: (
             moved,
             [node.id for node in moved],
             [*not_run_shaped, "t2"],

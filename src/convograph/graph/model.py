@@ -155,16 +155,29 @@ class Graph:
         return iter(self._lineage.nodes.values_at(self._version))
 
     def node_map(self) -> Mapping[str, Node]:
-        """This version's nodes by id, for many point reads in one pass (a one-shot projection
-        looking nodes up by parent id). When this graph is its lineage's newest version, O(1): a
-        read-only view of the lineage's own dict, which shows later writes once the lineage is
-        extended (a text node's newer fragments, new nodes), so read it right away and do not keep
-        it. Otherwise a new dict, O(n)."""
+        """Nodes by id, for many point reads of what never changes in a node (its kind and run) in
+        one pass, e.g. a one-shot projection reading a parent's kind. When this graph is its
+        lineage's newest version, O(1): a read-only view of the lineage's own dict, which shows
+        later writes if the lineage is extended meanwhile (new nodes, a text node's newer
+        fragments), so read it right away and do not keep it. Otherwise a new dict, O(n)."""
         nodes = self._lineage.nodes
         # the newest values, as `VersionedMap.values_at` reads them when nothing newer was written
         if nodes._last_stamp <= self._version and not nodes._has_tombstones:
             return MappingProxyType(nodes._latest)  # type: ignore[arg-type]
         return dict(nodes.items_at(self._version))
+
+    def node_list(self) -> list[Node]:
+        """This version's nodes in insertion order, as a new list (`iter_nodes` without the
+        iterator): O(n), one copy of the newest dict when nothing newer was written."""
+        return self._lineage.nodes.values_at(self._version)
+
+    def node_ids(self) -> list[str]:
+        """The ids of `node_list`, aligned with it, as a new list: O(n), one slice of the
+        insertion-order key list (keys are only appended, so a later write does not shift it)."""
+        nodes = self._lineage.nodes
+        if not nodes._has_tombstones:
+            return nodes._order[: nodes.count_at(self._version)]
+        return list(nodes.keys_at(self._version))
 
     def parent_ids(self) -> list[str | None] | None:
         """The source of each node's incoming edge (``None`` for a root), aligned with

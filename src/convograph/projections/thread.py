@@ -1540,7 +1540,7 @@ def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
     order and the index is the parent list: two list copies, no per-node work."""
     parents = graph.parent_ids()
     if parents is not None:
-        return list(graph.node_map().values()), parents
+        return graph.node_list(), parents
     parent_of = parent_map(graph)
     parent_get = parent_of.get
     placed: set[str] = set()
@@ -1591,14 +1591,12 @@ def _arrival_lists(graph: Graph) -> tuple[list[Node], list[str | None]]:
     return out_nodes, out_parents
 
 
-def _flat_arrival(
-    graph: Graph, node_map: Mapping[str, Node]
-) -> tuple[list[Node], list[str], list[str | None]]:
+def _flat_arrival(graph: Graph) -> tuple[list[Node], list[str], list[str | None]]:
     """`_arrival_lists` with the nodes' ids as a third list: when the arrival order is the
-    insertion order (the parent index answers), ``node_map``'s keys, copied at C level."""
+    insertion order (the parent index answers), `Graph.node_ids` (a C-level slice)."""
     parents = graph.parent_ids()
     if parents is not None:
-        return list(node_map.values()), list(node_map), parents
+        return graph.node_list(), graph.node_ids(), parents
     nodes, parents = _arrival_lists(graph)
     return nodes, [node.id for node in nodes], parents
 
@@ -1659,9 +1657,8 @@ def build_thread(
         if track_changes:
             builder.add_all(graph_arrival_order(source))
             return builder
-        node_map = source.node_map()
-        nodes, ids, parents = _flat_arrival(source, node_map)
-        if not builder._fill_flat(nodes, ids, parents, node_map):  # not run-shaped
+        nodes, ids, parents = _flat_arrival(source)
+        if not builder._fill_flat(nodes, ids, parents, source.node_map()):  # not run-shaped
             builder = ThreadBuilder(options=options, registry=registry, top_level_only=top_level_only)
             builder.add_placed(zip(nodes, parents, repeat(None)))
         return builder
