@@ -960,7 +960,7 @@ class ThreadBuilder:
                 )
                 continue
             if tp is result_type:
-                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
+                call_id = node_id[:cut] if node_id[cut:] == result_suffix else node_id  # (no endswith call)
                 view = calls_get(call_id)
                 if view is None:  # no call yet: a denied or orphan call, or the call comes later
                     results[call_id] = node.output  # type: ignore[union-attr]
