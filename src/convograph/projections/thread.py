@@ -829,9 +829,12 @@ class ThreadBuilder:
           status memo (read only by `_restamp` and `status_of` of incremental builds), a result's
           output by call id once its call's view exists (read only to fill a call that arrives
           later, and node ids are unique, so none can), and the id of a call node that made its
-          own view (`call_is_real` reads such views as real).
+          own view (`call_is_real` reads such views as real);
+        - whether a cross-run child's parent has a view is read from its type (every content node
+          has one, made or merged into, but hidden reasoning), so a top-level-only build, whose
+          nested lists have no owner, keeps no view by id at all.
 
-        O(1) amortised per node, and O(1) dict writes per run rather than per node. Nothing
+        O(1) amortised per node; placement writes a dict once per run, not per node. Nothing
         tracked by the cyclic GC is allocated per node except the views' ``branches`` lists and
         the progress states (as `_place_many`)."""
         run_level: dict[str, _Level] = {}
@@ -866,7 +869,9 @@ class ThreadBuilder:
         cut = -len(RESULT_SUFFIX)
         unsettled: Status = "complete"  # every assistant view's status is set by `_settle_statuses`
         assert self._settle is not None, "between _open_one_shot and _close_one_shot only"
-        nested = not self._top_level_only  # else every view shares one empty ``branches`` list
+        # Top level only: every view shares one empty ``branches`` list, nested lists have no owner,
+        # and no view is kept by id.
+        nested = not self._top_level_only
         shared_branches = self._new_branches()
         open_runs = 0  # runs started and not ended so far
         failed = False  # a run has an error node
@@ -921,19 +926,25 @@ class ThreadBuilder:
                         runs[run_id] = _Run(parent=parent_run)
                     elif run.parent is None:
                         run.parent = parent_run
+                    # Every content node has a view (made, or merged into) but hidden reasoning;
+                    # the view itself is read only to own a nested list.
                     if parent_tp is call_type:
                         if hide_subagents:
                             level = sink
+                        elif not nested:
+                            level = new_level(None)
                         else:
                             parent_view = view_of_get(parent_id)  # type: ignore[arg-type]
                             if parent_view is not None:
                                 level = new_level(parent_view)
-                    elif parent_tp in content_types:
-                        parent_view = view_of_get(parent_id)  # type: ignore[arg-type]
-                        if parent_view is not None:
-                            if parent_id not in has_continuation and parent_id not in promoted:
-                                promoted.add(parent_id)  # type: ignore[arg-type]
-                            else:
+                    elif parent_tp in content_types and not (hide_reasoning and parent_tp is reasoning_type):
+                        if parent_id not in has_continuation and parent_id not in promoted:
+                            promoted.add(parent_id)  # type: ignore[arg-type]
+                        elif not nested:
+                            level = new_level(None)
+                        else:
+                            parent_view = view_of_get(parent_id)
+                            if parent_view is not None:
                                 level = new_level(parent_view)
                 run_level[run_id] = level
             view: ViewNode | None
@@ -1001,7 +1012,8 @@ class ThreadBuilder:
                             entry[1].append(text)
                         if is_reasoning and signature is not None:
                             content.signature = signature  # type: ignore[union-attr]
-                        view_of[node_id] = last
+                        if nested:
+                            view_of[node_id] = last
                         continue
                 content = (
                     ReasoningContent(text=text, signature=signature)
@@ -1058,7 +1070,8 @@ class ThreadBuilder:
                     status="complete",
                     branches=[] if nested else shared_branches,
                 )
-                view_of[node_id] = view
+                if nested:
+                    view_of[node_id] = view
                 self._append(level, view)
                 continue
             else:
@@ -1084,7 +1097,8 @@ class ThreadBuilder:
                 status=unsettled,
                 branches=[] if nested else shared_branches,
             )
-            view_of[node_id] = view
+            if nested:  # (read only to own a nested list: see the cross-run placement above)
+                view_of[node_id] = view
             if tp is call_type:
                 calls[node_id] = view
             items = level.items
