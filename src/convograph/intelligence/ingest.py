@@ -2,8 +2,9 @@
 
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
-writes them with the writer's statements (rendered while planning). When only a few records are waiting it lingers ``linger_s``
-(20 ms) first, so events arriving one POST at a time still travel in batches. While a batch is
+writes them with the writer's statements (rendered while planning). When only a few records are
+waiting it lingers ``linger_s`` (100 ms) first, so events arriving one POST at a time still travel
+in batches. While a batch is
 written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
 works in its own process and the socket wait releases the GIL, so planning and writing overlap.
 The cursor lives in the graph engine beside the graphs it
@@ -167,7 +168,7 @@ class GraphApplier:
         offload_threshold: int = 4096,
         handlers: tuple[Handler, ...] = LAYER1_HANDLERS,
         on_applied: Callable[[int], None] | None = None,
-        linger_s: float = 0.02,
+        linger_s: float = 0.1,
         stages: Sequence[Stage] = (),
         planned_stages: Sequence[PlannedStage] = (),
         resets: Sequence[Callable[[], None]] = (),
