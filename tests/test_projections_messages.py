@@ -15,7 +15,12 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from convograph import create_graph, reduce_events
 from convograph.projections import project_messages
-from convograph.projections.history import PLACEHOLDER_OUTPUT, safe_tool_id
+from convograph.projections.history import (
+    PLACEHOLDER_OUTPUT,
+    is_anthropic_tool_id,
+    safe_tool_id,
+    stand_in_tool_id,
+)
 
 STRICT = pydantic.ConfigDict(extra="forbid")
 OPENAI_MESSAGE = pydantic.TypeAdapter(ChatCompletionMessageParam, config=STRICT)
@@ -562,3 +567,5 @@ def test_safe_tool_id_stand_in_is_the_documented_formula(call_id: str) -> None:
     anthropic_ok = re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id) is not None
     assert safe_tool_id(call_id, api="openai") == (call_id if openai_ok else stand_in)
     assert safe_tool_id(call_id, api="anthropic") == (call_id if anthropic_ok else stand_in)
+    assert stand_in_tool_id(call_id) == stand_in  # what the renderers call for a rejected id
+    assert bool(is_anthropic_tool_id(call_id)) == anthropic_ok

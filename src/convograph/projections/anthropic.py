@@ -22,7 +22,8 @@ from convograph.projections.history import (
     History,
     ThinkingBlock,
     compact_json_encoder,
-    safe_tool_id,
+    is_anthropic_tool_id,
+    stand_in_tool_id,
 )
 
 __all__ = ["render_anthropic", "user_blocks_anthropic"]
@@ -91,7 +92,9 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
         calls = turn.calls
         results: list[dict[str, Any]] = []
         for call in calls:  # tool_use blocks and their results in one pass
-            call_id = safe_tool_id(call.id, api="anthropic")
+            call_id = call.id
+            if not is_anthropic_tool_id(call_id):  # `safe_tool_id`, inline
+                call_id = stand_in_tool_id(call_id)
             tool_input = call.input
             blocks.append(
                 {
@@ -108,7 +111,9 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
                 "content": (output if isinstance(output, str) else encode(output)) or "(empty)",
             }
             # `call.missing or call.denied`, inline
-            if call.missing or (isinstance(output, dict) and output.get("status") == "denied"):
+            if call.missing or (
+                isinstance(output, dict) and "status" in output and output["status"] == "denied"
+            ):
                 result["is_error"] = True
             results.append(result)
         if not blocks:

@@ -51,8 +51,10 @@ __all__ = [
     "UserTurn",
     "build_history",
     "compact_json_encoder",
+    "is_anthropic_tool_id",
     "safe_tool_id",
     "serialize_output",
+    "stand_in_tool_id",
 ]
 
 SUMMARY_RUN_PREFIX: Final = "summary:"
@@ -261,6 +263,16 @@ def safe_tool_id(call_id: str, *, api: Literal["openai", "anthropic"]) -> str:
             return call_id
     elif _ANTHROPIC_ID.fullmatch(call_id):
         return call_id
+    return stand_in_tool_id(call_id)
+
+
+is_anthropic_tool_id: Final = _ANTHROPIC_ID.fullmatch
+"""A match (truthy) when Anthropic accepts ``call_id`` as a tool id as it is (`safe_tool_id`)."""
+
+
+def stand_in_tool_id(call_id: str) -> str:
+    """`safe_tool_id`'s stand-in for an id the API rejects: ``<sanitised prefix>_<12 hex of
+    sha256>`` (renderers check the id inline and call this only for a rejected one)."""
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
     head = call_id[:27]  # one character for one: cut first
     if head.isascii():  # (a byte table: a third of the regular expression's time)

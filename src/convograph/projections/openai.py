@@ -23,7 +23,7 @@ from convograph.projections.history import (
     History,
     TextBlock,
     compact_json_encoder,
-    safe_tool_id,
+    stand_in_tool_id,
 )
 
 __all__ = ["render_openai", "user_content_openai"]
@@ -69,7 +69,7 @@ def render_openai(history: History) -> list[dict[str, Any]]:
         for call in calls:  # the calls and their tool messages in one pass
             call_id = call.id
             if not 0 < len(call_id) <= 40:  # `safe_tool_id`'s check, inline
-                call_id = safe_tool_id(call_id, api="openai")
+                call_id = stand_in_tool_id(call_id)
             tool_input = call.input
             tool_calls.append(
                 {
