@@ -3,8 +3,8 @@
 One background thread reads the journal after the *applied cursor*, in seq order (so each
 session's events are applied in arrival order), up to ``batch_size`` records at a time, and
 writes them with the writer's statements (rendered while planning). When only a few records are
-waiting it lingers ``linger_s`` (100 ms) first, so events arriving one POST at a time still travel
-in batches. While a batch is
+waiting it lingers up to ``linger_s`` (100 ms) while more keep arriving (`GraphApplier._linger`),
+so events arriving one POST at a time still travel in batches. While a batch is
 written, the next one is planned (ids, blob offload, layer-1 rows) on a second thread: the engine
 works in its own process and the socket wait releases the GIL, so planning and writing overlap.
 The cursor lives in the graph engine beside the graphs it
@@ -530,7 +530,7 @@ class GraphApplier:
                         continue
                     if len(records) < self.batch_size // 4 and self.linger_s > 0:
                         # events trickling in one by one: wait a moment so one batch carries many
-                        self._stop.wait(self.linger_s)
+                        self._linger()
                         records = self.journal.read_after(self._applied, self.batch_size)
                     try:
                         planned = self._plan(records)
@@ -571,6 +571,20 @@ class GraphApplier:
                 self._advance(batch[-1].seq)
         finally:
             planner.shutdown(wait=True, cancel_futures=True)
+
+    def _linger(self) -> None:
+        """Wait up to ``linger_s`` for more records while they keep coming, in fifths of it: stop
+        after a fifth that brought none (a burst is over: a lone event or an upload waits one
+        fifth, 20 ms by default) or once a quarter batch waits; a steady trickle waits it all."""
+        step = self.linger_s / 5
+        seen = self.journal.last_seq()
+        for _ in range(5):
+            if self._stop.wait(step):
+                return
+            latest = self.journal.last_seq()
+            if latest == seen or latest - self._applied >= self.batch_size // 4:
+                return
+            seen = latest
 
     def _engine_down(self, exc: EngineUnavailable, backoff: float, *, warn: bool = False) -> float:
         """Record the outage, wait ``backoff`` seconds (or until stopped); the next, doubled, wait."""
