@@ -160,7 +160,10 @@ _AS_SCHEMA_4 = (
 )
 
 
-def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(tmp_path: Path) -> None:
+def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
     import sqlite3
 
     from convograph.intelligence.journal import _session_key
@@ -174,7 +177,9 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(tmp
         db.executescript(_AS_SCHEMA_4)
         before = db.execute("SELECT * FROM events ORDER BY seq").fetchall()
     db.close()
-    again = SqliteJournal(path)
+    with caplog.at_level(logging.INFO, logger="convograph.intelligence.journal"):
+        again = SqliteJournal(path)
+    assert "from journal schema 4 to 5" in caplog.text  # a slow start (every row rewritten) says why
     assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"events_session_key", "events_base_content", "events_session_idem", "tombstones_idem"} <= indexes

@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import collections
 import hashlib
+import logging
 import sqlite3
 import threading
 import time
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 _json = msgspec.json.Encoder()
+log = logging.getLogger("convograph.intelligence.journal")
 
 
 # gc=False: never part of a reference cycle (it holds only decoded JSON values), so the cyclic
@@ -324,6 +326,8 @@ class SqliteJournal:
             self._write.executescript(_INDEXES)
             self._write.execute("INSERT INTO meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
         elif version[0] in _MIGRATIONS:
+            # rewrites every row once (~10 s per million events): say why the start is slow
+            log.info("migrating %s from journal schema %s to %s", self.path, version[0], _SCHEMA_VERSION)
             self._write.executescript(
                 "BEGIN IMMEDIATE;" + _MIGRATIONS[version[0]] + _INDEXES
                 + f"UPDATE meta SET v = '{_SCHEMA_VERSION}' WHERE k = 'schema'; COMMIT;"
