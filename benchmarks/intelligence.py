@@ -27,6 +27,10 @@ only unless ``--semantic-layers``):
    the second biggest with the applier told to rebuild the workspace instead (replay of the
    workspace's journal); then the in-process ingest of 10,000 more events with tombstones
    present (the append's tombstone check) next to the same count before the forget.
+6. **Journal append as the log grows** (``--journal-growth SESSIONS``, run alone): a generated
+   workload of SESSIONS root sessions appended to a new SQLite journal in batches of 1,000
+   (envelopes parsed beforehand), reporting this thread's CPU per event over the whole run and in
+   its first and last tenth: whether an append's cost grows with what the journal holds.
 
 Every ingest row also reports CPU time per event (the figure to compare on a shared machine):
 the serving process (the uvicorn server, or this process in process) and the FalkorDB child,
@@ -55,6 +59,8 @@ from typing import Any
 
 import httpx
 
+from convograph.intelligence.envelope import parse_envelope
+from convograph.intelligence.journal import SqliteJournal
 from convograph.intelligence.service import IntelligenceService
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
@@ -486,6 +492,29 @@ def forget_cost(service: IntelligenceService, extra: list[bytes], results: dict[
     results["forget_ingest_after_events_per_s"] = round(ingest_rate(extra[half:]))
 
 
+def journal_growth(root: Path, sessions: int, batch: int = 1000) -> dict[str, Any]:
+    """CPU µs per event of `SqliteJournal.append` over a growing journal (see item 6 above)."""
+    lines = generate(root / "growth.ndjson", sessions)
+    batches = [[parse_envelope(line) for line in lines[i : i + batch]] for i in range(0, len(lines), batch)]
+    del lines
+    journal = SqliteJournal(root / "growth.sqlite3")
+    costs = []
+    try:
+        for envelopes in batches:
+            start = time.thread_time()
+            journal.append(envelopes)
+            costs.append((time.thread_time() - start) / len(envelopes) * 1e6)
+    finally:
+        journal.close()
+    tenth = max(1, len(costs) // 10)
+    return {
+        "events": sum(map(len, batches)),
+        "us_per_event": round(statistics.mean(costs), 2),
+        "first_tenth_us": round(statistics.mean(costs[:tenth]), 2),
+        "last_tenth_us": round(statistics.mean(costs[-tenth:]), 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: small workloads, few repeats")
@@ -513,7 +542,22 @@ def main(argv: list[str] | None = None) -> int:
         default="serve",
         help="GC thresholds of the HTTP server: what `convograph serve` sets (default) or CPython's",
     )
+    parser.add_argument(
+        "--journal-growth",
+        type=int,
+        metavar="SESSIONS",
+        help="only measure the journal append as the log grows, on a workload of SESSIONS root sessions",
+    )
     args = parser.parse_args(argv)
+    if args.journal_growth:
+        with tempfile.TemporaryDirectory(prefix="cg-bench-journal-") as tmp:
+            growth = journal_growth(Path(tmp), args.journal_growth)
+        print(
+            f"journal append, {growth['events']:,} events in batches of 1,000 (load average "
+            f"{os.getloadavg()[0]:.2f}): {growth['us_per_event']} us of CPU per event; first tenth "
+            f"{growth['first_tenth_us']}, last tenth {growth['last_tenth_us']}"
+        )
+        return 0
     if args.quick:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
     results: dict[str, Any] = {
