@@ -504,6 +504,19 @@ def run_status(conv: Conversation, run_id: str) -> RunStatus:
     return "streaming"
 
 
+
+def run_status_step(conv: Conversation, run_id: str) -> tuple[RunStatus | None, str | None]:
+    """One step of `run_status`'s walk: ``(the run's own status, None)`` when it has a lifecycle,
+    else ``(None, its parent run)`` (None for a root or a still-unresolved parent). For a caller
+    that memoises the statuses of many runs, each an ancestor's unless its own (a one-shot
+    projection). O(1)."""
+    s = conv._store
+    version = conv._version
+    status = s.status.get_at(run_id, version)
+    if status is not None:
+        return status, None  # type: ignore[return-value]
+    return None, link_at(s, run_id, version)[0]
+
 def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:
     s = conv._store
     trigger = s.blocks[spawn.trigger]

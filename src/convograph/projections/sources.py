@@ -49,7 +49,7 @@ from convograph.graph.nodes import (
 )
 from convograph.projections.dag import LayoutInput, compact, compact_json
 from convograph.projections.history import SUMMARY_RUN_PREFIX
-from convograph.projections.progress import ProgressRegistry
+from convograph.projections.progress import _EXEC_INIT, ExecAccumulator, ProgressRegistry
 from convograph.projections.thread import (
     RESULT_SUFFIX,
     ReplInputNode,
@@ -391,12 +391,34 @@ class _Statuses(dict[str, Status]):
     def __init__(self, conversation: Any) -> None:
         super().__init__()
         self.conversation = conversation
-        self.run_status = _queries().run_status
+        self.step = _queries().run_status_step
 
     def __missing__(self, run_id: str) -> Status:
-        found: str = self.run_status(self.conversation, run_id)
-        status: Status = "error" if found == "aborted" else found  # type: ignore[assignment]
-        self[run_id] = status
+        """`queries.run_status`'s walk up the spawn links, stopped at the first run already known
+        (its answer is that walk's from there: a walk that came back to this chain would be a
+        cycle, found as such from either end); every run walked is memoised."""
+        step = self.step
+        conversation = self.conversation
+        chain = [run_id]
+        seen = {run_id}
+        current = run_id
+        while True:
+            found, parent = step(conversation, current)
+            if found is not None:
+                break
+            if parent is None or parent in seen:  # a root without lifecycle, or a cycle
+                found = "streaming"
+                break
+            known = self.get(parent)
+            if known is not None:
+                found = known
+                break
+            chain.append(parent)
+            seen.add(parent)
+            current = parent
+        status: Status = "error" if found == "aborted" else found
+        for run in chain:
+            self[run] = status
         return status
 
 
@@ -693,7 +715,6 @@ def _fill_chunks(
     # `ConversationFeeder._unique` is inlined at each node kind (the same four lines, on purpose: a
     # method call per chunk costs ~5-8 ms on a 100k-chunk one-shot).
     used = feeder._used_ids
-    used_get = used.get
     usage = feeder._usage
     usage_get = usage.get
     triggers = _trigger_ids(feeder)
@@ -724,21 +745,34 @@ def _fill_chunks(
     cut = -len(RESULT_SUFFIX)
     unsettled: Status = "complete"  # set by `ThreadBuilder._settle_statuses` at the end
     settle_append = settle.append
+    # A progress chunk of an `ExecAccumulator` tool is folded inline, into the call's state in place:
+    # every state this build holds is its own (`ExecAccumulator.init`'s copy, or a fresh dict from
+    # its `reduce`) and referenced by that one call view only, so no other state can see the change;
+    # the result is what the reducer returns (same keys, order and values).
+    exec_type = ExecAccumulator
+    exec_init = _EXEC_INIT.copy
     deferred: list[tuple[Any, str | None]] = []
+    # a run's list never changes once known (`ConversationFeeder._level_of_run` sets it once), so
+    # the level of the previous chunk's run is reused while the run stays the same
+    last_run: Any = None
+    level: Any = None
     for segment, row in _segments(events, fed_blocks, seqs, summaries):
         for event, block in segment:
             block_id = block.id
             run = block.run
             kind = block.kind
-            level = run_level_get(run)
-            if level is None:
-                level = level_of_run(run)
-                if level is None:
-                    whole = texts.get(block_id)
-                    if kind == "tool_error":
-                        kind = "error"
-                    deferred.append((FedChunk(block_id, event, kind, run), whole))
-                    continue
+            if run != last_run:
+                found = run_level_get(run)
+                if found is None:
+                    found = level_of_run(run)
+                    if found is None:
+                        whole = texts.get(block_id)
+                        if kind == "tool_error":
+                            kind = "error"
+                        deferred.append((FedChunk(block_id, event, kind, run), whole))
+                        continue
+                level = found
+                last_run = run
             content: Any = None  # the content of a new assistant view (text, reasoning, call, relay)
             if block_id in triggers:  # its placement is read to place the thread it spawned
                 node = _chunk_node(feeder, event, block_id, kind, run, texts, signatures)
@@ -748,12 +782,12 @@ def _fill_chunks(
                     place(((node, None, level),))
             elif kind == "tool_progress":
                 node_id = event.id
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 if not skip_progress:
@@ -766,7 +800,31 @@ def _fill_chunks(
                         entries[node_id] = (event.name, event.content)
                     elif not collapse:
                         accumulator = accumulators[event.name]
-                        if accumulator is not None:
+                        if accumulator is None:
+                            pass
+                        elif type(accumulator) is exec_type:  # `ExecAccumulator.reduce`, in place
+                            call_content = view.content
+                            state = call_content.progress
+                            if state is None:
+                                state = call_content.progress = exec_init()
+                            chunk = event.content
+                            if isinstance(chunk, dict):
+                                channel = chunk.get("channel")
+                                data = (
+                                    chunk.get("data") if channel == "stdout" or channel == "stderr" else None
+                                )
+                                if isinstance(data, str):
+                                    state[channel] = state[channel] + data
+                                else:
+                                    pid = chunk.get("pid")
+                                    if isinstance(pid, (int, float)) and not isinstance(pid, bool):
+                                        state["metrics"] = {
+                                            "pid": pid,
+                                            "cpuPercent": chunk.get("cpuPercent"),
+                                            "rssKb": chunk.get("rssKb"),
+                                            "wallMs": chunk.get("wallMs"),
+                                        }
+                        else:
                             call_content = view.content
                             state = call_content.progress
                             call_content.progress = accumulator.reduce(
@@ -774,12 +832,12 @@ def _fill_chunks(
                             )
             elif kind == "text" or kind == "reasoning":
                 node_id = event.id
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 is_reasoning = kind == "reasoning"
@@ -829,12 +887,12 @@ def _fill_chunks(
                         content.progress = builder._fold_progress(node_id)
             elif kind == "tool_result":
                 node_id = f"{event.id}:result"
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
@@ -853,12 +911,12 @@ def _fill_chunks(
                     drop_pending(run)
             elif kind == "harness_start" or kind == "harness_end":
                 node_id = f"{run}:{kind}"
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 run_record = runs_get(run)
@@ -882,12 +940,12 @@ def _fill_chunks(
                         pending[run] = (level, None)
             elif kind == "relay":
                 node_id = event.id
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 relay_params[event.tool_call_id] = event.params
@@ -899,12 +957,12 @@ def _fill_chunks(
                 )
             elif kind == "user":
                 node_id = f"{run}:user"
-                count = used_get(node_id)
-                if count is None:
-                    used[node_id] = 1
+                if node_id in used:  # (a miss, the usual case, costs no call)
+                    count = used[node_id] + 1
+                    used[node_id] = count
+                    node_id = f"{node_id}#{count}"
                 else:
-                    used[node_id] = count + 1
-                    node_id = f"{node_id}#{count + 1}"
+                    used[node_id] = 1
                 if pending and run in pending:
                     drop_pending(run)
                 builder._append(

@@ -1146,9 +1146,16 @@ class ThreadBuilder:
         status.clear()
         external = self._external_status
         if external is not None:  # `_compute_status` is the external status: no memo frames
+            # (asked once per stretch of views of one run: the answer cannot change during the pass)
+            last: Any = None
+            run_status: Any = None
             for view in views:
                 if view.role != "user":
-                    view.status = external(view.run_id)
+                    run_id = view.run_id
+                    if run_id != last:
+                        run_status = external(run_id)
+                        last = run_id
+                    view.status = run_status
             return
         if not any(map(_open_or_failed, self._runs.values())):
             return
