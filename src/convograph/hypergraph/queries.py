@@ -504,7 +504,6 @@ def run_status(conv: Conversation, run_id: str) -> RunStatus:
     return "streaming"
 
 
-
 def run_status_step(conv: Conversation, run_id: str) -> tuple[RunStatus | None, str | None]:
     """One step of `run_status`'s walk: ``(the run's own status, None)`` when it has a lifecycle,
     else ``(None, its parent run)`` (None for a root or a still-unresolved parent). For a caller
@@ -516,6 +515,7 @@ def run_status_step(conv: Conversation, run_id: str) -> tuple[RunStatus | None, 
     if status is not None:
         return status, None  # type: ignore[return-value]
     return None, link_at(s, run_id, version)[0]
+
 
 def _spawn_record(conv: Conversation, spawn: _Spawn) -> SpawnInfo:
     s = conv._store
