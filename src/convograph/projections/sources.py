@@ -741,7 +741,6 @@ def _fill_chunks(
     hide_reasoning = options.hide_reasoning
     collapse = options.collapse_tools
     new_branches = builder._new_branches
-    result_suffix = RESULT_SUFFIX
     cut = -len(RESULT_SUFFIX)
     unsettled: Status = "complete"  # set by `ThreadBuilder._settle_statuses` at the end
     settle_append = settle.append
@@ -887,15 +886,16 @@ def _fill_chunks(
                         content.progress = builder._fold_progress(node_id)
             elif kind == "tool_result":
                 node_id = f"{event.id}:result"
+                # the call id: the node id without its suffix, or all of it once "#n" follows
                 if node_id in used:  # (a miss, the usual case, costs no call)
                     count = used[node_id] + 1
                     used[node_id] = count
-                    node_id = f"{node_id}#{count}"
+                    node_id = call_id = f"{node_id}#{count}"
                 else:
                     used[node_id] = 1
+                    call_id = node_id[:cut]
                 if pending and run in pending:
                     drop_pending(run)
-                call_id = node_id[:cut] if node_id.endswith(result_suffix) else node_id
                 output = event.output
                 results[call_id] = output
                 view = calls_get(call_id)
