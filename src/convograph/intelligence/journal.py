@@ -263,6 +263,7 @@ _INSERT_HEAD = (
     " created_by, received_ms, data, content_key, idem_key, base_key, session_key) VALUES "
 )
 _ROW_MARKS = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_ONE = _INSERT_HEAD + _ROW_MARKS
 _CACHE_KIB = 65536  # write connection's page cache
 _CHECKPOINT_BYTES = 40_960_000  # WAL bytes between automatic checkpoints
 _INSERT_CHUNK = 2000  # 13 parameters a row: 26,000 < SQLite's 32,766 variable limit
@@ -391,7 +392,7 @@ class SqliteJournal:
                 None if env.idempotency_key is None else _digest16(env.workspace, env.idempotency_key),
                 _base_key(env.workspace, env.base_id, env.epoch_ms), session_key,
             ))  # fmt: skip
-        insert = _INSERT_HEAD + _ROW_MARKS
+        insert = _INSERT_ONE
         with self._write_lock:
             cur = self._write.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -447,7 +448,7 @@ class SqliteJournal:
         forgotten: set[bytes],
     ) -> list[AppendResult]:
         """Insert the rows not forgotten one by one (rare path); forgotten ones are duplicates."""
-        insert = _INSERT_HEAD + _ROW_MARKS
+        insert = _INSERT_ONE
         results = []
         for row in rows:
             if row[9] in forgotten:
