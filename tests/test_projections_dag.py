@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,3 +147,72 @@ def test_layering_holds_whether_edges_point_forward_or_backward(
         assert by_id[f"n{b}"].layer > by_id[f"n{a}"].layer, (a, b)
     assert not check_no_overlap(result.nodes)
     assert to_jsonable(layout(data)) == to_jsonable(result)
+
+
+@st.composite
+def forests(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    """A parent table (each item -1 or an earlier item's index) and a run per item."""
+    n = draw(st.integers(1, 15))
+    parents = [-1 if i == 0 else draw(st.integers(-1, i - 1)) for i in range(n)]
+    runs = [draw(st.integers(0, 3)) for _ in range(n)]
+    return parents, runs
+
+
+def _forest_input(parents: list[int], runs: list[int], *, as_table: bool) -> Any:
+    from convograph.projections.dag import LayoutInput
+
+    data = LayoutInput()
+    data.ids = [f"n{i}" for i in range(len(parents))]
+    data.kinds = ["harness_end" if i % 5 == 4 else "text" for i in range(len(parents))]
+    data.labels = [f"label {i}" * (i % 3) for i in range(len(parents))]
+    data.runs = [f"r{run}" for run in runs]
+    data.edges_unique = True
+    data.edge_sources = [p for p in parents if p >= 0]
+    data.edge_targets = [i for i, p in enumerate(parents) if p >= 0]
+    if as_table:
+        data.parents = parents
+    return data
+
+
+@settings(max_examples=150, deadline=None)
+@given(forests())
+def test_a_parent_table_lays_out_as_the_same_edges_do(forest: tuple[list[int], list[int]]) -> None:
+    """`LayoutInput.parents` (the flat graph's fast path) only skips the edge pass: same layout."""
+    from convograph.projections.dag import layout
+
+    parents, runs = forest
+    with_table = layout(_forest_input(parents, runs, as_table=True))
+    assert to_jsonable(with_table) == to_jsonable(layout(_forest_input(parents, runs, as_table=False)))
+
+
+def test_a_parent_table_that_is_not_forward_is_refused() -> None:
+    from convograph.projections.dag import layout
+
+    for parents in ([-1, 1], [-1, 0, 5], [-1, 0, 2]):
+        data = _forest_input([-1, 0, 1][: len(parents)], [0] * len(parents), as_table=True)
+        data.parents = parents
+        with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+            layout(data)
+    data = _forest_input([-1, 0], [0, 0], as_table=True)
+    data.parents = [-1]  # one entry short
+    with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+        layout(data)
+
+
+def test_flat_edges_are_listed_by_target_on_both_read_paths() -> None:
+    """The parent-index read and the edge-list fallback (after a late parent adopted a child, the
+    index declines) list the edges alike: in their targets' arrival order."""
+    late_parent = [
+        {"type": "text", "runId": "r2", "parentId": "tc1", "id": "s", "content": "child first"},
+        *SUBAGENT,
+    ]
+    for events in (SUBAGENT, late_parent):
+        graph = reduce_events(create_graph(), events)
+        layout = project_dag(graph)
+        position = {node.id: i for i, node in enumerate(layout.nodes)}
+        targets = [position[edge.target] for edge in layout.edges]
+        assert targets == sorted(targets)
+        assert {(e.source, e.target) for e in layout.edges} == {
+            (source, target) for source, children in graph.edges.items() for target in children
+        }
+    assert reduce_events(create_graph(), late_parent).parent_ids() is None  # the fallback ran

@@ -29,8 +29,8 @@ import bisect
 import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
-from itertools import chain, count, repeat
-from operator import add, attrgetter
+from itertools import chain, compress, count, repeat
+from operator import add, attrgetter, ge
 from typing import Any, Final
 
 import msgspec
@@ -157,6 +157,7 @@ class LayoutInput:
         "ids",
         "kinds",
         "labels",
+        "parents",
         "runs",
     )
 
@@ -173,6 +174,11 @@ class LayoutInput:
         out-of-range index (the flat graph's, by the reducer's invariants): `layout` then skips
         its dedupe set (two set operations per edge)."""
         self.group_labels: dict[str, str] = {}
+        self.parents: list[int] | None = None
+        """Set by a producer whose every item has at most one incoming edge, from an item before
+        it: per item that source's index, -1 for none (the flat graph's, from the reducer's parent
+        index). ``edge_sources`` / ``edge_targets`` must then be exactly those edges, with no
+        ``edges`` pairs; `layout` takes them as its predecessor table and skips its edge pass."""
 
 
 def compact(text: str, limit: int = MAX_LABEL) -> str:
@@ -271,6 +277,14 @@ def layout(data: LayoutInput) -> DAGLayout:
         keep = True
     keep_source, keep_target = kept_sources.append, kept_targets.append
     backward = False
+    if data.parents is not None:  # the producer's predecessor table: one forward edge at most each
+        pred0 = data.parents
+        if pairs or len(pred0) != n or any(map(ge, pred0, range(n))):
+            raise ValueError(
+                "LayoutInput.parents needs one entry per item, each -1 or an earlier item's index, "
+                "and no edges pairs"
+            )
+        edges = ()
     for s, t in edges:
         if s > t:
             backward = True
@@ -683,29 +697,55 @@ def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) 
 
 
 def graph_layout_input(graph: Graph) -> LayoutInput:
-    """The flat graph as layout input: every node, every edge. O(N + E), read in bulk."""
+    """The flat graph as layout input: every node, every edge. O(N + E), read in bulk.
+
+    When the reducer's parent index answers (`Graph.parent_ids`: each node has at most one incoming
+    edge, from a node before it), the edges are read from it with C-level passes (one dict lookup
+    per node, no Python step per edge) and handed to `layout` as ``parents`` too; otherwise from
+    ``graph.edges``. Either way the edges are listed in their targets' arrival order."""
     data = LayoutInput()
-    nodes = list(graph.iter_nodes())
-    data.ids = ids = [node.id for node in nodes]
-    data.runs = [node.run_id for node in nodes]
+    nodes = graph.node_list()
+    data.ids = ids = graph.node_ids()
+    data.runs = list(map(_run_id_of, nodes))
     types = list(map(type, nodes))
     data.kinds = list(map(_KIND_OF_TYPE.__getitem__, types))  # every node class is in it
     data.labels = node_labels(nodes, types)
     del types
-    index_get = dict(zip(ids, range(len(ids)), strict=True)).get
-    add_source = data.edge_sources.append
-    add_target = data.edge_targets.append
+    index = dict(zip(ids, range(len(ids)), strict=True))
     data.edges_unique = True  # the reducer adds no duplicate edge and no self-loop
-    for source, targets in graph.edges.items():
+    parent_ids = graph.parent_ids()
+    if parent_ids is not None:
+        # a root's None (and, defensively, an unknown id) reads as -1: no incoming edge
+        index_or: Callable[[str | None, int], int] = index.get  # type: ignore[assignment]
+        parents = list(map(index_or, parent_ids, repeat(-1)))
+        data.parents = parents
+        data.edge_sources = list(filter(_NON_NEGATIVE, parents))
+        data.edge_targets = list(compress(range(len(parents)), map(_NON_NEGATIVE, parents)))
+        return data
+    index_get = index.get
+    sources: list[int] = []
+    targets: list[int] = []
+    add_source = sources.append
+    add_target = targets.append
+    for source, children in graph.edges.items():
         s = index_get(source)
         if s is None:
             continue
-        for target in targets:
+        for target in children:
             t = index_get(target)
             if t is not None:
                 add_source(s)
                 add_target(t)
+    # the same order as the parent-index path: by target, then as read (stable), O(E log E)
+    by_target = sorted(range(len(targets)), key=targets.__getitem__)
+    data.edge_sources = list(map(sources.__getitem__, by_target))
+    data.edge_targets = list(map(targets.__getitem__, by_target))
     return data
+
+
+_run_id_of: Final = attrgetter("run_id")
+_NON_NEGATIVE: Final = (-1).__lt__
+"""``x >= 0`` for an int ``x``, as a C-level predicate (``-1 < x``)."""
 
 
 def project_graph_dag(graph: Graph) -> DAGLayout:
