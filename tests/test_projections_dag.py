@@ -183,6 +183,9 @@ def test_a_parent_table_lays_out_as_the_same_edges_do(forest: tuple[list[int], l
     parents, runs = forest
     with_table = layout(_forest_input(parents, runs, as_table=True))
     assert to_jsonable(with_table) == to_jsonable(layout(_forest_input(parents, runs, as_table=False)))
+    not_declared_unique = _forest_input(parents, runs, as_table=True)
+    not_declared_unique.edges_unique = False
+    assert to_jsonable(layout(not_declared_unique)) == to_jsonable(with_table)
 
 
 def test_a_parent_table_that_is_not_forward_is_refused() -> None:
@@ -195,6 +198,14 @@ def test_a_parent_table_that_is_not_forward_is_refused() -> None:
             layout(data)
     data = _forest_input([-1, 0], [0, 0], as_table=True)
     data.parents = [-1]  # one entry short
+    with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+        layout(data)
+    data = _forest_input([-1, 0, 0], [0, 0, 0], as_table=True)
+    data.edge_sources, data.edge_targets = [0, 1], [1, 2]  # not the table's edges
+    with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+        layout(data)
+    data = _forest_input([-1, 0, 0], [0, 0, 0], as_table=True)
+    data.edge_sources, data.edge_targets = [0], [1]  # one edge missing
     with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
         layout(data)
 

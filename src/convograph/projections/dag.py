@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
 from itertools import chain, compress, count, repeat
-from operator import add, attrgetter, ge
+from operator import add, attrgetter, eq, ge
 from typing import Any, Final
 
 import msgspec
@@ -279,11 +279,19 @@ def layout(data: LayoutInput) -> DAGLayout:
     backward = False
     if data.parents is not None:  # the producer's predecessor table: one forward edge at most each
         pred0 = data.parents
-        if pairs or len(pred0) != n or any(map(ge, pred0, range(n))):
+        kept_sources, kept_targets = edge_sources, data.edge_targets
+        if (
+            pairs
+            or len(pred0) != n
+            or any(map(ge, pred0, range(n)))
+            or len(kept_targets) != n - pred0.count(-1)
+            or not all(map(eq, map(pred0.__getitem__, kept_targets), kept_sources))
+        ):
             raise ValueError(
                 "LayoutInput.parents needs one entry per item, each -1 or an earlier item's index, "
-                "and no edges pairs"
+                "edge_sources / edge_targets that are exactly its edges, and no edges pairs"
             )
+        keep = False
         edges = ()
     for s, t in edges:
         if s > t:

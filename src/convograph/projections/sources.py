@@ -1066,21 +1066,31 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
-    columns, labels, sources, targets = _block_input(shown, conversation.chunk_count)
+    columns, labels, sources, targets, parents = _block_input(shown, conversation.chunk_count)
     # Sequence edges are unique and go forward; a spawn edge enters the first block of its run,
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
     # its dedupe set (two set operations per edge).
     # (pairs are seen as one int each, and read as columns: no tuple per edge, see
     # `queries.ShownPaths.spawn_edge_columns`)
+    # A spawn edge usually enters a run's first block (no sequence predecessor) from a block
+    # before it: then every block has one predecessor at most, from before it, and `layout` takes
+    # ``parents`` as its predecessor table and skips its edge pass. Any other spawn edge (a second
+    # one into the same block, or one pointing backward) drops the table: `layout` reads the edges.
     span = len(labels) + 1
     seen: set[int] = set()
+    table: list[int] | None = parents
     for source, target in zip(*shown.spawn_edge_columns(), strict=True):
         pair = source * span + target
         if source != target and pair not in seen:
             seen.add(pair)
             sources.append(source)
             targets.append(target)
+            if table is not None:
+                if source < target and table[target] < 0:
+                    table[target] = source
+                else:
+                    table = None
     data = LayoutInput()
     data.edges_unique = True
     summaries = shown.summaries
@@ -1095,6 +1105,7 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
         data.runs = columns.run_ids
         data.edge_sources = sources
         data.edge_targets = targets
+        data.parents = table
     return data
 
 
@@ -1137,11 +1148,12 @@ _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 """Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
 
 
-def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int]]:
+def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int], list[int]]:
     """The shown blocks as layout columns (`queries.BlockColumns`: ids, kinds, runs, and first
     seqs only when there are summaries to merge; no first events or texts), the one-line label of
-    every block, and the sequence edges (consecutive blocks of a run) as column positions, sources
-    and targets in two lists (`LayoutInput`): one pass over the blocks' records
+    every block, the sequence edges (consecutive blocks of a run) as column positions, sources
+    and targets in two lists (`LayoutInput`), and each block's sequence predecessor (-1 for a
+    run's first block): one pass over the blocks' records
     (`queries.ShownPaths.block_records`; a text or reasoning label reads the first `_LABEL_CHUNKS`
     chunks of its block). Labels that depend on the kind only, or on one or two event fields, are
     computed once per value. O(blocks)."""
@@ -1156,8 +1168,10 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     append = labels.append
     sources: list[int] = []
     targets: list[int] = []
+    parents: list[int] = []
     add_source = sources.append
     add_target = targets.append
+    add_parent = parents.append
     last_of_run: dict[str, int] = {}
     last_get = last_of_run.get
     by_kind: dict[str, str] = {}
@@ -1177,6 +1191,9 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
         if previous is not None:
             add_source(previous)
             add_target(i)
+            add_parent(previous)
+        else:
+            add_parent(-1)
         last_of_run[run] = i
         label = by_kind_get(kind)
         if label is not None:
@@ -1208,7 +1225,7 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     columns = _queries().BlockColumns(
         ids=ids, kinds=kinds, run_ids=runs, first_seqs=first_seqs, first_events=[], texts={}
     )
-    return columns, labels, sources, targets
+    return columns, labels, sources, targets, parents
 
 
 def _block_label(kind: str, event: Any, text: str) -> str:
