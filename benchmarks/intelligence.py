@@ -59,6 +59,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.machine import speed_reference
 from convograph.intelligence.envelope import parse_envelope
 from convograph.intelligence.journal import SqliteJournal
 from convograph.intelligence.service import IntelligenceService
@@ -562,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sessions, args.single_events, args.repeat = 20, 500, 5
     results: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores (shared)",
+        "speed_reference_ms": round(speed_reference(), 1),
         "semantic_layers": args.semantic_layers,
         "server_gc": args.server_gc,
         "load_average_start": round(os.getloadavg()[0], 2),
@@ -615,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=1))
         return 0
     print(
-        f"machine: {results['machine']}; workloads: {results['workloads']}; HTTP server GC "
+        f"machine: {results['machine']}, speed reference {results['speed_reference_ms']} ms "
+        "(benchmarks/machine.py); workloads: {results['workloads']}; HTTP server GC "
         f"{results['server_gc']}; load average "
         f"{results['load_average_start']} -> {results['load_average_end']}"
     )

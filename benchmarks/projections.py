@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import describe
 from benchmarks.projections_workload import agent_conversation
 from convograph import create_graph, reduce_events
 from convograph.events import Event, parse_event, read_ndjson_file
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         help="one-shot cases with the cyclic GC paused around each call (the projection's own cost)",
     )
     args = parser.parse_args(argv)
-    print(f"python {sys.version.split()[0]}")
+    print(f"python {sys.version.split()[0]}; {describe()}")
     if args.one_shot:
         bench_one_shot(turns=200 if args.quick else 4546, repeat=args.repeat, pause_gc=args.caller_pauses_gc)
         return
