@@ -227,3 +227,26 @@ def test_flat_edges_are_listed_by_target_on_both_read_paths() -> None:
             (source, target) for source, children in graph.edges.items() for target in children
         }
     assert reduce_events(create_graph(), late_parent).parent_ids() is None  # the fallback ran
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2, 40), max_size=40), st.booleans())
+def test_parent_positions_are_the_index_lookups(picks: list[int], copy_ids: bool) -> None:
+    """`_parent_positions` (C-level passes, a dict of only the ids that are a non-adjacent parent)
+    equals a lookup of every parent in a dict of every id: -1 for a root or an unknown id. With
+    ``copy_ids`` the parent strings are equal but not identical objects (as after a snapshot)."""
+    from convograph.projections.dag import _parent_positions
+
+    ids = [f"node-{i}" for i in range(len(picks))]
+    parent_ids: list[str | None] = []
+    for i, pick in enumerate(picks):
+        if pick == -2:
+            parent_ids.append("not-a-node")
+        elif pick == -1 or i == 0:
+            parent_ids.append(None)
+        else:
+            parent = ids[min(pick, i - 1)]  # earlier nodes only, most often the one just before
+            parent_ids.append("".join(parent) if copy_ids else parent)
+    index = {node_id: i for i, node_id in enumerate(ids)}
+    expected = [-1 if parent is None else index.get(parent, -1) for parent in parent_ids]
+    assert _parent_positions(ids, parent_ids) == expected

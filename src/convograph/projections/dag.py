@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
 from itertools import chain, compress, count, repeat
-from operator import add, attrgetter, eq, ge
+from operator import add, attrgetter, eq, ge, not_
 from typing import Any, Final
 
 import msgspec
@@ -800,17 +800,14 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     data.kinds = list(map(_KIND_OF_TYPE.__getitem__, types))  # every node class is in it
     data.labels = node_labels(nodes, types)
     del types
-    index = dict(zip(ids, range(len(ids)), strict=True))
     data.edges_unique = True  # the reducer adds no duplicate edge and no self-loop
     parent_ids = graph.parent_ids()
     if parent_ids is not None:
-        # a root's None (and, defensively, an unknown id) reads as -1: no incoming edge
-        index_or: Callable[[str | None, int], int] = index.get  # type: ignore[assignment]
-        parents = list(map(index_or, parent_ids, repeat(-1)))
-        data.parents = parents
+        data.parents = parents = _parent_positions(ids, parent_ids)
         data.edge_sources = list(filter(_NON_NEGATIVE, parents))
         data.edge_targets = list(compress(range(len(parents)), map(_NON_NEGATIVE, parents)))
         return data
+    index = dict(zip(ids, range(len(ids)), strict=True))
     index_get = index.get
     sources: list[int] = []
     targets: list[int] = []
@@ -830,6 +827,34 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     data.edge_sources = list(map(sources.__getitem__, by_target))
     data.edge_targets = list(map(targets.__getitem__, by_target))
     return data
+
+
+def _parent_positions(ids: list[str], parent_ids: list[str | None]) -> list[int]:
+    """Each node's parent as a position in ``ids`` (-1: none, or an id not among ``ids``), for a
+    parent index in which every parent precedes its child (`Graph.parent_ids`). O(N), C-level
+    passes but for the nodes whose parent is not the node just before them (~10 % in an agent
+    conversation: a run's first node, a run resuming after a subagent's nodes), and no dict of
+    every id: only the ids that are such a parent are indexed (a 100k-entry dict and 100k
+    lookups in it were ~60 ms of a 100k-node layout on the AMD EPYC machine)."""
+    n = len(ids)
+    if n == 0:
+        return []
+    # parent == the previous id (an identity check first: the reducer stores one object per id)
+    adjacent = list(map(eq, parent_ids, chain((None,), ids)))
+    away = list(map(not_, adjacent))
+    wanted = set(compress(parent_ids, away))
+    wanted.discard(None)
+    positions: list[int] = list(range(-1, n - 1))  # node 0's "previous" None matches a root's
+    found: dict[str, int] = {}
+    position_of = found.get
+    if wanted:
+        hits = list(map(wanted.__contains__, ids))
+        found = dict(zip(compress(ids, hits), compress(count(), hits), strict=False))
+        position_of = found.get
+    for i in compress(range(n), away):
+        parent = parent_ids[i]
+        positions[i] = -1 if parent is None else position_of(parent, -1)
+    return positions
 
 
 _run_id_of: Final = attrgetter("run_id")
