@@ -5,6 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from convograph.intelligence.envelope import parse_envelope
 from convograph.intelligence.journal import Journal, MemoryJournal, SqliteJournal
@@ -430,3 +432,36 @@ def test_idle_sessions_and_the_idle_check_inside_forget(
     assert journal.session_count("W", "both") == 2
     assert journal.forget_session("W", "old", idle_before_ms=1_500_000) == 1
     assert journal.idle_sessions(1_500_000) == [("W2", "old")]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4), st.sampled_from("ab"), st.sampled_from(["W", "X"]), st.sampled_from("ST")
+        ),
+        max_size=25,
+    ),
+    st.integers(1, 6),
+)
+def test_collision_groups_are_every_shared_base_id(
+    tmp_path_factory: pytest.TempPathFactory, picks: list[tuple[int, str, str, str]], batch: int
+) -> None:
+    """Over random appends in random batch sizes, the groups the SQLite journal and the in-memory
+    one report are exactly the base ids of the workspace that two distinct appended events share."""
+    envelopes = [env(ms, session=session, ws=ws, note=note) for ms, note, ws, session in picks]
+    sqlite_journal = SqliteJournal(tmp_path_factory.mktemp("j") / "j.sqlite3")
+    memory_journal = MemoryJournal()
+    for start in range(0, len(envelopes), batch):
+        sqlite_journal.append(envelopes[start : start + batch])
+        memory_journal.append(envelopes[start : start + batch])
+    asked = [(e.base_id, e.epoch_ms) for e in envelopes]
+    for workspace in ("W", "X"):
+        shared: dict[str, set[str]] = {}
+        for envelope in envelopes:
+            if envelope.workspace == workspace:
+                shared.setdefault(envelope.base_id, set()).add(envelope.fingerprint)
+        expected = {base_id: sorted(fps) for base_id, fps in shared.items() if len(fps) > 1}
+        assert sqlite_journal.collision_groups(workspace, asked) == expected
+        assert memory_journal.collision_groups(workspace, asked) == expected
+    sqlite_journal.close()
