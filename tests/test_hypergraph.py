@@ -754,6 +754,60 @@ def _conversations_for_bulk_readers() -> list[Conversation]:
     return [half, full, special, summarized]
 
 
+def _plain_conversations() -> list[Conversation]:
+    """One thread, never edited or summarised: `shown_paths` shows every block without a walk
+    (`queries._shows_everything`), at the newest and an older version."""
+    events: list[dict[str, Any]] = []
+    for turn in range(3):
+        run = f"a{turn}"
+        user: dict[str, Any] = {"type": "user", "runId": f"u{turn}", "content": f"q{turn}"}
+        if turn:
+            user["parentId"] = f"a{turn - 1}:harness_end"
+        events += [
+            user,
+            {"type": "harness_start", "runId": run, "parentId": f"u{turn}:user"},
+            {"type": "reasoning", "runId": f"p{turn}", "parentId": run, "id": f"r{turn}", "content": "hm "},
+            {"type": "reasoning", "runId": f"p{turn}", "parentId": run, "id": f"r{turn}", "content": "ok"},
+            {"type": "text", "runId": f"p{turn}", "parentId": run, "id": f"t{turn}", "content": "a"},
+            {"type": "text", "runId": f"p{turn}", "parentId": run, "id": f"t{turn}", "content": "b"},
+            {"type": "tool_call", "runId": run, "id": f"{run}/c", "name": "exec", "input": {}},
+            *(
+                {
+                    "type": "tool_progress",
+                    "runId": run,
+                    "id": f"pg{turn}.{i}",
+                    "toolCallId": f"{run}/c",
+                    "name": "exec",
+                    "content": i,
+                }
+                for i in range(2)
+            ),
+            {"type": "tool_result", "runId": run, "id": f"{run}/c", "name": "exec", "output": "ok"},
+            {"type": "harness_end", "runId": run},
+        ]
+    half = build(*events[: len(events) // 2 + 3])
+    full = reduce_conversation_events(half, events[len(events) // 2 + 3 :])  # half: an older version
+    return [full, half]
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_shown_paths_of_a_plain_conversation_show_every_block(nested: bool) -> None:
+    """The walk-free case of `shown_paths` reads what the record queries give (the readers below),
+    and is taken only for the thread's own default path."""
+    for conv in _plain_conversations():
+        active = default_active(conv)
+        assert q._shows_everything(conv, active, q.thread_ids(conv), default_active)
+        blocks, summaries = _reference_shown(conv, active, nested)
+        assert not summaries
+        assert len(q.shown_paths(conv, active, nested=nested)) == len(blocks) == conv.block_count
+    full, half = _plain_conversations()
+    assert not q._shows_everything(half, default_active(full), q.thread_ids(half), default_active)
+    with pytest.raises(KeyError, match="no message"):  # a path of a later version
+        q.shown_paths(half, default_active(full), nested=nested)
+    shorter = Active(thread_id="main", tip_id=None, message_ids=default_active(full).message_ids[:-1])
+    assert not q._shows_everything(full, shorter, q.thread_ids(full), default_active)
+
+
 @pytest.mark.parametrize("nested", [True, False])
 def test_shown_path_readers_match_the_records(nested: bool) -> None:
     """`shown_paths` (`feed`, `block_columns`, `block_records`, `spawn_edges` /
@@ -761,7 +815,7 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
     record queries, at the newest and an older version."""
     seen_kinds: set[str] = set()
     seen_summaries = seen_signatures = 0
-    for conv in _conversations_for_bulk_readers():
+    for conv in [*_conversations_for_bulk_readers(), *_plain_conversations()]:
         active = default_active(conv)
         blocks, summaries = _reference_shown(conv, active, nested)
         seen_kinds.update(b.kind for b in blocks)

@@ -72,6 +72,22 @@ def test_histories_from_the_hypergraph_are_valid(events: list[dict[str, Any]]) -
     assert not check_no_overlap(project_dag(conv).nodes)
 
 
+@settings(max_examples=40, deadline=None)
+@given(agent_streams(), st.integers(min_value=0))
+def test_one_shot_of_an_older_version_equals_the_same_events_alone(
+    events: list[dict[str, Any]], cut: int
+) -> None:
+    """One-shot projections of a version that is no longer its lineage's head (whose indexes then
+    hold runs, threads and blocks of later versions) equal those of its events reduced alone."""
+    cut %= len(events) + 1
+    older = conversation(events[:cut])
+    reduce_conversation_events(older, events[cut:])  # extends older's lineage in place
+    alone = conversation(events[:cut])
+    assert project_thread(older) == project_thread(alone)
+    for format in ("openai", "anthropic"):
+        assert project_messages(older, format=format) == project_messages(alone, format=format)
+
+
 @settings(max_examples=80, deadline=None)
 @given(agent_streams())
 def test_conversation_projector_equals_one_shot_after_every_event(events: list[dict[str, Any]]) -> None:

@@ -967,12 +967,13 @@ class ShownPaths:
     """The blocks and summaries on a set of active paths (`shown_paths`), read in bulk.
 
     Valid for the conversation version it was made from. Blocks are kept as store positions: block
-    creation order is first-chunk order, so sorted positions are arrival order.
+    creation order is first-chunk order, so sorted positions are arrival order (a ``range`` of
+    every position when every block is shown).
     """
 
     __slots__ = ("_blocks", "_conv", "_events", "_records", "summaries")
 
-    def __init__(self, conv: Conversation, blocks: list[int], summaries: list[SummaryRow]) -> None:
+    def __init__(self, conv: Conversation, blocks: Sequence[int], summaries: list[SummaryRow]) -> None:
         self._conv = conv
         self._blocks = blocks
         self.summaries = summaries
@@ -996,8 +997,10 @@ class ShownPaths:
         # chunk index -> its block, for the chunks to place (a record is truthy, None is not)
         texts: dict[str, str] = {}
         signatures: dict[str, str] = {}
-        for b in self._blocks:
-            block = records[b]
+        blocks = self._blocks
+        # (every block shown, the usual case: the records themselves, no subscript per block)
+        shown = records if len(blocks) == len(records) else map(records.__getitem__, blocks)
+        for block in shown:
             chunks = block.chunks
             if len(chunks) == 1:
                 first = chunks[0]
@@ -1075,7 +1078,10 @@ class ShownPaths:
         `Conversation.chunk_count` belong to this version), and every chunk's event by chunk index.
         For a caller that reads each block once and would not use the `block_columns` lists (the
         DAG input). O(shown blocks), one C-level pass."""
-        return list(map(self._records.__getitem__, self._blocks)), self._events
+        records = self._records
+        if len(self._blocks) == len(records):  # every block shown
+            return list(records), self._events
+        return list(map(records.__getitem__, self._blocks)), self._events
 
     def spawn_edges(self) -> list[tuple[int, int]]:
         """``(trigger, target)`` positions in `block_columns` order: every spawn from a shown block
@@ -1116,16 +1122,21 @@ def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans
     and, recursively, on the default active path of every thread spawned from a block on a shown
     path (``subagent`` / ``repl`` threads only when ``nested``; late-linked ``call`` / ``reply``
     threads always). With ``orphans``, when ``active`` is the main thread, threads whose parent has
-    not arrived are shown too. O(shown messages + shown blocks + threads), plus O(k log k) to sort.
+    not arrived are shown too. O(shown messages + shown blocks + threads), plus O(k log k) to sort;
+    O(threads) plus C-level copies when the only thread's default path holds every message and
+    there are no summaries (`_shows_everything`: every block is shown, nothing is walked).
     """
     from convograph.hypergraph.active import default_active
 
     s = conv._store
     version = conv._version
     n_blocks = conv._n_blocks
+    threads = thread_ids(conv)
+    if _shows_everything(conv, active, threads, default_active):
+        return ShownPaths(conv, range(n_blocks), [])
     spawned: dict[int, list[str]] = {}
     waiting: list[str] = []
-    for thread in thread_ids(conv):
+    for thread in threads:
         if thread == MAIN_THREAD:
             continue
         spawn = link_at(s, thread, version)[1]
@@ -1164,12 +1175,29 @@ def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans
             blocks.extend(own)
             if spawned:
                 for b in own:
-                    threads = spawned.get(b)
-                    if threads is not None:
-                        pending.extend(default_active(conv, t) for t in threads if t != thread_id)
+                    children = spawned.get(b)
+                    if children is not None:
+                        pending.extend(default_active(conv, t) for t in children if t != thread_id)
     blocks.sort()
     summaries.sort(key=_seq_of)  # stable: equal seqs keep walk order
     return ShownPaths(conv, blocks, summaries)
+
+
+def _shows_everything(conv: Conversation, active: Any, threads: tuple[str, ...], default: Any) -> bool:
+    """Whether ``active`` shows every block of this version with no summary: its thread is the only
+    one, and it is that thread's default path (``default``: `default_active`, memoised, so a path
+    of distinct messages of this version) holding every message of the version (a conversation
+    never edited, regenerated or summarised, without subagents). Then `shown_paths` has nothing to
+    walk: every message's blocks are shown, which are all blocks (a block belongs to a message
+    created before it). Summaries exist in no version when the lineage never made one. O(1) for
+    the memoised default path itself; any other path is walked."""
+    if (
+        len(active.message_ids) != conv._n_messages
+        or threads != (active.thread_id,)
+        or conv._store.summaries_by_first
+    ):
+        return False
+    return bool(active == default(conv, active.thread_id))
 
 
 def _seq_of(row: SummaryRow) -> int:
