@@ -892,7 +892,14 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
 
 
 def test_run_thread_and_spawn_row_match_the_records() -> None:
-    for conv in _conversations_for_bulk_readers():
+    for conv in [*_conversations_for_bulk_readers(), *_plain_conversations()]:
+        only = q.runs_of_only_thread(conv, MAIN_THREAD)
+        if q.thread_ids(conv) == (MAIN_THREAD,):
+            assert only is not None
+            assert set(q.run_ids(conv)) <= set(only)
+            assert {q.run_thread(conv, r)[0] for r in q.run_ids(conv)} == {MAIN_THREAD}
+        else:
+            assert only is None
         for run_id in q.run_ids(conv):
             info = q.run_info(conv, run_id)
             assert q.run_thread(conv, run_id) == (info.thread_id, info.parent_run_id)
@@ -900,5 +907,7 @@ def test_run_thread_and_spawn_row_match_the_records() -> None:
             expected = None if spawn is None else (spawn.kind, spawn.trigger_block_id)
             assert q.spawn_row(conv, run_id) == expected
         assert q.run_threads(conv) == {r: q.run_info(conv, r).thread_id for r in q.run_ids(conv)}
+        own = {r: step[0] for r in q.run_ids(conv) if (step := q.run_status_step(conv, r))[0] is not None}
+        assert q.own_run_statuses(conv) == own
         with pytest.raises(KeyError):
             q.run_thread(conv, "no-such-run")

@@ -386,24 +386,51 @@ class ConversationFeeder:
 
 class _Statuses(dict[str, Status]):
     """Run id -> the hypergraph's status of that run in one conversation version (``aborted`` shows
-    as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version)."""
+    as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version).
+
+    On the first access the runs with a lifecycle are entered in bulk (`queries.own_run_statuses`:
+    one dict copy, no Python call per run), so asking for one is then a C-level dict hit; a run
+    without a lifecycle takes its parent's memoised status in one step (a provider run's agent),
+    else walks. O(runs with a status) once; O(1) per run asked, beyond the walks. (A builder that
+    never asks, `project_messages`' top-level build, pays nothing.)"""
 
     def __init__(self, conversation: Any) -> None:
         super().__init__()
         self.conversation = conversation
         self.step = _queries().run_status_step
+        self.filled = False
+
+    def _fill(self) -> None:
+        self.filled = True
+        own = _queries().own_run_statuses(self.conversation)
+        self.update(own)
+        if "aborted" in own.values():  # (shown as ``error``; `close_stream` leaves it, rarely)
+            for run_id, status in own.items():
+                if status == "aborted":
+                    self[run_id] = "error"
 
     def __missing__(self, run_id: str) -> Status:
-        """`queries.run_status`'s walk up the spawn links, stopped at the first run already known
-        (its answer is that walk's from there: a walk that came back to this chain would be a
-        cycle, found as such from either end); every run walked is memoised."""
+        """Once the runs with a lifecycle are entered, ``run_id`` has none of its own: its parent's
+        status when memoised, else `queries.run_status`'s walk up the spawn links, stopped at the
+        first run already known (its answer is that walk's from there: a walk that came back to
+        this chain would be a cycle, found as such from either end); every run walked is memoised."""
+        if not self.filled:
+            self._fill()
+            known = self.get(run_id)
+            if known is not None:
+                return known
         step = self.step
         conversation = self.conversation
+        found, parent = step(conversation, run_id)
+        if found is None and parent is not None:
+            known = self.get(parent)
+            if known is not None:  # the usual case: a provider run below its agent
+                self[run_id] = known
+                return known
         chain = [run_id]
         seen = {run_id}
         current = run_id
         while True:
-            found, parent = step(conversation, current)
             if found is not None:
                 break
             if parent is None or parent in seen:  # a root without lifecycle, or a cycle
@@ -416,6 +443,7 @@ class _Statuses(dict[str, Status]):
             chain.append(parent)
             seen.add(parent)
             current = parent
+            found, parent = step(conversation, current)
         status: Status = "error" if found == "aborted" else found
         for run in chain:
             self[run] = status
@@ -480,8 +508,8 @@ def build_from_conversation(
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder.link_runs = track_changes
-    if not track_changes:  # every run's thread in one pass (no parent link is needed, see above)
-        feeder._run_thread.update(_queries().run_threads(conversation))
+    if not track_changes:
+        _prefill_run_levels(feeder, active.thread_id)
     feeder_box.append(feeder)
     shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
     if track_changes:
@@ -490,6 +518,29 @@ def build_from_conversation(
     else:
         _fill_one_shot(feeder, shown.feed(), shown.summaries)
     return builder, feeder
+
+
+def _prefill_run_levels(feeder: ConversationFeeder, root: str) -> None:
+    """Enter what a one-shot build over one version knows before its first chunk: the runs of the
+    requested thread take the top level (as `ConversationFeeder._level_of_run` would give them on
+    their first chunk, one Python call per run, most runs being there), and every run's thread, in
+    one pass (no parent link is needed, see `ConversationFeeder.link_runs`). When the requested
+    thread is the only one, every run is in it and no run record is read
+    (`queries.runs_of_only_thread`: the lineage's run ids, those of later versions never asked).
+    O(runs), in C-level passes for one thread."""
+    q = feeder._q
+    conversation = feeder.conversation
+    top = feeder.builder.top_level
+    feeder._thread_level[root] = top
+    only = q.runs_of_only_thread(conversation, root)
+    if only is not None:
+        feeder._run_level.update(dict.fromkeys(only, top))
+        return
+    run_threads = q.run_threads(conversation)
+    feeder._run_thread.update(run_threads)
+    feeder._run_level.update(
+        dict.fromkeys([run for run, thread in run_threads.items() if thread == root], top)
+    )
 
 
 def _segments(
@@ -725,7 +776,6 @@ def _fill_chunks(
     drop_pending = builder._drop_pending
     calls: dict[str, Any] = builder._calls  # views of tool calls: their content is a ToolCallContent
     calls_get = calls.get
-    call_nodes = builder._call_nodes
     relay_params = builder._relay_params
     results = builder._results
     progress = builder._progress
@@ -869,9 +919,8 @@ def _fill_chunks(
                 node_id = event.id
                 if pending and run in pending:
                     drop_pending(run)
-                call_nodes.add(node_id)
                 if node_id in calls:  # a result came first and already shows the call
-                    builder._add_tool_call(
+                    builder._add_tool_call(  # (which records the call node: see `call_is_real`)
                         ToolCallNode(id=node_id, run_id=run, name=event.name, input=event.input), level
                     )
                 else:
@@ -880,9 +929,9 @@ def _fill_chunks(
                         if collapse
                         else ToolCallContent(name=event.name, input=event.input)
                     )
-                    if node_id in results:
+                    if results and node_id in results:
                         builder._set_output(content, results[node_id])
-                    if not collapse and node_id in progress:
+                    if not collapse and progress and node_id in progress:
                         content.progress = builder._fold_progress(node_id)
             elif kind == "tool_result":
                 node_id = f"{event.id}:result"
@@ -897,9 +946,8 @@ def _fill_chunks(
                 if pending and run in pending:
                     drop_pending(run)
                 output = event.output
-                results[call_id] = output
                 view = calls_get(call_id)
-                if view is None:  # a denied call or an orphan result
+                if view is None:  # a denied call or an orphan result (`_add_tool_result` keeps it)
                     builder._add_tool_result(
                         ToolResultNode(id=node_id, run_id=run, name=event.name, output=output), level
                     )

@@ -241,8 +241,9 @@ class ThreadBuilder:
         self._signatures: dict[str, str | None] = {}
         self._calls: dict[str, ViewNode] = {}
         self._call_nodes: set[str] = set()
-        """Ids of tool_call nodes placed (all of them, except in a flat graph's one-shot fill, which
-        needs only those that joined a view made by their result: see `call_is_real`)."""
+        """Ids of tool_call nodes placed (all of them, except in the one-shot fills of a flat graph
+        or a hypergraph, which need only those that joined a view made by their result: see
+        `call_is_real`)."""
         self._calls_from_results: set[str] = set()
         """Call ids whose view a tool_result made (no call node yet: a denial or an orphan)."""
         self._results: dict[str, Any] = {}
