@@ -741,11 +741,13 @@ def _fill_one_shot(feeder: ConversationFeeder, columns: Any, summaries: list[Any
     the builder's ``_placed`` / ``_view_of`` entries of non-trigger nodes (read only to place a
     child by its parent, which the hypergraph never asks, to place a spawned thread under its
     trigger, and by incremental updates) and the feeder's per-block records (only triggers'
-    are read). O(1) amortised per chunk; no tracked object is kept per chunk."""
+    are read). Its views get their statuses when made, so the builder's settle pass at the end
+    visits only the views made through the builder. O(1) amortised per chunk; no tracked object
+    is kept per chunk."""
     builder = feeder.builder
     settle = builder._open_one_shot()
     try:
-        _fill_chunks(feeder, builder, settle, columns, summaries)
+        _fill_chunks(feeder, builder, columns, summaries)
     finally:
         builder._close_one_shot(settle)
 
@@ -753,7 +755,6 @@ def _fill_one_shot(feeder: ConversationFeeder, columns: Any, summaries: list[Any
 def _fill_chunks(
     feeder: ConversationFeeder,
     builder: ThreadBuilder,
-    settle: list[ViewNode],
     columns: Any,
     summaries: list[Any],
 ) -> None:
@@ -792,8 +793,15 @@ def _fill_chunks(
     collapse = options.collapse_tools
     new_branches = builder._new_branches
     cut = -len(RESULT_SUFFIX)
-    unsettled: Status = "complete"  # set by `ThreadBuilder._settle_statuses` at the end
-    settle_append = settle.append
+    # A new assistant view gets its run's status when it is made: the build's status memo
+    # (`_Statuses`, always given by `build_from_conversation`) answers for one version, so that is
+    # the status `ThreadBuilder._settle_statuses` would give it at the end; it is asked once per
+    # stretch of one run's views. Views made through the builder (user views, the rare paths,
+    # pending markers) are still settled at the end, in a pass over them only. A top-level-only
+    # build (`project_messages`) reads no status: its views stay "complete", as they were.
+    status_of = None if builder._top_level_only else builder._external_status
+    status_run: Any = None
+    run_status: Status = "complete"
     # A progress chunk of an `ExecAccumulator` tool is folded inline, into the call's state in place:
     # every state this build holds is its own (`ExecAccumulator.init`'s copy, or a fresh dict from
     # its `reduce`) and referenced by that one call view only, so no other state can see the change;
@@ -1029,12 +1037,15 @@ def _fill_chunks(
                 if node is not None:
                     place(((node, None, level),))
             if content is not None:  # a new assistant view: `ThreadBuilder._place_many`'s tail
+                if status_of is not None and run != status_run:
+                    status_run = run
+                    run_status = status_of(run)
                 view = ViewNode(
                     id=node_id,
                     run_id=run,
                     role="assistant",
                     content=content,
-                    status=unsettled,
+                    status=run_status,
                     branches=new_branches(),
                 )
                 if kind == "tool_call":
@@ -1048,7 +1059,6 @@ def _fill_chunks(
                 if not level.attached and level.owner is not None:
                     level.owner.branches.append(items)
                     level.attached = True
-                settle_append(view)
             if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
                 deferred = _retry_deferred(feeder, place, deferred)
         if row is not None:
