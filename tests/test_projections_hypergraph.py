@@ -88,6 +88,106 @@ def test_one_shot_of_an_older_version_equals_the_same_events_alone(
         assert project_messages(older, format=format) == project_messages(alone, format=format)
 
 
+@st.composite
+def streams_with_progress(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """`agent_streams` with tool progress inserted anywhere: for calls or for no call, ids that are
+    fresh, repeated, a text's, or that of a result (``<call>:result``), and runs started just
+    before their progress (a pending marker that only the progress drops)."""
+    events = list(draw(agent_streams()))
+    runs = sorted({e["runId"] for e in events})
+    calls = [*sorted({e["id"] for e in events if e["type"] == "tool_call"}), "no-call"]
+    texts = [*sorted({e["id"] for e in events if e["type"] == "text"}), "t-none"]
+    for n in range(draw(st.integers(0, 8))):
+        at = draw(st.integers(0, len(events)))
+        run = draw(st.sampled_from(runs))
+        call = draw(st.sampled_from(calls))
+        progress_id = draw(st.sampled_from([f"pg{n}", "pg-same", f"{call}:result", texts[0]]))
+        added: list[dict[str, Any]] = []
+        if draw(st.booleans()):  # a run that starts with its progress, continuing `run`'s list
+            added.append({"type": "harness_start", "runId": f"h{n}", "parentId": run})
+            run = f"h{n}"
+        added.append(
+            {
+                "type": "tool_progress",
+                "runId": run,
+                "id": progress_id,
+                "toolCallId": call,
+                "name": "exec",
+                "content": {"channel": "stdout", "data": "x"},
+            }
+        )
+        events[at:at] = added
+    return events
+
+
+def _messages_with_progress(conv: Any, format: str) -> list[dict[str, Any]]:
+    """`project_messages` by a build that places every tool progress chunk."""
+    from convograph.projections.messages import _NO_PROGRESS, render_views
+    from convograph.projections.sources import _build, options_of
+
+    builder, _ = _build(conv, default_active(conv), options_of(conv), _NO_PROGRESS, False, True)
+    return render_views(builder, format)
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams_with_progress())
+def test_messages_leave_progress_out_only_when_it_cannot_matter(events: list[dict[str, Any]]) -> None:
+    """`project_messages` of a one-thread conversation places no tool progress chunk (`sources._build`'s
+    ``without_progress``), and gives the history of the build that places them all."""
+    conv = conversation(events)
+    for format in ("openai", "anthropic", "gateway"):
+        assert project_messages(conv, format=format) == _messages_with_progress(conv, format)
+
+
+def test_messages_redo_the_build_when_a_left_out_progress_chunk_decides_a_merge() -> None:
+    """A progress chunk that drops a pending marker lets the next text merge into the view before;
+    a build without it would not merge: it stops (`_ProgressMatters`) and the build is redone. A
+    progress chunk whose id is a result's keeps every progress chunk in."""
+    from convograph.projections.messages import _NO_PROGRESS
+    from convograph.projections.sources import _build, _ProgressMatters, options_of
+
+    start = [
+        {"type": "user", "runId": "u", "content": "go"},
+        {"type": "harness_start", "runId": "a", "parentId": "u:user"},
+        {"type": "text", "runId": "a", "id": "t1", "content": "one "},
+    ]
+    merge = [
+        {"type": "harness_start", "runId": "h", "parentId": "a"},
+        {"type": "tool_progress", "runId": "h", "id": "pg", "toolCallId": "c", "name": "exec", "content": 1},
+        {"type": "text", "runId": "a", "id": "t2", "content": "two"},
+    ]
+    call = [
+        {"type": "tool_call", "runId": "a", "id": "c", "name": "exec", "input": {}},
+        {
+            "type": "tool_progress",
+            "runId": "a",
+            "id": "c:result",
+            "toolCallId": "c",
+            "name": "exec",
+            "content": 2,
+        },
+        {"type": "tool_result", "runId": "a", "id": "c", "name": "exec", "output": "ok"},
+    ]
+    merged = conversation(start + merge)
+    with pytest.raises(_ProgressMatters):
+        _build(
+            merged,
+            default_active(merged),
+            options_of(merged),
+            _NO_PROGRESS,
+            False,
+            True,
+            without_progress=True,
+        )
+    renamed = conversation(start + call)
+    for conv in (merged, renamed, conversation(start + merge + call)):
+        for format in ("openai", "anthropic"):
+            assert project_messages(conv, format=format) == _messages_with_progress(conv, format)
+    assert project_messages(merged, format="openai")[1]["content"] == "one two"
+    # the progress chunk named "c:result" took the result's id: the call has no result
+    assert project_messages(renamed, format="openai")[2]["content"] == "Tool result unavailable."
+
+
 @settings(max_examples=80, deadline=None)
 @given(agent_streams())
 def test_conversation_projector_equals_one_shot_after_every_event(events: list[dict[str, Any]]) -> None:
