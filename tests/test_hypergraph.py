@@ -921,5 +921,8 @@ def test_run_thread_and_spawn_row_match_the_records() -> None:
         assert q.run_threads(conv) == {r: q.run_info(conv, r).thread_id for r in q.run_ids(conv)}
         own = {r: step[0] for r in q.run_ids(conv) if (step := q.run_status_step(conv, r))[0] is not None}
         assert q.own_run_statuses(conv) == own
+        parents = {r: step[1] for r in q.run_ids(conv) if (step := q.run_status_step(conv, r))[1] is not None}
+        assert {r: p for r, p in q.run_parents(conv).items() if r not in own} == parents
+        assert all(q.run_thread(conv, r)[1] == p for r, p in q.run_parents(conv).items())
         with pytest.raises(KeyError):
             q.run_thread(conv, "no-such-run")

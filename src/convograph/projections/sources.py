@@ -389,9 +389,9 @@ class _Statuses(dict[str, Status]):
     as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version).
 
     On the first access the runs with a lifecycle are entered in bulk (`queries.own_run_statuses`:
-    one dict copy, no Python call per run), so asking for one is then a C-level dict hit; a run
-    without a lifecycle takes its parent's memoised status in one step (a provider run's agent),
-    else walks. O(runs with a status) once; O(1) per run asked, beyond the walks. (A builder that
+    one dict copy, no Python call per run), and so are the runs without one whose parent has one
+    (`queries.run_parents`: a provider run takes its agent's), so asking for either is then a
+    C-level dict hit; any other run walks. O(runs with a status) once; O(1) per run asked, beyond the walks. (A builder that
     never asks, `project_messages`' top-level build, pays nothing.)"""
 
     def __init__(self, conversation: Any) -> None:
@@ -402,12 +402,21 @@ class _Statuses(dict[str, Status]):
 
     def _fill(self) -> None:
         self.filled = True
-        own = _queries().own_run_statuses(self.conversation)
+        q = _queries()
+        own = q.own_run_statuses(self.conversation)
         self.update(own)
         if "aborted" in own.values():  # (shown as ``error``; `close_stream` leaves it, rarely)
             for run_id, status in own.items():
                 if status == "aborted":
                     self[run_id] = "error"
+        # and, in one pass, the runs without one whose parent has one (`__missing__`'s first step)
+        get = self.get
+        inherited = {
+            run: status
+            for run, parent in q.run_parents(self.conversation).items()
+            if (status := get(parent)) is not None and run not in own
+        }
+        self.update(inherited)
 
     def __missing__(self, run_id: str) -> Status:
         """Once the runs with a lifecycle are entered, ``run_id`` has none of its own: its parent's
