@@ -858,18 +858,6 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
         assert [b.id for b in feed.blocks] == [block_id for _, _, block_id in fed]
         assert feed.seqs == ([seq for seq, _, _ in fed] if summaries else None)
         assert feed.texts == {b.id: q.block_text(conv, b.id) for b in whole}
-        assert feed.left_out is None
-        lean = shown.feed(without_progress=True)  # the same, but for tool progress
-        kept = [i for i, b in enumerate(feed.blocks) if b.kind != "tool_progress"]
-        assert lean.events == [feed.events[i] for i in kept]
-        assert lean.blocks == [feed.blocks[i] for i in kept]
-        assert lean.seqs == (None if feed.seqs is None else [feed.seqs[i] for i in kept])
-        assert (lean.texts, lean.signatures) == (feed.texts, feed.signatures)
-        progress = [
-            (e.id, b.id) for e, b in zip(feed.events, feed.blocks, strict=True) if b.kind == "tool_progress"
-        ]
-        assert lean.left_out is not None
-        assert sorted(lean.left_out) == sorted(event_id for event_id, _ in progress)
         signatures = {}
         for b in whole:
             sent = [

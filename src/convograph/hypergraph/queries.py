@@ -901,7 +901,6 @@ def visible_spawns(conv: Conversation, block_id: str) -> tuple[SpawnInfo, ...]:
 
 _NESTED_KINDS: Final = frozenset({"subagent", "repl"})
 _WHOLE_KINDS: Final = frozenset({"text", "reasoning"})
-_WHOLE_AND_PROGRESS: Final = _WHOLE_KINDS | {"tool_progress"}
 
 
 def run_thread(conv: Conversation, run_id: str) -> tuple[str, str | None]:
@@ -981,9 +980,6 @@ class FeedColumns(NamedTuple):
     """Text and reasoning block id -> its whole text."""
     signatures: dict[str, str]
     """Reasoning block id -> the newest ``signature`` sent in it (absent when none was)."""
-    left_out: list[str] | None = None
-    """With ``feed(without_progress=True)``: the ``id`` of every ``tool_progress`` chunk left out,
-    in block order (else None)."""
 
 
 class BlockColumns(NamedTuple):
@@ -1021,12 +1017,10 @@ class ShownPaths:
         """Number of shown blocks."""
         return len(self._blocks)
 
-    def feed(self, *, without_progress: bool = False) -> FeedColumns:
+    def feed(self) -> FeedColumns:
         """The chunks a thread projection places, in arrival order: a text or reasoning block once,
-        at its first chunk (its whole text in ``texts``), every other block with each of its chunks
-        (``without_progress``: but a ``tool_progress`` block with none, its chunks' ids listed in
-        ``left_out`` instead). O(shown blocks + their chunks) in Python plus one C-level pass over
-        all chunks."""
+        at its first chunk (its whole text in ``texts``), every other block with each of its chunks.
+        O(shown blocks + their chunks) in Python plus one C-level pass over all chunks."""
         n = self._conv._n_chunks
         records = self._records
         events = self._events
@@ -1035,9 +1029,6 @@ class ShownPaths:
         # chunk index -> its block, for the chunks to place (a record is truthy, None is not)
         texts: dict[str, str] = {}
         signatures: dict[str, str] = {}
-        left_out: list[str] | None = [] if without_progress else None
-        # single-chunk kinds not slotted as they are (so a plain feed tests one set, as before)
-        special = _WHOLE_AND_PROGRESS if without_progress else whole
         blocks = self._blocks
         # (every block shown, the usual case: the records themselves, no subscript per block)
         shown = records if len(blocks) == len(records) else map(records.__getitem__, blocks)
@@ -1045,18 +1036,13 @@ class ShownPaths:
             chunks = block.chunks
             if len(chunks) == 1:
                 first = chunks[0]
+                slots[first] = block
                 kind = block.kind
-                if kind in special:
-                    if kind == "tool_progress":  # (only when left out)
-                        left_out.append(events[first].id)  # type: ignore[union-attr]
-                        continue
-                    slots[first] = block
+                if kind in whole:
                     event = events[first]
                     texts[block.id] = event.content
                     if kind == "reasoning" and event.signature is not None:
                         signatures[block.id] = event.signature
-                    continue
-                slots[first] = block
                 continue
             if chunks[-1] >= n:
                 chunks = prefix(chunks, n)
@@ -1072,8 +1058,6 @@ class ShownPaths:
                     if e.signature is not None:
                         signatures[block.id] = e.signature
                         break
-            elif left_out is not None and kind == "tool_progress":
-                left_out.extend([events[i].id for i in chunks])
             else:
                 for i in chunks:
                     slots[i] = block
@@ -1083,7 +1067,6 @@ class ShownPaths:
             seqs=list(compress(range(1, n + 1), slots)) if self.summaries else None,
             texts=texts,
             signatures=signatures,
-            left_out=left_out,
         )
 
     def block_columns(self, text_limit: int = 8) -> BlockColumns:

@@ -499,51 +499,11 @@ def build_from_conversation(
     track_changes: bool = False,
     top_level_only: bool = False,
 ) -> tuple[ThreadBuilder, ConversationFeeder]:
-    """`fill_from_conversation`, also returning the feeder (for incremental updates).
-
-    A top-level-only build that folds no progress (`project_messages`) first leaves the
-    ``tool_progress`` chunks out when that cannot change its top-level views (`_ProgressMatters`
-    says when it could, and the build is then redone with them)."""
+    """`fill_from_conversation`, also returning the feeder (for incremental updates)."""
     if not _is_conversation(conversation):
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
     options = options if options is not None else options_of(conversation)
-    folds_nothing = options.collapse_tools or (registry is not None and registry.folds_nothing)
-    if top_level_only and not track_changes and folds_nothing:
-        try:
-            return _build(conversation, active, options, registry, False, True, without_progress=True)
-        except _ProgressMatters:
-            pass
-    return _build(conversation, active, options, registry, track_changes, top_level_only)
-
-
-class _ProgressMatters(Exception):
-    """A build without the ``tool_progress`` chunks (`_build`'s ``without_progress``) met a case
-    where they could change the top-level views."""
-
-
-def _build(
-    conversation: Any,
-    active: Any,
-    options: ViewOptions,
-    registry: ProgressRegistry | None,
-    track_changes: bool,
-    top_level_only: bool,
-    *,
-    without_progress: bool = False,
-) -> tuple[ThreadBuilder, ConversationFeeder]:
-    """The body of `build_from_conversation`.
-
-    ``without_progress`` (a one-shot, top-level-only build whose registry folds nothing or whose
-    tools are collapsed): the ``tool_progress`` chunks are not placed (`queries.ShownPaths.feed`
-    leaves them out) when the requested thread is the only one, no summary is shown and none of
-    their ids ends with ``:result`` (it would rename a result, see `ConversationFeeder._unique`);
-    the loop raises `_ProgressMatters` if it meets a text or reasoning chunk that would merge into
-    the view before it but for a pending marker (a progress chunk of the marker's run might have
-    dropped it). Otherwise such a build gives the same top-level views (but for pending markers):
-    in it a progress chunk only counts its id (which names nothing those views are read for but a
-    result) and drops its run's pending marker (which history never reads, and which, in one
-    thread with no summary, decides nothing else: made markers are only added at the end)."""
     feeder_box: list[ConversationFeeder] = []
     status_of: Callable[[str], Status]
     if track_changes:  # the projector moves the feeder on to newer versions: ask it
@@ -557,34 +517,26 @@ def _build(
     )
     feeder = ConversationFeeder(conversation, builder, active.thread_id)
     feeder.link_runs = track_changes
-    one_thread = False
     if not track_changes:
-        one_thread = _prefill_run_levels(feeder, active.thread_id)
+        _prefill_run_levels(feeder, active.thread_id)
     feeder_box.append(feeder)
     shown = _queries().shown_paths(conversation, active, nested=not options.hide_subagents)
     if track_changes:
         for node, _, level in _placements(feeder, shown.feed(), shown.summaries):
             builder.add_in(node, level)
-    elif without_progress and one_thread and not shown.summaries:
-        columns = shown.feed(without_progress=True)
-        # an id ending with ":result" (one C-level join and search; a separator inside an id can
-        # only make it say yes wrongly, which is safe)
-        if f"{RESULT_SUFFIX}\n" in "\n".join(columns.left_out or ()) + "\n":
-            columns = shown.feed()  # (nothing placed yet)
-        _fill_one_shot(feeder, columns, shown.summaries)
     else:
         _fill_one_shot(feeder, shown.feed(), shown.summaries)
     return builder, feeder
 
 
-def _prefill_run_levels(feeder: ConversationFeeder, root: str) -> bool:
+def _prefill_run_levels(feeder: ConversationFeeder, root: str) -> None:
     """Enter what a one-shot build over one version knows before its first chunk: the runs of the
     requested thread take the top level (as `ConversationFeeder._level_of_run` would give them on
     their first chunk, one Python call per run, most runs being there), and every run's thread, in
     one pass (no parent link is needed, see `ConversationFeeder.link_runs`). When the requested
     thread is the only one, every run is in it and no run record is read
     (`queries.runs_of_only_thread`: the lineage's run ids, those of later versions never asked).
-    O(runs), in C-level passes for one thread. True when the requested thread is the only one."""
+    O(runs), in C-level passes for one thread."""
     q = feeder._q
     conversation = feeder.conversation
     top = feeder.builder.top_level
@@ -592,13 +544,12 @@ def _prefill_run_levels(feeder: ConversationFeeder, root: str) -> bool:
     only = q.runs_of_only_thread(conversation, root)
     if only is not None:
         feeder._run_level.update(dict.fromkeys(only, top))
-        return True
+        return
     run_threads = q.run_threads(conversation)
     feeder._run_thread.update(run_threads)
     feeder._run_level.update(
         dict.fromkeys([run for run, thread in run_threads.items() if thread == root], top)
     )
-    return False
 
 
 def _segments(
@@ -629,7 +580,7 @@ def _placements(
     spawners never shown put their threads at the top level. Every block's placement and text is
     kept in the feeder (the projector continues from it). The one-shot build is `_fill_one_shot`.
     O(1) amortised per chunk."""
-    events, fed_blocks, seqs, texts, signatures, _ = columns
+    events, fed_blocks, seqs, texts, signatures = columns
     blocks = feeder._blocks
     blocks_get = blocks.get
     run_level_get = feeder._run_level.get
@@ -817,8 +768,7 @@ def _fill_chunks(
     summaries: list[Any],
 ) -> None:
     """The loop of `_fill_one_shot`."""
-    events, fed_blocks, seqs, texts, signatures, left_out = columns
-    progress_left_out = left_out is not None  # (see `_build`'s ``without_progress``)
+    events, fed_blocks, seqs, texts, signatures = columns
     blocks = feeder._blocks
     blocks_get = blocks.get
     run_level_get = feeder._run_level.get
@@ -976,12 +926,6 @@ def _fill_chunks(
                             if is_reasoning and signature is not None:
                                 last_content.signature = signature  # type: ignore[union-attr]
                             merged = True
-                    elif progress_left_out and items:  # a pending marker stands, unless a progress
-                        last = items[-1]  # chunk left out would have dropped it: see `_build`
-                        if last.run_id == run and type(last.content) is (
-                            ReasoningContent if is_reasoning else TextContent
-                        ):
-                            raise _ProgressMatters
                     if not merged:
                         content = (
                             ReasoningContent(text=text, signature=signature)
