@@ -391,8 +391,8 @@ class _Statuses(dict[str, Status]):
     On the first access the runs with a lifecycle are entered in bulk (`queries.own_run_statuses`:
     one dict copy, no Python call per run), and so are the runs without one whose parent has one
     (`queries.run_parents`: a provider run takes its agent's), so asking for either is then a
-    C-level dict hit; any other run walks. O(runs with a status) once; O(1) per run asked, beyond the walks. (A builder that
-    never asks, `project_messages`' top-level build, pays nothing.)"""
+    C-level dict hit; any other run walks. O(runs with a status) once; O(1) per run asked, beyond
+    the walks. (A builder that never asks, `project_messages`' top-level build, pays nothing.)"""
 
     def __init__(self, conversation: Any) -> None:
         super().__init__()
