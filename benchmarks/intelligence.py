@@ -618,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"machine: {results['machine']}, speed reference {results['speed_reference_ms']} ms "
-        "(benchmarks/machine.py); workloads: {results['workloads']}; HTTP server GC "
+        f"(benchmarks/machine.py); workloads: {results['workloads']}; HTTP server GC "
         f"{results['server_gc']}; load average "
         f"{results['load_average_start']} -> {results['load_average_end']}"
     )
