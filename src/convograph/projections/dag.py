@@ -320,9 +320,11 @@ def layout(data: LayoutInput) -> DAGLayout:
 
     # -- edges: dedupe, drop self-loops, adjacency ------------------------------------------------
     # No list per node: most nodes have one predecessor and one successor, kept in flat int lists
-    # (-1: none); any further ones go to small overflow lists.
-    pred0 = [-1] * n
-    succ0 = [-1] * n
+    # (-1: none); any further ones go to small overflow lists. A parent table is the producer's
+    # own predecessor list, and its edges all point forward (no Kahn order: no successor list).
+    table = data.parents
+    pred0 = [-1] * n if table is None else table
+    succ0 = [-1] * n if table is None else []
     more_preds: dict[int, list[int]] = {}
     more_succs: dict[int, list[int]] = {}
     seen_edges: set[tuple[int, int]] = set()
@@ -344,8 +346,7 @@ def layout(data: LayoutInput) -> DAGLayout:
         keep = True
     keep_source, keep_target = kept_sources.append, kept_targets.append
     backward = False
-    if data.parents is not None:  # the producer's predecessor table: one forward edge at most each
-        pred0 = data.parents
+    if table is not None:  # the producer's predecessor table: one forward edge at most each
         kept_sources, kept_targets = edge_sources, data.edge_targets
         if (
             pairs
@@ -403,7 +404,7 @@ def layout(data: LayoutInput) -> DAGLayout:
     desc_max = [-1] * n  # run -> deepest layer in its subtree so far
     ended = [False] * n  # run -> its harness_end was placed
     kinds = data.kinds
-    if data.parents is not None:
+    if table is not None:
         _layer_forest(
             pred0,
             rid,
