@@ -12,7 +12,7 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, compress
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -1132,11 +1132,17 @@ class ShownPaths:
         runs = s.runs
         chunk_block = s.chunk_block
         blocks = self._blocks
-        position = dict(zip(blocks, range(len(blocks)), strict=True))
-        position_get = position.get
+        n = len(blocks)
+        position_get: Callable[[int], int | None]
         # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
         # are copied first, in one C-level step, since the head may be extended meanwhile)
-        triggers = sorted(position[b] for b in tuple(spawn_lists) if b in position)
+        if blocks == range(n):  # every block shown: a block's position is its store position
+            position_get = _position_in(n)
+            triggers = sorted(b for b in tuple(spawn_lists) if b < n)
+        else:
+            position = dict(zip(blocks, range(n), strict=True))
+            position_get = position.get
+            triggers = sorted(position[b] for b in tuple(spawn_lists) if b in position)
         sources: list[int] = []
         targets: list[int] = []
         for i in triggers:
@@ -1147,6 +1153,15 @@ class ShownPaths:
                         sources.append(i)
                         targets.append(target)
         return sources, targets
+
+
+def _position_in(n: int) -> Callable[[int], int | None]:
+    """``dict.get`` of the identity map on ``range(n)``, without the dict."""
+
+    def position(b: int) -> int | None:
+        return b if b < n else None
+
+    return position
 
 
 def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans: bool = True) -> ShownPaths:
