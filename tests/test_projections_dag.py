@@ -23,6 +23,22 @@ def boxes_overlap(a: Any, b: Any) -> bool:
     return a.x < b.x + b.width and b.x < a.x + a.width and a.y < b.y + b.height and b.y < a.y + a.height
 
 
+def assert_groups_bound_their_runs(layout: Any) -> None:
+    """Brute force: one group per run, in first-node order, each the padded bounding box of its
+    run's nodes (the layout folds boxes per chain, or per run when a run is one chain)."""
+    from convograph.projections.dag import GROUP_PAD
+
+    runs = list(dict.fromkeys(node.run_id for node in layout.nodes))
+    assert [group.id for group in layout.groups] == runs
+    for group in layout.groups:
+        members = [node for node in layout.nodes if node.run_id == group.id]
+        left = min(node.x for node in members) - GROUP_PAD
+        top = min(node.y for node in members) - GROUP_PAD
+        right = max(node.x + node.width for node in members) + GROUP_PAD
+        bottom = max(node.y + node.height for node in members) + GROUP_PAD
+        assert (group.x, group.y, group.width, group.height) == (left, top, right - left, bottom - top)
+
+
 SUBAGENT = [
     {"type": "user", "runId": "u", "content": "Hello " * 50},
     {"type": "harness_start", "runId": "r1", "parentId": "u:user"},
@@ -92,6 +108,7 @@ def test_layout_properties(events: list[dict[str, Any]]) -> None:
         assert by_id[target].layer > by_id[source].layer or by_id[target].id == source
     assert to_jsonable(project_dag(graph)) == to_jsonable(layout)  # deterministic
     assert to_jsonable(layout_of(events)) == to_jsonable(layout)
+    assert_groups_bound_their_runs(layout)
     groups = layout.groups
     for i, a in enumerate(groups):
         for b in groups[i + 1 :]:
@@ -110,6 +127,7 @@ def test_arbitrary_parent_links_still_lay_out(links: list[tuple[int, int]]) -> N
         )
     layout = layout_of(events)
     assert not check_no_overlap(layout.nodes)
+    assert_groups_bound_their_runs(layout)
 
 
 @st.composite
@@ -146,6 +164,7 @@ def test_layering_holds_whether_edges_point_forward_or_backward(
     for a, b in edges:  # every edge goes down at least one layer, in either arrival regime
         assert by_id[f"n{b}"].layer > by_id[f"n{a}"].layer, (a, b)
     assert not check_no_overlap(result.nodes)
+    assert_groups_bound_their_runs(result)
     assert to_jsonable(layout(data)) == to_jsonable(result)
 
 
@@ -182,6 +201,7 @@ def test_a_parent_table_lays_out_as_the_same_edges_do(forest: tuple[list[int], l
 
     parents, runs = forest
     with_table = layout(_forest_input(parents, runs, as_table=True))
+    assert_groups_bound_their_runs(with_table)
     assert to_jsonable(with_table) == to_jsonable(layout(_forest_input(parents, runs, as_table=False)))
     not_declared_unique = _forest_input(parents, runs, as_table=True)
     not_declared_unique.edges_unique = False

@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from html import escape
 from itertools import chain, compress, count, repeat
-from operator import add, attrgetter, eq, ge, not_
+from operator import add, attrgetter, eq, ge, not_, sub
 from typing import Any, Final
 
 import msgspec
@@ -260,19 +260,34 @@ def _layer_forest(
     one predecessor at most per item, from before it, so items are placed in arrival order and a
     predecessor is always placed. Same rules, same results (property-tested against the general
     loop); kept apart because this is the per-item loop of a 100k-node layout. Fills the lists in
-    place (chain runs are the caller's). O(V · hops), hops <= `MAX_HOPS`, O(1) per item for runs
-    that continue one another."""
+    place (chain runs are the caller's). O(V + S · hops) for S switches between runs in arrival
+    order, hops <= `MAX_HOPS`.
+
+    Two differences from the general loop, both exact:
+
+    - a node whose predecessor is in its own run sits at ``desc_max[run] + 1``: the
+      predecessor's own step raised ``desc_max[run]`` to at least its layer;
+    - the walk that raises the subtree maxima of a node's ancestor runs is deferred while the
+      next nodes are in the same run, and done once, with the streak's deepest layer, before a
+      node of another run is placed, before the run gets a parent run, or at the end. Only a
+      node of an ancestor run reads an ancestor's maximum, and a streak's layers only grow, so the single walk leaves every
+      maximum as the per-node walks would (it visits the same runs: it stops at the same ended
+      runs, and where a per-node walk stopped at a deeper maximum the streak's maximum is
+      deeper still). Most nodes follow a node of their own run, so most walks go.
+    """
     new_chain = chain_tail.append
     new_head = chain_head.append
     new_parent = chain_parent.append
+    walk_from = -1  # the run whose ancestors' walk is deferred, -1 for none
+    walk_layer = -1  # the deepest layer of its current streak
     for v, p in enumerate(pred0):
         r = rid[v]
+        if r != walk_from and walk_from >= 0:
+            _raise_ancestors(walk_from, walk_layer, desc_max, run_parent, ended)
+            walk_from = -1
         if p >= 0:
-            lay = layer[p] + 1
             if rid[p] == r:
-                below = desc_max[r] + 1
-                if below > lay:
-                    lay = below
+                lay = desc_max[r] + 1
                 c = chain_of[p]
                 if chain_tail[c] == p:
                     chain_tail[c] = v
@@ -282,7 +297,11 @@ def _layer_forest(
                     new_head(v)
                     new_parent(chain_of[p])
             else:
+                lay = layer[p] + 1
                 if run_parent[r] < 0:
+                    if walk_from >= 0:  # (the run itself) its deferred walk predates this parent
+                        _raise_ancestors(walk_from, walk_layer, desc_max, run_parent, ended)
+                        walk_from = -1
                     run_parent[r] = rid[p]
                 c = len(chain_tail)
                 new_chain(v)
@@ -296,18 +315,30 @@ def _layer_forest(
             new_parent(-1)
         layer[v] = lay
         chain_of[v] = c
-        # `layout`'s propagation step, verbatim (a deliberate copy in the per-item loop, where a
-        # call per item would cost ~10 ms at 100k items; keep the two in step)
         if kinds[v] == "harness_end":
             ended[r] = True
-        current = r
-        hops = 0
-        while current >= 0 and desc_max[current] < lay and hops < MAX_HOPS:
-            desc_max[current] = lay
-            if ended[current] and current != r:
-                break
-            current = run_parent[current]
-            hops += 1
+        if desc_max[r] < lay:  # the walk's first step, on the node's own run, at once
+            desc_max[r] = lay
+            walk_from = r
+            walk_layer = lay
+    if walk_from >= 0:
+        _raise_ancestors(walk_from, walk_layer, desc_max, run_parent, ended)
+
+
+def _raise_ancestors(
+    run: int, lay: int, desc_max: list[int], run_parent: list[int], ended: list[bool]
+) -> None:
+    """The subtree-maximum walk of `layout` after its first step (``desc_max[run]`` already raised
+    to ``lay``): up the run tree from ``run``'s parent while an ancestor's maximum is below ``lay``,
+    stopping after an ended run and after `MAX_HOPS` steps in all. O(hops)."""
+    current = run_parent[run]
+    hops = 1
+    while current >= 0 and desc_max[current] < lay and hops < MAX_HOPS:
+        desc_max[current] = lay
+        if ended[current] and current != run:
+            break
+        current = run_parent[current]
+        hops += 1
 
 
 def layout(data: LayoutInput) -> DAGLayout:
@@ -466,7 +497,7 @@ def layout(data: LayoutInput) -> DAGLayout:
             # Propagate the subtree maximum up the run tree. It stops early (maxima are monotone
             # upwards) and at ended runs (they get no further node to push down), so a chain of
             # runs that continue one another (user -> agent -> user ...) costs O(1) per node.
-            # (`_layer_forest` has a copy: keep the two in step.)
+            # (`_layer_forest` defers this walk over a streak of one run: keep the rules in step.)
             if kinds[v] == "harness_end":
                 ended[r] = True
             current = r
@@ -571,15 +602,74 @@ def layout(data: LayoutInput) -> DAGLayout:
         map(DAGNode, ids, kinds, labels, xs, ys, widths, repeat(NODE_HEIGHT), runs, layer, node_lane)
     )
     # One padded box per run, as parallel int lists (no list per run); runs in first-node order.
+    group_runs: list[str]
+    if not backward and len(set(chain_run)) == n_chains:
+        # Every run is one chain (the usual case): its box is that chain's, and chains were made in
+        # arrival order of their heads, i.e. runs in first-node order. C-level passes only.
+        group_runs = chain_run
+        box_left = list(map(lane_x.__getitem__, chain_lane))
+        box_top = list(map(ys.__getitem__, chain_head))
+        box_right = list(map(add, box_left, chain_width))
+        box_bottom = list(map(ys.__getitem__, chain_tail))
+        max_bottom = max(box_bottom) + NODE_HEIGHT
+        box_height = list(map(add, map(sub, box_bottom, box_top), repeat(NODE_HEIGHT + 2 * GROUP_PAD)))
+    else:
+        group_runs, box_left, box_top, box_right, box_bottom = _run_boxes(
+            backward, runs, xs, ys, widths, chain_run, chain_lane, chain_head, chain_tail, chain_width, lane_x
+        )
+        max_bottom = max(box_bottom)
+        box_height = list(map(add, map(sub, box_bottom, box_top), repeat(2 * GROUP_PAD)))
+    max_right = max(box_right)
+    group_labels = data.group_labels
+    groups = [
+        DAGGroup(id=run, label=label, x=left - GROUP_PAD, y=top - GROUP_PAD, width=width, height=height)
+        for run, label, left, top, width, height in zip(
+            group_runs,
+            map(group_labels.get, group_runs, group_runs) if group_labels else group_runs,
+            box_left,
+            box_top,
+            map(add, map(sub, box_right, box_left), repeat(2 * GROUP_PAD)),
+            box_height,
+            strict=True,
+        )
+    ]
+    edges_out = [
+        DAGEdge(source=ids[s], target=ids[t], type="sequence" if runs[s] == runs[t] else "spawn")
+        for s, t in zip(kept_sources, kept_targets, strict=True)
+    ]
+    return DAGLayout(
+        nodes=nodes_out,
+        edges=edges_out,
+        groups=groups,
+        width=max_right + LAYOUT_PAD,
+        height=max_bottom + LAYOUT_PAD,
+    )
+
+
+def _run_boxes(
+    backward: bool,
+    runs: list[str],
+    xs: list[int],
+    ys: list[int],
+    widths: list[int],
+    chain_run: list[str],
+    chain_lane: list[int],
+    chain_head: list[int],
+    chain_tail: list[int],
+    chain_width: list[int],
+    lane_x: list[int],
+) -> tuple[list[str], list[int], list[int], list[int], list[int]]:
+    """`layout`'s run boxes when a run may span several chains: per run (in first-node order) its
+    box's left, top, right and bottom edges, folded per chain (per node in a Kahn order). O(C) or
+    O(V)."""
     group_slot: dict[str, int] = {}
     box_left: list[int] = []
     box_top: list[int] = []
     box_right: list[int] = []
     box_bottom: list[int] = []
     if not backward:
-        # Chains were made in arrival order, a run's first node heads its first chain, and layers
-        # grow along a chain: per chain, the box is its lane's x, its head's y, its widest node's
-        # right edge and its tail's bottom.
+        # Layers grow along a chain: per chain, the box is its lane's x, its head's y, its widest
+        # node's right edge and its tail's bottom.
         boxes: Any = zip(
             chain_run,
             map(lane_x.__getitem__, chain_lane),
@@ -602,35 +692,13 @@ def layout(data: LayoutInput) -> DAGLayout:
         else:
             if left < box_left[slot]:
                 box_left[slot] = left
+            if top < box_top[slot]:  # a later chain of the run may start higher (not a forest)
+                box_top[slot] = top
             if right > box_right[slot]:
                 box_right[slot] = right
             if bottom > box_bottom[slot]:
                 box_bottom[slot] = bottom
-    max_right = max(box_right)
-    max_bottom = max(box_bottom)
-    group_labels = data.group_labels
-    groups = [
-        DAGGroup(
-            id=run,
-            label=group_labels.get(run, run),
-            x=box_left[slot] - GROUP_PAD,
-            y=box_top[slot] - GROUP_PAD,
-            width=box_right[slot] - box_left[slot] + 2 * GROUP_PAD,
-            height=box_bottom[slot] - box_top[slot] + 2 * GROUP_PAD,
-        )
-        for run, slot in group_slot.items()
-    ]
-    edges_out = [
-        DAGEdge(source=ids[s], target=ids[t], type="sequence" if runs[s] == runs[t] else "spawn")
-        for s, t in zip(kept_sources, kept_targets, strict=True)
-    ]
-    return DAGLayout(
-        nodes=nodes_out,
-        edges=edges_out,
-        groups=groups,
-        width=max_right + LAYOUT_PAD,
-        height=max_bottom + LAYOUT_PAD,
-    )
+    return list(group_slot), box_left, box_top, box_right, box_bottom
 
 
 _WIDEST_LABEL: Final = (MAX_WIDTH - 16) // CHAR_WIDTH
