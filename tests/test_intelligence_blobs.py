@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import msgspec
@@ -41,11 +40,9 @@ def test_local_store_is_content_addressed_and_never_uses_names_as_paths(tmp_path
     a = store.put("W", "S", "../../etc/passwd", b"same")
     b = store.put("W", "T", "k", b"same")
     assert a.sha256 == b.sha256
-    objects = [p for p in (tmp_path / "blobs" / "objects").rglob("*") if p.is_file()]
-    assert len(objects) == 1
-    for path in (tmp_path / "blobs").rglob("*"):
-        assert path.resolve().is_relative_to((tmp_path / "blobs").resolve())
-        assert "passwd" not in path.name
+    assert store.object_count() == 1
+    assert store.get("S", "../../etc/passwd") == b"same"
+    assert [p.name for p in (tmp_path / "blobs").iterdir() if not p.name.startswith("blobs.sqlite3")] == []
 
 
 @pytest.mark.parametrize(
@@ -110,36 +107,25 @@ def test_forget_session_drops_refs_and_unreferenced_objects(store: BlobStore) ->
     assert store.forget_sessions("W", ["S"]) == 0
     assert store.forget_sessions("W", ["nobody"]) == 0
     if isinstance(store, LocalBlobStore):
-        objects = {p.name for p in (store.root / "objects").glob("*/*")}
-
-        assert hashlib.sha256(b'"secret"').hexdigest() not in objects
-        assert hashlib.sha256(b'"common"').hexdigest() in objects
-        assert hashlib.sha256(b'"two workspaces"').hexdigest() in objects
+        assert not store.has_object(hashlib.sha256(b'"secret"').hexdigest())
+        assert store.has_object(hashlib.sha256(b'"common"').hexdigest())
+        assert store.has_object(hashlib.sha256(b'"two workspaces"').hexdigest())
 
 
-def test_local_forget_reads_only_the_forgotten_sessions_refs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Objects are deleted through their links, not by a sweep over every ref in the store."""
+def test_local_forget_lets_an_object_go_with_its_last_ref(tmp_path: Path) -> None:
     store = LocalBlobStore(tmp_path / "blobs")
     for n in range(50):
         store.put("W", f"other-{n}", "k", f'"unrelated {n}"'.encode())
     store.put("W", "S", "a", b'"mine"')
     store.put("W", "S", "b", b'"shared"')
     store.put("W", "T", "b", b'"shared"')
-    reads: list[Path] = []
-    real = store._read_ref
-    monkeypatch.setattr(store, "_read_ref", lambda path: reads.append(path) or real(path))
     assert store.forget_sessions("W", ["S"]) == 2
-    assert len(reads) == 2  # S's two refs, nothing else
-    assert store.get("T", "b") == b'"shared"'  # still linked from T's ref
-    objects = {p.name for p in (store.root / "objects").glob("*/*")}
-    assert hashlib.sha256(b'"mine"').hexdigest() not in objects
-    assert hashlib.sha256(b'"shared"').hexdigest() in objects
+    assert store.get("T", "b") == b'"shared"'  # still named by T's ref
+    assert not store.has_object(hashlib.sha256(b'"mine"').hexdigest())
+    assert store.has_object(hashlib.sha256(b'"shared"').hexdigest())
     assert store.forget_sessions("W", ["T"]) == 1
-    assert hashlib.sha256(b'"shared"').hexdigest() not in {
-        p.name for p in (store.root / "objects").glob("*/*")
-    }
+    assert not store.has_object(hashlib.sha256(b'"shared"').hexdigest())
+    assert store.object_count() == 50
 
 
 def test_a_key_given_new_content_lets_the_old_object_go(tmp_path: Path) -> None:
@@ -147,24 +133,51 @@ def test_a_key_given_new_content_lets_the_old_object_go(tmp_path: Path) -> None:
     store.put("W", "S", "k", b'"first"')
     store.put("W", "T", "k", b'"first"')
     store.put("W", "S", "k", b'"second"')
-    objects = lambda: {p.name for p in (store.root / "objects").glob("*/*")}  # noqa: E731
-    assert hashlib.sha256(b'"first"').hexdigest() in objects()  # T's ref still names it
+    assert store.has_object(hashlib.sha256(b'"first"').hexdigest())  # T's ref still names it
     store.put("W", "T", "k", b'"second"')
-    assert hashlib.sha256(b'"first"').hexdigest() not in objects()
+    assert not store.has_object(hashlib.sha256(b'"first"').hexdigest())
     assert store.get("S", "k") == store.get("T", "k") == b'"second"'
 
 
-def test_a_store_written_before_the_links_gets_them_once_at_open(tmp_path: Path) -> None:
+def test_the_store_survives_a_reopen(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path / "blobs")
+    store.put("W", "S", "k", b'"kept"')
+    store.close()
+    reopened = LocalBlobStore(tmp_path / "blobs")
+    assert reopened.get("S", "k", frozenset({"W"})) == b'"kept"'
+    assert reopened.list("S") == ["k"]
+
+
+def _file_layout_ref(root: Path, session_id: str, key: str, content: bytes, workspaces: list[str]) -> None:
+    """One ref of the file layout before 2026-11-27 (object file, ref file, link file)."""
+    sha = hashlib.sha256(content).hexdigest()
+    (root / "objects" / sha[:2]).mkdir(parents=True, exist_ok=True)
+    (root / "objects" / sha[:2] / sha).write_bytes(content)
+    session, name = hashlib.sha256(session_id.encode()).hexdigest(), hashlib.sha256(key.encode()).hexdigest()
+    (root / "refs" / session).mkdir(parents=True, exist_ok=True)
+    ref = {"key": key, "sha256": sha, "size": len(content), "workspaces": workspaces}
+    (root / "refs" / session / f"{name}.json").write_bytes(msgspec.json.encode(ref))
+    (root / "links" / sha[:2] / sha).mkdir(parents=True, exist_ok=True)
+    (root / "links" / sha[:2] / sha / f"{session}-{name}").touch()
+
+
+def test_a_store_of_the_file_layout_is_imported_once_at_open(tmp_path: Path) -> None:
     root = tmp_path / "blobs"
+    _file_layout_ref(root, "S", "a", b'"mine"', ["W"])
+    _file_layout_ref(root, "S", "b", b'"shared"', ["W"])
+    _file_layout_ref(root, "T", "b", b'"shared"', ["W", "W2"])
+    (root / "refs" / "broken").mkdir()
+    (root / "refs" / "broken" / "x.json").write_bytes(b"{not json")  # skipped
     store = LocalBlobStore(root)
-    store.put("W", "S", "a", b'"mine"')
-    store.put("W", "S", "b", b'"shared"')
-    store.put("W", "T", "b", b'"shared"')
-    shutil.rmtree(root / "links")  # the layout before links existed
-    (root / "links.building" / "zz").mkdir(parents=True)  # and a build cut short
+    assert not any((root / name).exists() for name in ("objects", "refs", "links"))
+    assert store.list("S") == ["a", "b"]
+    assert store.get("T", "b", frozenset({"W2"})) == b'"shared"'
+    assert store.object_count() == 2
+    assert store.forget_sessions("W", ["S"]) == 2
+    assert store.get("T", "b") == b'"shared"'
+    assert not store.has_object(hashlib.sha256(b'"mine"').hexdigest())
+    store.close()
+    (root / "objects" / "zz").mkdir(parents=True)  # an import cut short after removing refs/
     reopened = LocalBlobStore(root)
-    assert not (root / "links.building").exists()
-    assert reopened.forget_sessions("W", ["S"]) == 2
-    objects = {p.name for p in (root / "objects").glob("*/*")}
-    assert hashlib.sha256(b'"mine"').hexdigest() not in objects
-    assert reopened.get("T", "b") == b'"shared"'
+    assert not (root / "objects").exists()
+    assert reopened.list("T") == ["b"]

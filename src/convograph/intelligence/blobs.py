@@ -1,23 +1,16 @@
 """Content-addressed blob store for large payload fields (``ci-blob://{session_id}/{key}``).
 
-Layout of `LocalBlobStore` (default ``<data-dir>/blobs``)::
+`LocalBlobStore` (default ``<data-dir>/blobs``) keeps everything in one SQLite file,
+``blobs.sqlite3`` (WAL): ``objects (sha256, content)``, written once per distinct content
+(dedupe across events and sessions), and ``refs (sha256(session_id), key) -> sha256, size,
+workspaces``. No client-supplied string ever becomes a path; `validate_key` still rejects odd
+keys with a clear error. Every ref remembers which workspaces wrote it so workspace-restricted
+readers only see their own blobs.
 
-    objects/<sha[:2]>/<sha256>                       the bytes, written once (temp + rename)
-    refs/<sha256(session_id)>/<sha256(key)>.json     {"key", "sha256", "size", "workspaces": [...]}
-    links/<sha[:2]>/<sha256>/<sha256(session_id)>-<sha256(key)>   one empty file per ref naming it
-
-Paths are built from hex digests only, so no client-supplied string ever becomes a path segment:
-traversal is impossible by construction, and `validate_key` still rejects odd keys with a clear
-error. Identical content is stored once (dedupe across events and sessions). Every ref remembers
-which workspaces wrote it so workspace-restricted readers only see their own blobs.
-
-`forget_sessions` drops one workspace's refs of some sessions and deletes the objects no ref names
-any more: each ref has a link file under its object's ``links`` directory (made before the ref
-names the object, removed after the ref is gone), and an object goes with its last link, so a
-forget costs O(refs of those sessions) instead of a sweep over every ref of the store (~1 s per
-40,000 refs here, under the lock that `put` waits for). A crash between the steps can leak an
-object, never delete one a ref names. A store written before the links gets them once, at open
-(built aside and renamed into place, so a half-built set is never used).
+`forget_sessions` takes one workspace out of some sessions' refs, deletes the refs left to no
+workspace and the objects no ref names any more (found through an index on the refs' sha256), in
+one transaction: O(refs of those sessions). A store of the earlier file layout (``objects/``,
+``refs/``, ``links/``) is imported at open, once, and its files removed.
 
 `offload_fields` decides what leaves the event payload: the fields in `OFFLOAD_FIELDS` whose
 compact JSON is at least ``threshold`` bytes are replaced by ``{"$blob_ref": uri, "sha256",
@@ -27,12 +20,11 @@ distinct event even when two share a millisecond (upstream §10 B4 overwrote the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
-import tempfile
+import sqlite3
 import threading
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -184,140 +176,168 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_BLOB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (sha256 TEXT PRIMARY KEY, content BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS refs (
+    session TEXT NOT NULL, key TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+    workspaces TEXT NOT NULL, PRIMARY KEY (session, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refs_sha256 ON refs (sha256);
+"""
+"""``refs.session`` is sha256(session id) (what the file layout kept: its directory name);
+``workspaces`` the sorted JSON array of the workspaces that wrote the ref."""
+_FILE_LAYOUT = ("objects", "links", "links.building")
+"""Directories of the file layout (before 2026-11-27), besides ``refs``, removed once imported."""
+
+
 class LocalBlobStore:
-    """`BlobStore` on a local directory; see the module docstring for the layout."""
+    """`BlobStore` in one SQLite file (WAL) under a local directory; see the module docstring.
+
+    A put is one transaction of four statements and creates no file: the file layout it replaces
+    (an object file, a link directory and file, a ref file, each written as a new inode) cost ~4
+    ms of CPU per put on a machine where creating an inode costs ~0.75 ms (AMD EPYC python-svc VM,
+    2026-11-27), ~5 us per ci-large event. Thread-safe (one connection, one lock)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        (self.root / "objects").mkdir(parents=True, exist_ok=True)
-        (self.root / "refs").mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        if not (self.root / "links").is_dir():
-            self._build_links()
+        self._db = sqlite3.connect(self.root / "blobs.sqlite3", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db.executescript(_BLOB_SCHEMA)
+        if (self.root / "refs").is_dir():
+            self._import_files()
+        for name in _FILE_LAYOUT:  # what an import cut short after removing ``refs`` left
+            if (self.root / name).is_dir():
+                shutil.rmtree(self.root / name)
 
-    def _build_links(self) -> None:
-        """Link every ref of a store written before the links (O(all refs), once)."""
-        building = self.root / "links.building"
-        if building.exists():
-            shutil.rmtree(building)  # an earlier build cut short
-        building.mkdir()
+    def _import_files(self) -> None:
+        """Import a store of the file layout (``objects/``, ``refs/``, ``links/``) once, in one
+        transaction, then remove it (``refs`` first: its presence is what starts an import). A
+        ref whose object file is gone is skipped. O(refs + bytes)."""
+        rows = []
+        objects: dict[str, bytes] = {}
         for path in (self.root / "refs").glob("*/*.json"):
-            ref = self._read_ref(path)
-            if ref is not None:
+            try:
+                ref = msgspec.json.decode(path.read_bytes())
                 sha = ref["sha256"]
-                directory = building / sha[:2] / sha
-                directory.mkdir(parents=True, exist_ok=True)
-                (directory / f"{path.parent.name}-{path.stem}").touch()
-        building.rename(self.root / "links")
-
-    def _link_dir(self, sha: str) -> Path:
-        return self.root / "links" / sha[:2] / sha
-
-    def _link(self, sha: str, ref_id: str) -> None:
-        directory = self._link_dir(sha)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / ref_id).touch()
-
-    def _unlink(self, sha: str, ref_id: str) -> None:
-        """Drop one ref's link to ``sha``; the object goes with its last link."""
-        directory = self._link_dir(sha)
-        (directory / ref_id).unlink(missing_ok=True)
-        try:
-            directory.rmdir()
-        except FileNotFoundError:
-            pass  # no link at all: nothing names the object
-        except OSError:
-            return  # other refs still name it
-        self._object_path(sha).unlink(missing_ok=True)
-
-    def _object_path(self, sha: str) -> Path:
-        return self.root / "objects" / sha[:2] / sha
-
-    def _ref_path(self, session_id: str, key: str) -> Path:
-        return self.root / "refs" / _digest(session_id) / f"{_digest(key)}.json"
-
-    @staticmethod
-    def _write_atomic(path: Path, content: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+                if sha not in objects:
+                    objects[sha] = (self.root / "objects" / sha[:2] / sha).read_bytes()
+            except (OSError, msgspec.DecodeError, KeyError, TypeError):
+                continue
+            workspaces = _json.encode(sorted(ref["workspaces"])).decode()
+            rows.append((path.parent.name, ref["key"], sha, len(objects[sha]), workspaces))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO objects VALUES (?, ?)", objects.items())
+                self._db.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        shutil.rmtree(self.root / "refs")
 
     def put(self, workspace: str, session_id: str, key: str, content: bytes) -> BlobRef:
+        """Store ``content`` (once per sha256) and name it ``(session_id, key)`` for ``workspace``.
+        A key given other content lets its previous object go when nothing else names it."""
         sha = hashlib.sha256(content).hexdigest()
-        obj = self._object_path(sha)
-        ref_path = self._ref_path(session_id, key)
-        ref_id = f"{ref_path.parent.name}-{ref_path.stem}"
-        with self._lock:  # object, link and ref together: `forget_sessions` runs under the same lock
-            if not obj.exists():
-                self._write_atomic(obj, content)
-            ref: dict[str, Any] = {"key": key, "sha256": sha, "size": len(content), "workspaces": []}
-            if ref_path.exists():
-                ref = msgspec.json.decode(ref_path.read_bytes())
-            previous = ref["sha256"]
-            if workspace not in ref["workspaces"] or previous != sha:
-                self._link(sha, ref_id)  # before the ref names the object
-                ref["workspaces"] = sorted({*ref["workspaces"], workspace})
-                ref["sha256"], ref["size"] = sha, len(content)
-                self._write_atomic(ref_path, _json.encode(ref))
-                if previous != sha:  # the key now names other content
-                    self._unlink(previous, ref_id)
+        session = _digest(session_id)
+        db = self._db
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT sha256, workspaces FROM refs WHERE session = ? AND key = ?", (session, key)
+                ).fetchone()
+                workspaces: list[str] = [] if row is None else msgspec.json.decode(row[1])
+                if row is None or row[0] != sha or workspace not in workspaces:
+                    db.execute("INSERT OR IGNORE INTO objects VALUES (?, ?)", (sha, content))
+                    names = _json.encode(sorted({*workspaces, workspace})).decode()
+                    db.execute(
+                        "INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?, ?)",
+                        (session, key, sha, len(content), names),
+                    )
+                    if row is not None and row[0] != sha:  # the key now names other content
+                        self._drop_unnamed(row[0])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         return BlobRef(blob_uri(session_id, key), sha, len(content))
 
-    def _read_ref(self, path: Path) -> dict[str, Any] | None:
-        try:
-            return msgspec.json.decode(path.read_bytes())  # type: ignore[no-any-return]
-        except (FileNotFoundError, msgspec.DecodeError):
-            return None
+    def _drop_unnamed(self, sha: str) -> None:
+        """Delete object ``sha`` if no ref names it (caller holds the lock, in a transaction)."""
+        self._db.execute(
+            "DELETE FROM objects WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM refs WHERE sha256 = ?)",
+            (sha, sha),
+        )
 
     def get(self, session_id: str, key: str, workspaces: frozenset[str] | None = None) -> bytes | None:
-        ref = self._read_ref(self._ref_path(session_id, key))
-        if ref is None or not _visible(ref["workspaces"], workspaces):
+        with self._lock:
+            row = self._db.execute(
+                "SELECT r.workspaces, o.content FROM refs r JOIN objects o ON o.sha256 = r.sha256"
+                " WHERE r.session = ? AND r.key = ?",
+                (_digest(session_id), key),
+            ).fetchone()
+        if row is None or not _visible(msgspec.json.decode(row[0]), workspaces):
             return None
-        try:
-            return self._object_path(ref["sha256"]).read_bytes()
-        except FileNotFoundError:
-            return None
+        return bytes(row[1])
 
     def list(self, session_id: str, workspaces: frozenset[str] | None = None) -> list[str]:
-        directory = self.root / "refs" / _digest(session_id)
-        if not directory.is_dir():
-            return []
-        keys = []
-        for path in directory.glob("*.json"):
-            ref = self._read_ref(path)
-            if ref is not None and _visible(ref["workspaces"], workspaces):
-                keys.append(ref["key"])
-        return sorted(keys)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, workspaces FROM refs WHERE session = ?", (_digest(session_id),)
+            ).fetchall()
+        return sorted(key for key, names in rows if _visible(msgspec.json.decode(names), workspaces))
 
     def forget_sessions(self, workspace: str, session_ids: Collection[str]) -> int:
-        """O(refs of ``session_ids``): each ref left to no workspace goes, then its link, then the
-        object when that was its last link."""
+        """O(refs of ``session_ids``): ``workspace`` leaves each of their refs, a ref left to no
+        workspace goes, and with it its object when no other ref names it. One transaction."""
+        db = self._db
         with self._lock:
-            deleted = 0
-            for session_id in set(session_ids):
-                directory = self.root / "refs" / _digest(session_id)
-                if not directory.is_dir():
-                    continue
-                for path in directory.glob("*.json"):
-                    ref = self._read_ref(path)
-                    if ref is None or workspace not in ref["workspaces"]:
-                        continue
-                    ref["workspaces"] = [ws for ws in ref["workspaces"] if ws != workspace]
-                    if ref["workspaces"]:
-                        self._write_atomic(path, _json.encode(ref))
-                    else:
-                        path.unlink()
-                        self._unlink(ref["sha256"], f"{directory.name}-{path.stem}")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = 0
+                for session_id in set(session_ids):
+                    session = _digest(session_id)
+                    for key, sha, names in db.execute(
+                        "SELECT key, sha256, workspaces FROM refs WHERE session = ?", (session,)
+                    ).fetchall():
+                        held: list[str] = msgspec.json.decode(names)
+                        if workspace not in held:
+                            continue
+                        held.remove(workspace)
+                        if held:
+                            db.execute(
+                                "UPDATE refs SET workspaces = ? WHERE session = ? AND key = ?",
+                                (_json.encode(held).decode(), session, key),
+                            )
+                            continue
+                        db.execute("DELETE FROM refs WHERE session = ? AND key = ?", (session, key))
+                        self._drop_unnamed(sha)
                         deleted += 1
-                with contextlib.suppress(OSError):  # not empty: another workspace's refs remain
-                    directory.rmdir()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
             return deleted
+
+    def object_count(self) -> int:
+        """How many distinct contents are stored (tests, status)."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM objects").fetchone()[0])
+
+    def has_object(self, sha: str) -> bool:
+        """Whether content with this sha256 is stored."""
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM objects WHERE sha256 = ?", (sha,)).fetchone() is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
 
 def offload_fields(

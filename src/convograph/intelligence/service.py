@@ -198,6 +198,8 @@ class IntelligenceService:
         """Stop the applier and close the journal; close the engine only if this service owns it."""
         self.applier.stop()
         self.journal.close()
+        if isinstance(self.blobs, LocalBlobStore):
+            self.blobs.close()
         if self.embedded is not None:
             self.embedded.close()
         elif self._owns_engine:
