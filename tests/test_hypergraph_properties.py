@@ -472,6 +472,8 @@ def any_wire_event(draw: st.DrawFn) -> dict[str, Any]:
 def test_any_valid_stream_reduces_and_projects_without_raising(wires: list[dict[str, Any]]) -> None:
     from convograph import create_graph, reduce_events
     from convograph.projections import project_dag, project_messages, project_repl, project_thread
+    from convograph.projections.dag import _check_parent_table, graph_layout_input
+    from convograph.projections.sources import conversation_layout_input
 
     events = [parse_event(wire) for wire in wires]
     graph = reduce_events(create_graph(), events)
@@ -485,6 +487,10 @@ def test_any_valid_stream_reduces_and_projects_without_raising(wires: list[dict[
     for source in sources:
         project_thread(source)
         project_dag(source).to_svg()
+        # project_dag skips the parent-table check: the producers' tables are valid by construction
+        _check_parent_table(
+            graph_layout_input(source) if source is graph else conversation_layout_input(source)
+        )
         for fmt in ("openai", "anthropic", "gateway"):
             project_messages(source, format=fmt)
         if source is not graph:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from convograph import create_graph, reduce_events, to_jsonable
 from convograph.projections import project_dag
-from convograph.projections.dag import MAX_LABEL, check_no_overlap
+from convograph.projections.dag import MAX_LABEL, _check_parent_table, check_no_overlap, graph_layout_input
 from tests.test_projections_messages import agent_streams
 
 
@@ -94,6 +94,7 @@ def test_labels_are_escaped_in_svg() -> None:
 def test_layout_properties(events: list[dict[str, Any]]) -> None:
     graph = reduce_events(create_graph(), events)
     layout = project_dag(graph)
+    _check_parent_table(graph_layout_input(graph))  # project_dag skips the check: valid by construction
     nodes = layout.nodes
     assert len(nodes) == len(graph)
     assert not check_no_overlap(nodes)
@@ -226,6 +227,16 @@ def test_a_parent_table_that_is_not_forward_is_refused() -> None:
         layout(data)
     data = _forest_input([-1, 0, 0], [0, 0, 0], as_table=True)
     data.edge_sources, data.edge_targets = [0], [1]  # one edge missing
+    with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+        layout(data)
+    for sources, targets in (([0, 0], [1, 1]), ([0, 0], [-2, 1]), ([0], [1, 2]), ([0, 0, 0], [1, 2])):
+        data = _forest_input([-1, 0, 0], [0, 0, 0], as_table=True)  # a repeat, a wrapped index,
+        data.edge_sources, data.edge_targets = sources, targets  # columns of unequal lengths
+        with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
+            layout(data)
+    data = _forest_input([-1, 0], [0, 0], as_table=True)
+    data.parents = [-1, -3]  # below -1: a wrapped index, not "no parent"
+    data.edge_sources, data.edge_targets = [-3], [1]
     with pytest.raises(ValueError, match=r"LayoutInput\.parents"):
         layout(data)
 

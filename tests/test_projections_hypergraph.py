@@ -123,7 +123,7 @@ def test_block_layout_input_edges_are_unique_as_declared(events: list[dict[str, 
     """`conversation_layout_input` declares its edges unique (`LayoutInput.edges_unique`), so the
     layout skips its dedupe: no repeat, no self-loop, no index out of range, in every arrival order
     (and the layout equals the deduplicating one)."""
-    from convograph.projections.dag import layout
+    from convograph.projections.dag import _check_parent_table, layout
     from convograph.projections.sources import conversation_layout_input
 
     shuffled = list(events)
@@ -131,6 +131,7 @@ def test_block_layout_input_edges_are_unique_as_declared(events: list[dict[str, 
     for stream in (events, shuffled + shuffled[: len(shuffled) // 3]):
         conv = conversation(stream)
         data = conversation_layout_input(conv)
+        _check_parent_table(data)  # project_dag skips the check: valid by construction
         n = len(data.ids)
         assert data.edges_unique
         edges = data.edges + list(zip(data.edge_sources, data.edge_targets, strict=True))
@@ -494,3 +495,81 @@ def test_repl_children_of_one_turn_come_in_block_order() -> None:
         repl.apply(event)
     (turn,) = repl.view().all_agents["R"].turns
     assert [child.run_id for child in turn.child_agents] == expected
+
+
+# --- the one-shot block walk (`sources._fill_blocks`) against chunk-order placement --------------
+
+
+def _interleaved(events: list[dict[str, Any]], rnd: Any) -> list[dict[str, Any]]:
+    """``events`` with progress and usage chunks added, some events sent twice in a row (blocks of
+    several chunks of every kind), and the runs' events merged in a random order that keeps each
+    run's own order (concurrent runs: other runs' chunks come between a block's chunks)."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        run = by_run.setdefault(event.get("runId", ""), [])
+        if event["type"] == "tool_call" and rnd.random() < 0.5:  # progress before or after its call
+            chunks = [
+                {
+                    "type": "tool_progress",
+                    "runId": event["runId"],
+                    "id": f"pg{rnd.randrange(4)}",
+                    "toolCallId": event["id"],
+                    "name": "exec",
+                    "content": content,
+                }
+                for content in rnd.choice(
+                    [[{"channel": "stdout", "data": "x"}], [{"channel": "stderr", "data": "y"}, {"pid": 1}]]
+                )
+            ]
+            run.extend([event, *chunks] if rnd.random() < 0.8 else [*chunks, event])
+        else:
+            run.append(event)
+        if rnd.random() < 0.15:
+            run.append(
+                {"type": "usage", "runId": event.get("runId", "u"), "inputTokens": 1, "outputTokens": 2}
+            )
+        if rnd.random() < 0.15:
+            run.append(dict(event))  # the same key again: the block's next chunk
+    queues = [list(reversed(run)) for run in by_run.values()]
+    out: list[dict[str, Any]] = []
+    while queues:
+        queue = rnd.choice(queues)
+        out.append(queue.pop())
+        if not queue:
+            queues.remove(queue)
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(agent_streams(), st.randoms(use_true_random=False), st.booleans())
+def test_one_shot_block_walk_equals_chunk_order_placement(
+    events: list[dict[str, Any]], rnd: Any, summarized: bool
+) -> None:
+    """The one-shot build walks blocks and places a block's chunks at once unless other chunks come
+    between them (then chunk by chunk from there); the incremental build (`track_changes`) places
+    chunk by chunk in arrival order. Both give the same views, statuses and histories, for every
+    view option, with blocks of several chunks interleaved with other runs' and a summary on the
+    path."""
+    from convograph.projections import ViewOptions as ThreadOptions
+    from convograph.projections.messages import render_views
+    from convograph.projections.sources import build_from_conversation
+
+    conv = conversation(_interleaved(events, rnd))
+    ids = default_active(conv).message_ids
+    if summarized and len(ids) >= 2:
+        first = rnd.randrange(len(ids) - 1)
+        conv = summarize_range(conv, ids[first], ids[rnd.randrange(first, len(ids))], "summary")
+    active = default_active(conv)
+    for options in (
+        ThreadOptions(),
+        ThreadOptions(hide_reasoning=True),
+        ThreadOptions(collapse_tools=True),
+        ThreadOptions(hide_subagents=True),
+    ):
+        walked = build_from_conversation(conv, active, options=options)[0]
+        placed = build_from_conversation(conv, active, options=options, track_changes=True)[0]
+        assert walked.views == placed.views
+    top = build_from_conversation(conv, active, top_level_only=True)[0]
+    placed = build_from_conversation(conv, active, track_changes=True)[0]
+    for fmt in ("openai", "anthropic"):
+        assert render_views(top, fmt) == render_views(placed, fmt)

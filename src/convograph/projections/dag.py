@@ -342,7 +342,47 @@ def _raise_ancestors(
 
 
 def layout(data: LayoutInput) -> DAGLayout:
-    """Lay out ``data`` (see the module docstring). O(V + E + C·K)."""
+    """Lay out ``data`` (see the module docstring). O(V + E + C·K). A `LayoutInput.parents`
+    table is checked first (`_check_parent_table`: `ValueError` when it is not forward or not
+    exactly the given edges)."""
+    _check_parent_table(data)
+    return _layout(data)
+
+
+def _check_parent_table(data: LayoutInput) -> None:
+    """Raise `ValueError` unless ``data.parents`` is None or a parent table: one entry per item,
+    each -1 or an earlier item's index, with ``edge_sources`` / ``edge_targets`` exactly its edges
+    (each item with a parent once, in any order) and no ``edges`` pairs. O(V + E), C-level passes.
+    The library's producers build valid tables by construction (property-tested) and skip this."""
+    table = data.parents
+    if table is None:
+        return
+    n = len(data.ids)
+    sources, targets = data.edge_sources, data.edge_targets
+    with_parent = n - table.count(-1)
+    if (
+        data.edges
+        or len(table) != n
+        or (n > 0 and min(table) < -1)
+        or any(map(ge, table, range(n)))
+        or len(sources) != with_parent
+        or len(targets) != with_parent
+        or (
+            with_parent > 0
+            and (
+                min(sources) < 0 or min(targets) < 0 or max(targets) >= n or len(set(targets)) != with_parent
+            )
+        )
+        or not all(map(eq, map(table.__getitem__, targets), sources))
+    ):
+        raise ValueError(
+            "LayoutInput.parents needs one entry per item, each -1 or an earlier item's index, "
+            "edge_sources / edge_targets that are exactly its edges, and no edges pairs"
+        )
+
+
+def _layout(data: LayoutInput) -> DAGLayout:
+    """`layout` of an input whose parent table, if any, is valid (see `_check_parent_table`)."""
     ids = data.ids
     runs = data.runs
     n = len(ids)
@@ -377,19 +417,8 @@ def layout(data: LayoutInput) -> DAGLayout:
         keep = True
     keep_source, keep_target = kept_sources.append, kept_targets.append
     backward = False
-    if table is not None:  # the producer's predecessor table: one forward edge at most each
+    if table is not None:  # the producer's predecessor table (`_check_parent_table`)
         kept_sources, kept_targets = edge_sources, data.edge_targets
-        if (
-            pairs
-            or len(pred0) != n
-            or any(map(ge, pred0, range(n)))
-            or len(kept_targets) != n - pred0.count(-1)
-            or not all(map(eq, map(pred0.__getitem__, kept_targets), kept_sources))
-        ):
-            raise ValueError(
-                "LayoutInput.parents needs one entry per item, each -1 or an earlier item's index, "
-                "edge_sources / edge_targets that are exactly its edges, and no edges pairs"
-            )
         keep = False
         edges = ()
     for s, t in edges:
@@ -943,7 +972,7 @@ _NON_NEGATIVE: Final = (-1).__lt__
 
 def project_graph_dag(graph: Graph) -> DAGLayout:
     """Layered layout of a flat graph: one node per graph node, one group per run."""
-    return layout(graph_layout_input(graph))
+    return _layout(graph_layout_input(graph))  # (a parent table from the reducer's index is valid)
 
 
 def project_dag(source: Any, active: Any = None) -> DAGLayout:
@@ -954,4 +983,4 @@ def project_dag(source: Any, active: Any = None) -> DAGLayout:
         return project_graph_dag(source)
     from convograph.projections.sources import conversation_layout_input
 
-    return layout(conversation_layout_input(source, active))
+    return _layout(conversation_layout_input(source, active))  # (its parent table is valid)
