@@ -263,7 +263,7 @@ def test_flat_edges_are_listed_by_target_on_both_read_paths() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-2, 40), max_size=40), st.booleans())
 def test_parent_positions_are_the_index_lookups(picks: list[int], copy_ids: bool) -> None:
-    """`_parent_positions` (C-level passes, a dict of only the ids that are a non-adjacent parent)
+    """`_parent_positions` (C-level passes, a search of the ids just before, a dict of the rest)
     equals a lookup of every parent in a dict of every id: -1 for a root or an unknown id. With
     ``copy_ids`` the parent strings are equal but not identical objects (as after a snapshot)."""
     from convograph.projections.dag import _parent_positions
