@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Collection
+from pathlib import Path
 
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convograph.intelligence.blobs import MemoryBlobStore
 from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.journal import SqliteJournal
 from convograph.intelligence.layer1 import iso_ms
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
@@ -238,6 +243,79 @@ def test_same_type_same_millisecond_events_never_merge(falkor: FalkorEngine) -> 
     ids = [row["id"] for row in pictures[0]]
     assert ids[0] == base  # one keeps the seed id, the others get a fingerprint suffix
     assert all(i.startswith(base + "__") and len(i) == len(base) + 14 for i in ids[1:])
+
+
+def _durable(falkor: FalkorEngine, names: GraphNames, path: Path) -> IntelligenceService:
+    svc = IntelligenceService(SqliteJournal(path), falkor, MemoryBlobStore(), names=names)
+    svc.start()
+    return svc
+
+
+@pytest.mark.parametrize("winner_first", [True, False])
+def test_a_collision_with_an_event_planned_before_a_restart_is_still_told_apart(
+    falkor: FalkorEngine, names: GraphNames, tmp_path: Path, winner_first: bool
+) -> None:
+    """The applier asks the journal about collisions only for base ids its filter has seen
+    (`GraphApplier._planned`); after a restart the filter is filled from the journal, so an event
+    arriving then that shares a millisecond with one already in the graph still gets (or gives
+    away) the seed id, and a replay or redelivery changes nothing."""
+    a, b = ev("prompt:submit", 7, prompt="first"), ev("prompt:submit", 7, prompt="second")
+    first, second = (a, b) if winner_first else (b, a)
+    reference_names = GraphNames(f"r{random.getrandbits(40):x}:")
+    reference = make_service(falkor, reference_names)
+    journal = tmp_path / "journal.sqlite3"
+    try:
+        load(reference, [a, b])
+        expected = snapshot(reference)
+        before = _durable(falkor, names, journal)
+        load(before, [first])
+        before.close()
+        after = _durable(falkor, names, journal)
+        try:
+            load(after, [second])
+            assert snapshot(after) == expected
+            found = rows(after, "MATCH (e:PromptSubmitEvent {workspace: $workspace}) RETURN e.node_id AS id")
+            assert len(found) == 2
+            assert f"{SID}__prompt_submit__{T0 + 7}" in {r["id"] for r in found}
+            load(after, [a, b])  # redelivered: duplicates
+            head = str(after.journal.last_seq())
+            falkor.set_meta(after.applier.cursor_key, "0")  # the graph store lost its cursor: replay all
+            after.applier.notify()
+            deadline = time.monotonic() + 30
+            while falkor.get_meta(after.applier.cursor_key) != head and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert falkor.get_meta(after.applier.cursor_key) == head
+            assert snapshot(after) == expected
+        finally:
+            after.close()
+    finally:
+        reference.close()
+        for graph in falkor.graphs():
+            if graph.startswith(reference_names.prefix):
+                falkor.delete_graph(graph)
+
+
+def test_the_planner_asks_the_journal_only_about_base_ids_seen_before(
+    falkor: FalkorEngine, names: GraphNames
+) -> None:
+    svc = make_service(falkor, names)
+    asked: list[list[str]] = []
+    real = svc.journal.collision_groups
+
+    def spy(workspace: str, events: Collection[tuple[str, int]]) -> dict[str, list[str]]:
+        asked.append(sorted(base_id for base_id, _ in events))
+        return real(workspace, events)
+
+    svc.journal.collision_groups = spy  # type: ignore[method-assign]
+    try:
+        load(svc, [ev("prompt:submit", 1, prompt="x"), ev("prompt:submit", 2, prompt="y")])
+        assert asked == []
+        load(svc, [ev("prompt:submit", 1, prompt="z"), ev("prompt:submit", 3, prompt="w")])
+        assert asked == [[f"{SID}__prompt_submit__{T0 + 1}"]]
+        found = rows(svc, "MATCH (e:PromptSubmitEvent {workspace: $workspace}) RETURN e.node_id AS id")
+        assert len(found) == 4
+    finally:
+        svc.close()
 
 
 def test_unknown_event_names_and_workspaces_are_separate_graphs(service: IntelligenceService) -> None:

@@ -13,6 +13,15 @@ that loses data (an older snapshot, a restarted server, a new server) replays fr
 data ends, at start-up and while running. Delivery into the graph is at-least-once;
 every write is a commutative MERGE, so redelivery, restarts and replays converge.
 
+Collision ids (`resolve_node_ids`): the journal is asked for the collision groups of a batch's
+base ids only where a filter of base-id keys (a 2**27-bit set, `GraphApplier._planned`) has seen
+the key before: every record the journal held at `GraphApplier.start` and every record planned
+since. A clear bit proves that no record the graph may hold shares the base id (anything in a
+graph was planned from a journal record, before this start or since), so the event keeps the
+seed id for now; a later event that shares it finds the bit set, and its group renames as when a
+later-arriving member wins. O(1) per event instead of a key computation and an index probe; the
+fill at start is O(N) (~0.3 s per million records).
+
 Failure policy (upstream §10 B9):
 
 - `EngineUnavailable` (connection refused, server restarting): park and retry the same batch
@@ -46,7 +55,7 @@ import msgspec
 
 from convograph.intelligence.blobs import BlobStore, offload_fields
 from convograph.intelligence.engine import EngineUnavailable, GraphEngine
-from convograph.intelligence.journal import Journal, JournalRecord
+from convograph.intelligence.journal import Journal, JournalRecord, event_base_key
 from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
 from convograph.intelligence.purge import component_of, purge_component, purge_sessions
@@ -78,6 +87,11 @@ Stage = Callable[[GraphEngine, GraphNames, Sequence[JournalRecord], Sequence[Eve
 with records). It must be idempotent: batches are retried and replayed."""
 _decoder = msgspec.json.Decoder(dict[str, Any])
 _json = msgspec.json.Encoder()
+_FILTER_BITS = 1 << 27
+"""Bits of the applier's filter of planned base-id keys (`GraphApplier._planned`): 16 MiB. Its
+index is the key's low 27 bits (16 bits of CRC-32 of the base id, 11 of its millisecond); with N
+keys set, a new key's false-positive rate is about N / 2**27 (0.75 % at a million)."""
+_FILTER_MASK = _FILTER_BITS - 1
 
 
 def resolve_node_ids(
@@ -205,6 +219,11 @@ class GraphApplier:
         """Tokens of marks made by this process over a graph that held every earlier forget: only
         those may be purged in place (a mark read at start may follow a purge cut short)."""
         self._schema_ready: dict[str, bool] = {}  # graph -> Events may be CREATEd (unique constraint on)
+        self._planned: bytearray | None = None
+        """Filter of base-id keys (`_FILTER_BITS`): set for every record the journal held at `start`
+        and every record planned since, so a clear bit proves no record the graph may hold shares
+        the base id and the journal need not be asked (`_plan`); None (a journal without
+        ``base_keys``, or before `start`) asks it for every record."""
         self._applied = 0
         self._cond = threading.Condition()
         self._wake = threading.Event()
@@ -225,8 +244,24 @@ class GraphApplier:
         stored = self.engine.get_meta(self.cursor_key)
         self._applied = int(stored) if stored else 0
         self._read_pending()
+        self._fill_planned()
         self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
         self._thread.start()
+
+    def _fill_planned(self) -> None:
+        """Set the filter's bit of every record the journal holds (`_planned`): whatever a graph
+        may hold was planned from one of them, or is planned by this process later. O(N) once;
+        records appended meanwhile are set when planned."""
+        base_keys = getattr(self.journal, "base_keys", None)
+        if base_keys is None:
+            self._planned = None
+            return
+        bits = bytearray(_FILTER_BITS >> 3)
+        mask = _FILTER_MASK
+        for key in base_keys():
+            index = key & mask
+            bits[index >> 3] |= 1 << (index & 7)
+        self._planned = bits
 
     @contextlib.contextmanager
     def rebuild_after(self, workspace: str, session_ids: Collection[str] = ()) -> Iterator[list[str]]:
@@ -638,7 +673,19 @@ class GraphApplier:
         """Everything but the graph writes: ids, blob offload, layer-1 rows. Thread-safe."""
         groups: dict[tuple[str, str], list[str]] = {}
         by_workspace: dict[str, list[tuple[str, int]]] = {}
+        bits, mask = self._planned, _FILTER_MASK
         for record in records:
+            if bits is not None:
+                # the journal is asked only about a base id whose key was seen before (planned, in
+                # the journal at start, or earlier in this batch); a first sighting sets the bit
+                key = record.base_key
+                if key is None:
+                    key = event_base_key(record.workspace, record.base_id, record.epoch_ms)
+                index = key & mask
+                byte, bit = bits[index >> 3], 1 << (index & 7)
+                if not byte & bit:
+                    bits[index >> 3] = byte | bit
+                    continue
             events = by_workspace.get(record.workspace)
             if events is None:  # not setdefault: no throwaway list per record
                 events = by_workspace[record.workspace] = []

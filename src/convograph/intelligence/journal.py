@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -56,6 +56,7 @@ __all__ = [
     "JournalRecord",
     "MemoryJournal",
     "SqliteJournal",
+    "event_base_key",
 ]
 
 _json = msgspec.json.Encoder()
@@ -76,6 +77,9 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
     base_id: str
     data: bytes
     created_by: str | None = None
+    base_key: int | None = None
+    """`event_base_key` of ``(workspace, base_id, epoch_ms)`` as the journal indexed it (None: not
+    known, compute it)."""
 
 
 class AppendResult(msgspec.Struct, frozen=True, gc=False):
@@ -109,6 +113,11 @@ class Journal(Protocol):
     def collision_groups(self, workspace: str, events: Collection[tuple[str, int]]) -> dict[str, list[str]]:
         """Sorted fingerprints of every base id among ``events`` (``(base_id, epoch_ms)`` pairs
         of appended events) that distinct events of ``workspace`` share."""
+        ...
+
+    def base_keys(self) -> Iterator[int]:
+        """`event_base_key` of every record held (any order; repeats allowed). O(N): the
+        applier reads it once at start (`GraphApplier.start`)."""
         ...
 
     def dead_letter(self, seq: int, error: str) -> None: ...
@@ -241,6 +250,12 @@ def _base_key(workspace: str, base_id: str, epoch_ms: int) -> int:
     base id is told apart on the exact workspace and base id (`collision_groups`)."""
     ms = epoch_ms if -_KEY_MS <= epoch_ms < _KEY_MS else (_KEY_MS - 1 if epoch_ms > 0 else -_KEY_MS)
     return (ms << 16) | (zlib.crc32(f"{workspace}\x00{base_id}".encode()) & 0xFFFF)
+
+
+def event_base_key(workspace: str, base_id: str, epoch_ms: int) -> int:
+    """The collision index's key of a base id (`_base_key`; any two events with one base id share
+    it, and two base ids may share one)."""
+    return _base_key(workspace, base_id, epoch_ms)
 
 
 def _session_key(workspace: str, session_id: str) -> int:
@@ -541,7 +556,7 @@ class SqliteJournal:
                     continue
                 tail[seq] = JournalRecord(
                     seq, env.workspace, env.session_id, env.event, env.epoch_ms, env.fingerprint,
-                    env.base_id, row[8], row[6],
+                    env.base_id, row[8], row[6], row[11],
                 )  # fmt: skip
                 order.append(seq)
             while len(order) > self.tail_records:
@@ -587,14 +602,16 @@ class SqliteJournal:
         with self._read_lock:
             row = self._read.execute(
                 "SELECT json_group_array(json_array(seq, workspace, session_id, event, epoch_ms,"
-                " fingerprint, base_id, CAST(data AS TEXT), created_by)) FROM ("
-                "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by"
-                f" FROM events WHERE {where})",
+                " fingerprint, base_id, CAST(data AS TEXT), created_by, base_key)) FROM ("
+                "SELECT seq, workspace, session_id, event, epoch_ms, fingerprint, base_id, data, created_by,"
+                f" base_key FROM events WHERE {where})",
                 params,
             ).fetchone()
         items = _rows_decoder.decode(row[0]) if row and row[0] else []
         items.sort(key=_first)  # already in order in practice; aggregate order is not a promise
-        return [JournalRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7].encode(), r[8]) for r in items]
+        return [
+            JournalRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7].encode(), r[8], r[9]) for r in items
+        ]
 
     def read_session(self, workspace: str, session_id: str, before_seq: int) -> list[JournalRecord]:
         """One session's records with ``seq < before_seq`` in seq order (indexed; semantic layers)."""
@@ -606,6 +623,25 @@ class SqliteJournal:
         with self._read_lock:
             row = self._read.execute("SELECT max(seq) FROM events").fetchone()
         return int(row[0] or 0)
+
+    def base_keys(self) -> Iterator[int]:
+        """Every row's base-id key, read from the ``events_base_content`` index (in key order,
+        repeats included) in pages of 50,000. O(N); ~0.3 s per million rows."""
+        after: int | None = None
+        while True:
+            with self._read_lock:
+                if after is None:
+                    page = self._read.execute("SELECT base_key FROM events ORDER BY base_key LIMIT 50000")
+                else:
+                    page = self._read.execute(
+                        "SELECT base_key FROM events WHERE base_key > ? ORDER BY base_key LIMIT 50000",
+                        (after,),
+                    )
+                keys = [key for (key,) in page]
+            if not keys:
+                return
+            yield from keys
+            after = keys[-1]
 
     def collision_groups(self, workspace: str, events: Collection[tuple[str, int]]) -> dict[str, list[str]]:
         """Sorted fingerprints of every base id among ``events`` (``(base_id, epoch_ms)``) shared
@@ -745,6 +781,7 @@ class MemoryJournal:
                     env.base_id,
                     env.data_json or _json.encode(env.data),
                     created_by,
+                    _base_key(env.workspace, env.base_id, env.epoch_ms),
                 )
                 self._order.append(seq)
                 results.append(AppendResult("queued", seq))
@@ -768,6 +805,14 @@ class MemoryJournal:
     def last_seq(self) -> int:
         with self._lock:
             return max(self._records, default=0)
+
+    def base_keys(self) -> Iterator[int]:
+        with self._lock:
+            keys = [
+                r.base_key if r.base_key is not None else _base_key(r.workspace, r.base_id, r.epoch_ms)
+                for r in self._records.values()
+            ]
+        return iter(keys)
 
     def collision_groups(self, workspace: str, events: Collection[tuple[str, int]]) -> dict[str, list[str]]:
         with self._lock:
