@@ -526,17 +526,12 @@ def _layout(data: LayoutInput) -> DAGLayout:
             # Propagate the subtree maximum up the run tree. It stops early (maxima are monotone
             # upwards) and at ended runs (they get no further node to push down), so a chain of
             # runs that continue one another (user -> agent -> user ...) costs O(1) per node.
-            # (`_layer_forest` defers this walk over a streak of one run: keep the rules in step.)
+            # (`_layer_forest` defers the walk past the node's own run over a streak of that run.)
             if kinds[v] == "harness_end":
                 ended[r] = True
-            current = r
-            hops = 0
-            while current >= 0 and desc_max[current] < lay and hops < MAX_HOPS:
-                desc_max[current] = lay
-                if ended[current] and current != r:
-                    break
-                current = run_parent[current]
-                hops += 1
+            if desc_max[r] < lay:
+                desc_max[r] = lay
+                _raise_ancestors(r, lay, desc_max, run_parent, ended)
 
     # -- 2. lanes: depth-first over the chain tree, leftmost free lane ----------------------------
     n_chains = len(chain_tail)
