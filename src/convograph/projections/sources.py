@@ -1138,26 +1138,35 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
     # its dedupe set (two set operations per edge).
-    # (pairs are seen as one int each, and read as columns: no tuple per edge, see
-    # `queries.ShownPaths.spawn_edge_columns`)
+    # (read as columns: no tuple per edge, see `queries.ShownPaths.spawn_edge_columns`)
     # A spawn edge usually enters a run's first block (no sequence predecessor) from a block
     # before it: then every block has one predecessor at most, from before it, and `layout` takes
     # ``parents`` as its predecessor table and skips its edge pass. Any other spawn edge (a second
     # one into the same block, or one pointing backward) drops the table: `layout` reads the edges.
-    span = len(labels) + 1
-    seen: set[int] = set()
+    # While the table holds, it is the dedupe: a repeat of a kept spawn edge finds its source
+    # already in the table (its target has no sequence predecessor, so nothing else put it there).
     table: list[int] | None = parents
+    first_spawn = len(sources)
+    seen: set[tuple[int, int]] = set()
     for source, target in zip(*shown.spawn_edge_columns(), strict=True):
-        pair = source * span + target
-        if source != target and pair not in seen:
-            seen.add(pair)
-            sources.append(source)
-            targets.append(target)
-            if table is not None:
-                if source < target and table[target] < 0:
-                    table[target] = source
-                else:
-                    table = None
+        if source == target:
+            continue
+        if table is not None:
+            parent = table[target]
+            if parent == source:
+                continue
+            if parent < 0 and source < target:
+                table[target] = source
+                sources.append(source)
+                targets.append(target)
+                continue
+            table = None  # from here on a set of the kept spawn edges is the dedupe
+            seen.update(zip(sources[first_spawn:], targets[first_spawn:], strict=True))
+        elif (source, target) in seen:
+            continue
+        seen.add((source, target))
+        sources.append(source)
+        targets.append(target)
     data = LayoutInput()
     data.edges_unique = True
     summaries = shown.summaries
