@@ -248,6 +248,24 @@ def _canonical_data(data: dict[str, Any], *, decoded: bool = False) -> bytes:
     return data_json
 
 
+_VALID_CACHE = 65536
+_valid_events: dict[str, str] = {}
+"""Event names as sent that passed `_check_name` -> the stripped name."""
+_valid_workspaces: dict[str, bool] = {}
+"""Workspace names that passed `check_workspace`."""
+_valid_sessions: dict[str, bool] = {}
+"""Session ids that passed `check_session_id` and `_check_graph_safe`."""
+
+
+def _remember(cache: dict[str, Any], name: str, value: Any) -> None:
+    """Record a name that passed its checks (pure functions of the string, so a later event
+    with the same name skips them: ~0.8 us per event of the ~5.5 of `parse_envelope`); emptied
+    at `_VALID_CACHE` entries. Thread-safe (dict get/set)."""
+    if len(cache) >= _VALID_CACHE:
+        cache.clear()
+    cache[name] = value
+
+
 def parse_envelope(
     body: Mapping[str, Any] | str | bytes | bytearray | memoryview, *, json_decoded: bool = False
 ) -> Envelope:
@@ -271,16 +289,27 @@ def parse_envelope(
             raise EnvelopeError("invalid_json", "body is not valid JSON: nested too deeply") from None
     if type(body) is not dict and not isinstance(body, Mapping):
         raise EnvelopeError("invalid_envelope", "envelope must be a JSON object")
-    event = _check_name(body.get("event"), "event", _MAX_NAME).strip()
-    workspace = check_workspace(body.get("workspace"))
+    event = body.get("event")
+    known = _valid_events.get(event) if type(event) is str else None
+    if known is None:
+        name = _check_name(event, "event", _MAX_NAME)
+        known = name.strip()
+        _remember(_valid_events, name, known)
+    event = known
+    workspace = body.get("workspace")
+    if type(workspace) is not str or workspace not in _valid_workspaces:
+        workspace = check_workspace(workspace)
+        _remember(_valid_workspaces, workspace, True)
     data = body.get("data")
     if not isinstance(data, dict):
         raise EnvelopeError("invalid_data", "data must be a JSON object", field="data")
     session_id = data.get("session_id")
     if session_id is None:
         raise EnvelopeError("missing_session_id", "data.session_id is required", field="data.session_id")
-    session_id = check_session_id(session_id, "data.session_id")
-    _check_graph_safe(session_id, "data.session_id")
+    if type(session_id) is not str or session_id not in _valid_sessions:
+        session_id = check_session_id(session_id, "data.session_id")
+        _check_graph_safe(session_id, "data.session_id")
+        _remember(_valid_sessions, session_id, True)
     tool_call_id = data.get("tool_call_id")
     epoch_ms = parse_timestamp_ms(data.get("timestamp"))
     key = body.get("idempotency_key")
