@@ -318,6 +318,20 @@ def test_the_planner_asks_the_journal_only_about_base_ids_seen_before(
         svc.close()
 
 
+def test_lifted_subnormal_floats_reach_the_graph_as_zeros(service: IntelligenceService) -> None:
+    """FalkorDB refuses subnormal literals; the Event rows skip the scan for them
+    (`engine.NormalFloatList`), so the lifter flushes them (the stored ``data`` keeps them)."""
+    load(service, [ev("artifact:write", 5, bytes=5e-324, path=[-5e-324, 1.5])])
+    (found,) = rows(
+        service,
+        "MATCH (e:ArtifactEvent {workspace: $workspace}) RETURN e.bytes AS b, e.path AS p, e.data AS d",
+    )
+    assert found["b"] == 0.0
+    assert found["p"] == [0.0, 1.5]
+    assert "5e-324" in found["d"]
+    assert service.status()["dead_letters"] == 0
+
+
 def test_unknown_event_names_and_workspaces_are_separate_graphs(service: IntelligenceService) -> None:
     load(service, [ev("drumbeat:tick_tock", 1), {**ev("session:start", 2), "workspace": "other"}])
     (tick,) = rows(service, "MATCH (e:DrumbeatEvent {workspace: $workspace}) RETURN labels(e) AS l")

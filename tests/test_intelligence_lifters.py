@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
-from convograph.intelligence.lifters import DEFAULT_LIFTERS, FieldLifter, lift_fields, lifters_for
+from convograph.intelligence.lifters import (
+    DEFAULT_LIFTERS,
+    FieldLifter,
+    graph_value,
+    lift_fields,
+    lifters_for,
+)
 
 
 def test_all_nine_seed_lifters_exist_in_order() -> None:
@@ -162,3 +169,12 @@ def test_reserved_names_are_prefixed_instead_of_shadowing() -> None:
         "data_data": '{"a":1}',
         "ok": [1, 2],
     }
+
+
+def test_subnormal_floats_are_lifted_as_zeros_of_their_sign() -> None:
+    """The writer's Event rows then hold no subnormal (`engine.NormalFloatList` skips that scan)."""
+    lifted = lift_fields("artifact:write", {"bytes": -5e-324, "path": [5e-324, 1.5, "x"]})
+    assert lifted == {"bytes": 0.0, "path": [0.0, 1.5, "x"]}
+    assert math.copysign(1.0, lifted["bytes"]) == -1.0
+    assert graph_value(2.2250738585072014e-308) == 2.2250738585072014e-308  # the smallest normal stays
+    assert graph_value(1e-300) == 1e-300

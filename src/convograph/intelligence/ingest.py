@@ -20,7 +20,7 @@ since. A clear bit proves that no record the graph may hold shares the base id (
 graph was planned from a journal record, before this start or since), so the event keeps the
 seed id for now; a later event that shares it finds the bit set, and its group renames as when a
 later-arriving member wins. O(1) per event instead of a key computation and an index probe; the
-fill at start is O(N) (~0.3 s per million records).
+fill at start is O(N) (~0.6 s of CPU per million records).
 
 Failure policy (upstream §10 B9):
 

@@ -626,7 +626,7 @@ class SqliteJournal:
 
     def base_keys(self) -> Iterator[int]:
         """Every row's base-id key, read from the ``events_base_content`` index (in key order,
-        repeats included) in pages of 50,000. O(N); ~0.3 s per million rows."""
+        repeats included) in pages of 50,000. O(N); ~0.6 s of CPU per million rows (with the filter fill)."""
         after: int | None = None
         while True:
             with self._read_lock:

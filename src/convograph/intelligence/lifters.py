@@ -13,6 +13,8 @@ property (``node_id``, ``workspace``, ``event_name``, ``occurred_at`` ...) is wr
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -117,17 +119,29 @@ def lifters_for(
     return tuple(lifter for lifter in lifters if lifter.matches(event_name))
 
 
-_SCALAR_TYPES = frozenset({str, bool, int, float})
+_SCALAR_TYPES = frozenset({str, bool, int})
+"""Kept as they are by `lift_fields` without a call (floats go through `graph_value`)."""
+_SMALLEST_NORMAL = sys.float_info.min
+
+
+def _normal(value: float) -> float:
+    """``value``, or a zero of its sign when it is subnormal: FalkorDB's parser refuses subnormal
+    literals ("Float overflow"), and `engine.cypher_literal` writes the same zero."""
+    return math.copysign(0.0, value) if 0.0 < abs(value) < _SMALLEST_NORMAL else value
 
 
 def graph_value(value: Any) -> Any:
-    """A property value FalkorDB stores: scalars and lists of scalars as is, the rest as JSON text."""
+    """A property value FalkorDB stores: scalars and lists of scalars as is (subnormal floats as a
+    zero of their sign, so the writer's rows hold none: `engine.NormalFloatList`), the rest as
+    JSON text."""
     if type(value) in _SCALAR_TYPES:  # the common case, without isinstance's union walk
         return value
-    if isinstance(value, str | bool | int | float):
+    if isinstance(value, float):
+        return _normal(value)
+    if isinstance(value, str | bool | int):
         return value
     if isinstance(value, list | tuple) and all(isinstance(v, str | bool | int | float) for v in value):
-        return list(value)
+        return [_normal(v) if isinstance(v, float) else v for v in value]
     return _json.encode(value).decode()
 
 

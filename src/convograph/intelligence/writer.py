@@ -27,7 +27,13 @@ from collections.abc import Iterator, Sequence
 from types import NoneType
 from typing import Any, NamedTuple
 
-from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
+from convograph.intelligence.engine import (
+    EngineError,
+    FalkorEngine,
+    GraphEngine,
+    MapFreeList,
+    NormalFloatList,
+)
 from convograph.intelligence.labels import label_clause
 from convograph.intelligence.layer1 import WorkspaceBatch, model_response_row
 
@@ -508,8 +514,9 @@ def batch_statements(batch: WorkspaceBatch) -> list[Statement]:
         ]  # a null value is not stored, as with SET e.k = null
         create = _EVENTS_NEW.format(labels=extra, properties=", ".join(properties))
         for chunk in _chunks(arrays):
-            # lifted values are graph_value()s: scalars, lists of scalars or JSON text
-            statements.append(Statement(create, {"rows": MapFreeList(chunk), "ws": ws}, merge))
+            # lifted values are graph_value()s: scalars, lists of scalars or JSON text, and no
+            # subnormal float; the other columns are ids, texts and integers
+            statements.append(Statement(create, {"rows": NormalFloatList(chunk), "ws": ws}, merge))
     if batch.tool_calls:
         add(_TOOL_CALLS, [row.to_row() for row in batch.tool_calls.values()])
         statements.extend(rollup_statements(ws, list(batch.tool_calls)))
