@@ -12,7 +12,7 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -40,6 +40,7 @@ from convograph.hypergraph.model import (
 __all__ = [
     "Block",
     "BlockColumns",
+    "BlockPart",
     "BlockRef",
     "BlockRow",
     "Chunk",
@@ -982,6 +983,20 @@ class FeedColumns(NamedTuple):
     """Reasoning block id -> the newest ``signature`` sent in it (absent when none was)."""
 
 
+class BlockPart(NamedTuple):
+    """One chunk of a block, as `ShownPaths.chunk_parts` hands it out: the block's `BlockRef`
+    fields and ``chunks`` holding that one chunk index."""
+
+    id: str
+    kind: str
+    run: str
+    chunks: tuple[int]
+
+
+def _first(keyed: tuple[int, Any]) -> int:
+    return keyed[0]
+
+
 class BlockColumns(NamedTuple):
     """`ShownPaths.block_columns`: one entry per shown block, in arrival order (parallel lists)."""
 
@@ -1068,6 +1083,41 @@ class ShownPaths:
             texts=texts,
             signatures=signatures,
         )
+
+    @property
+    def chunk_events(self) -> list[Any]:
+        """Every chunk's event of this version by chunk index (read-only: never mutate it)."""
+        return self._events
+
+    def blocks(self) -> Iterable[Any]:
+        """The shown blocks' own store records in arrival order (read-only, see `BlockRef`, plus
+        ``chunks``: the block's chunk indexes, of which those below `Conversation.chunk_count`
+        belong to this version; ``index``: its store position). No copy when every block is shown.
+        O(1); iterating is O(shown blocks)."""
+        records = self._records
+        blocks = self._blocks
+        return records if len(blocks) == len(records) else map(records.__getitem__, blocks)
+
+    def chunk_parts(self, start: int) -> list[Any]:
+        """The shown blocks from store position ``start`` on, in the order their chunks are placed
+        (`feed`'s): a text or reasoning block, or a block of one chunk, as its record (at its first
+        chunk); any other block as one `BlockPart` per chunk of this version. For a caller that
+        walks `blocks` and meets a block whose chunks other chunks come between. O(k log k) for
+        the k parts."""
+        n = self._conv._n_chunks
+        records = self._records
+        blocks = self._blocks
+        whole = _WHOLE_KINDS
+        keyed: list[tuple[int, Any]] = []
+        for b in blocks[bisect_left(blocks, start) :]:
+            block = records[b]
+            chunks = block.chunks
+            if len(chunks) == 1 or block.kind in whole:
+                keyed.append((chunks[0], block))
+            else:
+                keyed.extend((i, BlockPart(block.id, block.kind, block.run, (i,))) for i in prefix(chunks, n))
+        keyed.sort(key=_first)
+        return [part for _, part in keyed]
 
     def block_columns(self, text_limit: int = 8) -> BlockColumns:
         """Every shown block in arrival order, with its first event and, for text and reasoning

@@ -15,11 +15,11 @@ follows the hypergraph's own structure instead of parent edges:
 Statuses are the hypergraph's (`queries.run_status`; ``aborted`` shows as ``error``). View options
 default to ``conversation.view`` (``subagents`` other than ``"show"`` hides branches).
 
-A one-shot build reads the shown paths in bulk (`queries.shown_paths`: chunks as parallel lists of
-events and block references, in arrival order, with no record or sort key per chunk) and places
-them (`_fill_one_shot`); the DAG input reads `ShownPaths.block_records` (the blocks' own records,
-once each). No tracked object is kept per chunk or block, so the cyclic GC sees
-only what the builder keeps.
+A one-shot build reads the shown paths in bulk (`queries.shown_paths`: the blocks' own records in
+arrival order and the events by chunk index, with no record or sort key per chunk) and places them
+block by block (`_fill_one_shot`); the DAG input reads `ShownPaths.block_records` (the blocks' own
+records, once each). No tracked object is kept per chunk or block, so the cyclic GC sees only what
+the builder keeps.
 
 Complexity: one-shot O(B log B + C + T) in Python for the B blocks and C chunks on the shown paths
 and the T threads, plus C-level passes over the whole chunk log; the feeder's per-chunk work is
@@ -525,7 +525,7 @@ def build_from_conversation(
         for node, _, level in _placements(feeder, shown.feed(), shown.summaries):
             builder.add_in(node, level)
     else:
-        _fill_one_shot(feeder, shown.feed(), shown.summaries)
+        _fill_one_shot(feeder, shown)
     return builder, feeder
 
 
@@ -705,17 +705,20 @@ def _placements(
 
 
 def _chunk_node(
-    feeder: ConversationFeeder, event: Any, block_id: str, kind: str, run: str, texts: Any, signatures: Any
+    feeder: ConversationFeeder, event: Any, block_id: str, kind: str, run: str, text: Any, signature: Any
 ) -> Node | None:
-    """The node `_placements` makes of one shown chunk (``kind``: its block's), with the same
-    unique-id and usage counters: `_fill_one_shot`'s path for spawn triggers and rare kinds."""
+    """The node `_placements` makes of one shown chunk (``kind``: its block's; ``text`` and
+    ``signature``: a text or reasoning block's whole text and newest signature, see
+    `_whole_text`), with the same unique-id and usage counters: `_fill_blocks`' path for spawn
+    triggers and rare kinds."""
     if kind in ("text", "reasoning"):
         node_id = feeder._unique(event.id)
-        fragments = Fragments(texts[block_id])
+        fragments = Fragments(text)
         if kind == "text":
             return TextNode(id=node_id, run_id=run, fragments=fragments)
-        signature = signatures.get(block_id) or event.signature
-        return ReasoningNode(id=node_id, run_id=run, fragments=fragments, signature=signature)
+        return ReasoningNode(
+            id=node_id, run_id=run, fragments=fragments, signature=signature or event.signature
+        )
     if kind == "tool_progress":
         return ToolProgressNode(
             id=feeder._unique(event.id),
@@ -735,16 +738,42 @@ def _chunk_node(
     return feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
 
 
-def _fill_one_shot(feeder: ConversationFeeder, columns: Any, summaries: list[Any]) -> None:
-    """Place the shown chunks (`queries.ShownPaths.feed`, in arrival order, summaries merged in by
-    ``seq``) into the feeder's one-shot builder: `_placements` and the builder's one-shot loop
+def _whole_text(events: list[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
+    """A text or reasoning block's text (its chunks' contents joined) and, for reasoning, the newest
+    signature sent in it (None when none was, and for text). O(chunks)."""
+    if not reasoning:
+        return "".join([events[i].content for i in chunks]), None
+    parts = [events[i] for i in chunks]
+    signature = None
+    for event in reversed(parts):
+        if event.signature is not None:
+            signature = event.signature
+            break
+    return "".join([e.content for e in parts]), signature
+
+
+_WHOLE_KINDS: Final = frozenset({"text", "reasoning"})
+"""Block kinds placed once, with their whole text (`queries.ShownPaths.feed`'s ``texts``)."""
+
+_SEVERAL: Final = "several chunks"
+"""`_fill_blocks`' kind for a block of several chunks of a kind not in `_BATCHED`."""
+
+_BATCHED: Final = frozenset({"tool_progress", "usage"})
+"""Kinds, beyond text and reasoning, whose blocks of several chunks `_fill_blocks` places in one
+step (a block of several chunks of any other kind goes through the builder a chunk at a time)."""
+
+
+def _fill_one_shot(feeder: ConversationFeeder, shown: Any) -> None:
+    """Place the shown paths (`queries.ShownPaths`: blocks in arrival order, summaries merged in
+    by ``seq``) into the feeder's one-shot builder: `_placements` and the builder's one-shot loop
     (`ThreadBuilder._place_many`, given-list case) fused, so the common kinds (text, reasoning,
     tool call / result / progress, usage, lifecycle, user, relay) make their views straight from
     the events, with no `Node` record, placement tuple or generator step per chunk. Everything
-    else (spawn triggers, errors, REPL chunks, chunks waiting for their spawner, summaries) goes
-    through `_chunk_node` / `ConversationFeeder.prepare` and `ThreadBuilder._place_many`, one node
-    at a time. The golden-output tests and the projector-equals-one-shot property tests (the
-    projector places through `_placements` and `ThreadBuilder.add_in`) hold the paths equal.
+    else (spawn triggers, errors, REPL chunks, chunks waiting for their spawner, summaries, blocks
+    of several chunks of another kind) goes through `_chunk_node` / `ConversationFeeder.prepare`
+    and `ThreadBuilder._place_many`, one node at a time. The golden-output tests and the
+    projector-equals-one-shot property tests (the projector places through `_placements` and
+    `ThreadBuilder.add_in`) hold the paths equal.
 
     What the fused path leaves out, because nothing reads it in a one-shot build over one version:
     the builder's ``_placed`` / ``_view_of`` entries of non-trigger nodes (read only to place a
@@ -756,21 +785,34 @@ def _fill_one_shot(feeder: ConversationFeeder, columns: Any, summaries: list[Any
     builder = feeder.builder
     settle = builder._open_one_shot()
     try:
-        _fill_chunks(feeder, builder, columns, summaries)
+        _fill_blocks(feeder, builder, shown)
     finally:
         builder._close_one_shot(settle)
 
 
-def _fill_chunks(
-    feeder: ConversationFeeder,
-    builder: ThreadBuilder,
-    columns: Any,
-    summaries: list[Any],
-) -> None:
-    """The loop of `_fill_one_shot`."""
-    events, fed_blocks, seqs, texts, signatures = columns
-    blocks = feeder._blocks
-    blocks_get = blocks.get
+def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any) -> None:
+    """The loop of `_fill_one_shot`, over blocks rather than chunks: a block's chunks are placed in
+    one step, at its first chunk, which is the chunk order (`ShownPaths.feed`'s, the incremental
+    projector's) when no other chunk comes between them: a text or reasoning block is placed once,
+    with its whole text, and its later chunks are not placed at all; a block of one chunk, or
+    whose chunks are consecutive, has nothing between them (nor a summary, whose place is the first
+    chunk of a block). The first block that breaks this (chunks of runs streaming concurrently)
+    ends the walk: from that block on, the loop takes `ShownPaths.chunk_parts` (such blocks one
+    chunk at a time, in chunk order). A summary is placed before the first block whose first chunk
+    is not before the summary's ``seq`` (the chunks before it are placed first, as `_segments` cuts
+    the feed). Chunks waiting for their spawner are retried after each chunk of a spawn trigger
+    only: nothing else gives a waiting thread its list. O(1) amortised per chunk in Python, no
+    copy of the chunks."""
+    events = shown.chunk_events
+    n_chunks = len(events)
+    whole = _WHOLE_KINDS
+    batched = _BATCHED
+    clip = _prefix()
+    rows = iter(shown.summaries)
+    row = next(rows, None)
+    # place ``row`` before chunk index ``cut`` and on; no summary left: ``n_chunks``, which no chunk
+    # index reaches (an int the interpreter compares in its fast path, as it does the indexes)
+    cut = n_chunks if row is None else row.seq - 1
     run_level_get = feeder._run_level.get
     level_of_run = feeder._level_of_run
     # `ConversationFeeder._unique` is inlined at each node kind (the same four lines, on purpose: a
@@ -779,7 +821,6 @@ def _fill_chunks(
     usage = feeder._usage
     usage_get = usage.get
     triggers = _trigger_ids(feeder)
-    signatures_get = signatures.get
     place = builder._place_many
     # the builder's state, hoisted as in `ThreadBuilder._place_many`
     pending = builder._pending
@@ -801,7 +842,7 @@ def _fill_chunks(
     hide_reasoning = options.hide_reasoning
     collapse = options.collapse_tools
     new_branches = builder._new_branches
-    cut = -len(RESULT_SUFFIX)
+    cut_suffix = -len(RESULT_SUFFIX)
     # A new assistant view gets its run's status when it is made: the build's status memo
     # (`_Statuses`, always given by `build_from_conversation`) answers for one version, so that is
     # the status `ThreadBuilder._settle_statuses` would give it at the end; it is asked once per
@@ -819,44 +860,62 @@ def _fill_chunks(
     exec_init = _EXEC_INIT.copy
     deferred: list[tuple[Any, str | None]] = []
     # a run's list never changes once known (`ConversationFeeder._level_of_run` sets it once), so
-    # the level of the previous chunk's run is reused while the run stays the same
+    # the level of the previous block's run is reused while the run stays the same
     last_run: Any = None
     level: Any = None
-    for segment, row in _segments(events, fed_blocks, seqs, summaries):
-        for event, block in segment:
-            block_id = block.id
-            run = block.run
+    items: Iterable[Any] = shown.blocks()
+    while True:
+        for block in items:
+            chunks = block.chunks
+            first = chunks[0]
+            while first >= cut:  # summaries before this block
+                _place_summary(feeder, place, row)
+                row = next(rows, None)
+                cut = n_chunks if row is None else row.seq - 1
             kind = block.kind
+            many = False
+            if len(chunks) != 1:
+                if chunks[-1] >= n_chunks:  # (a block of an older version may have newer chunks)
+                    chunks = clip(chunks, n_chunks)
+                many = len(chunks) != 1
+                if many and kind not in whole:
+                    if chunks[-1] - first >= len(chunks):  # other chunks come between: from here on,
+                        items = shown.chunk_parts(block.index)  # chunk by chunk
+                        break
+                    if kind not in batched:
+                        kind = _SEVERAL  # no fast branch takes it: the builder places them one at a time
+            event = events[first]
+            run = block.run
             if run != last_run:
                 found = run_level_get(run)
                 if found is None:
                     found = level_of_run(run)
-                    if found is None:
-                        whole = texts.get(block_id)
-                        if kind == "tool_error":
-                            kind = "error"
-                        deferred.append((FedChunk(block_id, event, kind, run), whole))
+                    if found is None:  # its spawner has not been placed yet: wait for it
+                        _defer(deferred, events, block.id, block.kind, run, chunks)
                         continue
                 level = found
                 last_run = run
-            content: Any = None  # the content of a new assistant view (text, reasoning, call, relay)
-            if block_id in triggers:  # its placement is read to place the thread it spawned
-                node = _chunk_node(feeder, event, block_id, kind, run, texts, signatures)
-                if blocks_get(block_id) is None:
-                    blocks[block_id] = (node.id if node is not None else None, level.index)
-                if node is not None:
-                    place(((node, None, level),))
-            elif kind == "tool_progress":
-                node_id = event.id
-                if node_id in used:  # (a miss, the usual case, costs no call)
-                    count = used[node_id] + 1
-                    used[node_id] = count
-                    node_id = f"{node_id}#{count}"
-                else:
-                    used[node_id] = 1
+            # Each branch places its block; those that make a new assistant view (text, reasoning,
+            # call, relay) set its ``content`` and fall through to the tail, the others continue.
+            if triggers and block.id in triggers:  # its placement places the thread it spawned
+                deferred = _place_chunks(
+                    feeder, place, events, block.id, block.kind, run, chunks, level, deferred, True
+                )
+                continue
+            if kind == "tool_progress":
                 if pending and run in pending:
                     drop_pending(run)
-                if not skip_progress:
+                for i in chunks:
+                    event = events[i]
+                    node_id = event.id
+                    if node_id in used:  # (a miss, the usual case, costs no call)
+                        count = used[node_id] + 1
+                        used[node_id] = count
+                        node_id = f"{node_id}#{count}"
+                    else:
+                        used[node_id] = 1
+                    if skip_progress:
+                        continue
                     call_id = event.tool_call_id
                     view = calls_get(call_id)
                     if view is None:  # folded when the call arrives
@@ -896,7 +955,8 @@ def _fill_chunks(
                             call_content.progress = accumulator.reduce(
                                 accumulator.init() if state is None else state, event.content
                             )
-            elif kind == "text" or kind == "reasoning":
+                continue
+            if kind == "text" or kind == "reasoning":
                 node_id = event.id
                 if node_id in used:  # (a miss, the usual case, costs no call)
                     count = used[node_id] + 1
@@ -907,31 +967,35 @@ def _fill_chunks(
                 if pending and run in pending:
                     drop_pending(run)
                 is_reasoning = kind == "reasoning"
-                if not (is_reasoning and hide_reasoning):
-                    text = texts[block_id]
-                    signature = (signatures_get(block_id) or event.signature) if is_reasoning else None
-                    items = level.items
-                    merged = False
-                    if items and level.deferred_pending is None:  # else a pending view stands last
-                        last = items[-1]
-                        last_content: Any = last.content
-                        if last.run_id == run and type(last_content) is (
-                            ReasoningContent if is_reasoning else TextContent
-                        ):  # merged into the list's last view, joined once when read
-                            entry = pieces_get(id(last))
-                            if entry is None:
-                                pieces[id(last)] = (last_content, [last_content.text, text])
-                            else:
-                                entry[1].append(text)
-                            if is_reasoning and signature is not None:
-                                last_content.signature = signature  # type: ignore[union-attr]
-                            merged = True
-                    if not merged:
-                        content = (
-                            ReasoningContent(text=text, signature=signature)
-                            if is_reasoning
-                            else TextContent(text=text)
-                        )
+                if is_reasoning and hide_reasoning:
+                    continue
+                if many:
+                    text, signature = _whole_text(events, chunks, is_reasoning)
+                    if is_reasoning:
+                        signature = signature or event.signature
+                else:
+                    text = event.content
+                    signature = event.signature if is_reasoning else None
+                items_of = level.items
+                if items_of and level.deferred_pending is None:  # else a pending view stands last
+                    last = items_of[-1]
+                    last_content: Any = last.content
+                    if last.run_id == run and type(last_content) is (
+                        ReasoningContent if is_reasoning else TextContent
+                    ):  # merged into the list's last view, joined once when read
+                        entry = pieces_get(id(last))
+                        if entry is None:
+                            pieces[id(last)] = (last_content, [last_content.text, text])
+                        else:
+                            entry[1].append(text)
+                        if is_reasoning and signature is not None:
+                            last_content.signature = signature  # type: ignore[union-attr]
+                        continue
+                content: Any = (
+                    ReasoningContent(text=text, signature=signature)
+                    if is_reasoning
+                    else TextContent(text=text)
+                )
             elif kind == "tool_call":
                 node_id = event.id
                 if pending and run in pending:
@@ -940,16 +1004,16 @@ def _fill_chunks(
                     builder._add_tool_call(  # (which records the call node: see `call_is_real`)
                         ToolCallNode(id=node_id, run_id=run, name=event.name, input=event.input), level
                     )
-                else:
-                    content = (
-                        ToolCallContent(name=event.name)
-                        if collapse
-                        else ToolCallContent(name=event.name, input=event.input)
-                    )
-                    if results and node_id in results:
-                        builder._set_output(content, results[node_id])
-                    if not collapse and progress and node_id in progress:
-                        content.progress = builder._fold_progress(node_id)
+                    continue
+                content = (
+                    ToolCallContent(name=event.name)
+                    if collapse
+                    else ToolCallContent(name=event.name, input=event.input)
+                )
+                if results and node_id in results:
+                    builder._set_output(content, results[node_id])
+                if not collapse and progress and node_id in progress:
+                    content.progress = builder._fold_progress(node_id)
             elif kind == "tool_result":
                 node_id = f"{event.id}:result"
                 # the call id: the node id without its suffix, or all of it once "#n" follows
@@ -959,7 +1023,7 @@ def _fill_chunks(
                     node_id = call_id = f"{node_id}#{count}"
                 else:
                     used[node_id] = 1
-                    call_id = node_id[:cut]
+                    call_id = node_id[:cut_suffix]
                 if pending and run in pending:
                     drop_pending(run)
                 output = event.output
@@ -970,10 +1034,12 @@ def _fill_chunks(
                     )
                 else:
                     view.content.output = True if collapse else output
+                continue
             elif kind == "usage":
-                usage[run] = usage_get(run, 0) + 1
+                usage[run] = usage_get(run, 0) + len(chunks)
                 if pending and run in pending:
                     drop_pending(run)
+                continue
             elif kind == "harness_start" or kind == "harness_end":
                 node_id = f"{run}:{kind}"
                 if node_id in used:  # (a miss, the usual case, costs no call)
@@ -992,17 +1058,18 @@ def _fill_chunks(
                 else:  # as `ThreadBuilder._place_many`: a pending view, made only if nothing follows
                     run_record.started = True
                     if not run_record.ended and not run_record.errored:
-                        items = level.items
+                        items_of = level.items
                         if level.deferred_pending is not None:
                             drop_pending(level.deferred_pending)
-                        elif pending and items and type(items[-1].content) is PendingContent:
-                            drop_pending(items[-1].run_id)
+                        elif pending and items_of and type(items_of[-1].content) is PendingContent:
+                            drop_pending(items_of[-1].run_id)
                         if not level.attached and level.owner is not None:
-                            level.owner.branches.append(items)
+                            level.owner.branches.append(items_of)
                             level.attached = True
                         level.deferred_pending = run
                         level.deferred_id = node_id
                         pending[run] = (level, None)
+                continue
             elif kind == "relay":
                 node_id = event.id
                 if node_id in used:  # (a miss, the usual case, costs no call)
@@ -1041,44 +1108,108 @@ def _fill_chunks(
                         branches=new_branches(),
                     ),
                 )
-            else:  # errors, REPL chunks, anything new: one node through the builder's loop
-                node = _chunk_node(feeder, event, block_id, kind, run, texts, signatures)
-                if node is not None:
-                    place(((node, None, level),))
-            if content is not None:  # a new assistant view: `ThreadBuilder._place_many`'s tail
-                if status_of is not None and run != status_run:
-                    status_run = run
-                    run_status = status_of(run)
-                view = ViewNode(
-                    id=node_id,
-                    run_id=run,
-                    role="assistant",
-                    content=content,
-                    status=run_status,
-                    branches=new_branches(),
+                continue
+            else:  # errors, REPL chunks, several chunks of another kind: through the builder's loop
+                _place_chunks(
+                    feeder, place, events, block.id, block.kind, run, chunks, level, deferred, False
                 )
-                if kind == "tool_call":
-                    calls[node_id] = view
-                items = level.items
-                if level.deferred_pending is not None:
-                    drop_pending(level.deferred_pending)
-                elif pending and items and type(items[-1].content) is PendingContent:
-                    drop_pending(items[-1].run_id)
-                items.append(view)
-                if not level.attached and level.owner is not None:
-                    level.owner.branches.append(items)
-                    level.attached = True
-            if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
-                deferred = _retry_deferred(feeder, place, deferred)
-        if row is not None:
-            summary, summary_level = _summary_node(feeder, row)
-            if summary is not None:
-                place(((summary, None, summary_level),))
-    for chunk, whole in deferred:  # spawner never shown: the top level rather than nowhere
+                continue
+            # a new assistant view: `ThreadBuilder._place_many`'s tail
+            if status_of is not None and run != status_run:
+                status_run = run
+                run_status = status_of(run)
+            view = ViewNode(
+                id=node_id,
+                run_id=run,
+                role="assistant",
+                content=content,
+                status=run_status,
+                branches=new_branches(),
+            )
+            if kind == "tool_call":
+                calls[node_id] = view
+            items_of = level.items
+            if level.deferred_pending is not None:
+                drop_pending(level.deferred_pending)
+            elif pending and items_of and type(items_of[-1].content) is PendingContent:
+                drop_pending(items_of[-1].run_id)
+            items_of.append(view)
+            if not level.attached and level.owner is not None:
+                level.owner.branches.append(items_of)
+                level.attached = True
+        else:
+            break
+    while row is not None:  # summaries after the last chunk
+        _place_summary(feeder, place, row)
+        row = next(rows, None)
+    for chunk, whole_text in deferred:  # spawner never shown: the top level rather than nowhere
         feeder.show_at_top(chunk.run_id)
-        _, node, level = feeder.prepare(chunk, whole)
+        _, node, level = feeder.prepare(chunk, whole_text)
         if node is not None:
             place(((node, None, level),))
+
+
+def _prefix() -> Callable[[Any, int], Any]:
+    from convograph.hypergraph.model import prefix
+
+    return prefix
+
+
+def _defer(
+    deferred: list[tuple[Any, str | None]],
+    events: list[Any],
+    block_id: str,
+    kind: str,
+    run: str,
+    chunks: Sequence[int],
+) -> None:
+    """Queue a block's chunks (a text or reasoning block's first, with its whole text) until their
+    spawner is placed (`_retry_deferred`)."""
+    if kind in _WHOLE_KINDS:
+        deferred.append(
+            (FedChunk(block_id, events[chunks[0]], kind, run), _whole_text(events, chunks, False)[0])
+        )
+        return
+    if kind == "tool_error":
+        kind = "error"
+    deferred.extend((FedChunk(block_id, events[i], kind, run), None) for i in chunks)
+
+
+def _place_chunks(
+    feeder: ConversationFeeder,
+    place: Callable[[Any], None],
+    events: list[Any],
+    block_id: str,
+    kind: str,
+    run: str,
+    chunks: Sequence[int],
+    level: _Level,
+    deferred: list[tuple[Any, str | None]],
+    trigger: bool,
+) -> list[tuple[Any, str | None]]:
+    """Place a block's chunks (a text or reasoning block's first, with its whole text) one at a time
+    through the builder (`_chunk_node`, `ThreadBuilder._place_many`): a spawn trigger, whose
+    placement is recorded (it places the thread it spawned: waiting chunks are retried after each
+    chunk, as they would be in chunk order), or a rare kind. The chunks still waiting."""
+    text = signature = None
+    if kind in _WHOLE_KINDS:
+        text, signature = _whole_text(events, chunks, kind == "reasoning")
+        chunks = chunks[:1]
+    for i in chunks:
+        node = _chunk_node(feeder, events[i], block_id, kind, run, text, signature)
+        if trigger and block_id not in feeder._blocks:
+            feeder._blocks[block_id] = (node.id if node is not None else None, level.index)
+        if node is not None:
+            place(((node, None, level),))
+        if trigger and deferred:  # the thread it spawned may be waiting
+            deferred = _retry_deferred(feeder, place, deferred)
+    return deferred
+
+
+def _place_summary(feeder: ConversationFeeder, place: Callable[[Any], None], row: Any) -> None:
+    summary, level = _summary_node(feeder, row)
+    if summary is not None:
+        place(((summary, None, level),))
 
 
 def _retry_deferred(
