@@ -250,7 +250,21 @@ def _reference_ms(value: str) -> int | None:
     minute=st.integers(0, 61),
     second=st.integers(0, 61),
     fraction=st.sampled_from(
-        ["", ".", ".0", ".07", ".007", ".0071", ".00712", ".007129", ".0071299", ".999"]
+        [
+            "",
+            ".",
+            ".0",
+            ".07",
+            ".007",
+            ".0071",
+            ".00712",
+            ".007129",
+            ".0071299",
+            ".999",
+            ",007",
+            ".\u0661\u0662\u0663",  # digits, not ASCII ones
+            ".12\uff17",
+        ]
     ),
     suffix=st.sampled_from(["", "Z", "+00:00", "-00:00", "+01:00", "-05:30", " ", "z"]),
     digits=st.integers(0, 999_999),
@@ -296,3 +310,28 @@ def test_json_decoded_mappings_give_the_envelope_of_their_text() -> None:
             }
         )
     assert info.value.code == "invalid_data"
+
+
+def test_a_cached_second_answers_every_fraction_as_fromisoformat() -> None:
+    """The fast path (a second the cache holds, then the fraction) answers as the full parse:
+    non-ASCII digits, other separators and suffixes are left to it."""
+    assert parse_timestamp_ms("2026-03-02T09:00:00.007+00:00") == 1772442000007  # caches the second
+    for value in (
+        "2026-03-02T09:00:00.123Z",
+        "2026-03-02T09:00:00.999",
+        "2026-03-02T09:00:00.\u0661\u0662\u0663+00:00",
+        "2026-03-02T09:00:00.12\uff17Z",
+        "2026-03-02T09:00:00,007+00:00",
+        "2026-03-02T09:00:00.+07+00:00",
+        "2026-03-02T09:00:00.007+00:0x",
+        "2026-03-02T09:00:00.007z",
+        "2026-03-02T09:00:00.00 ",
+        "2026-03-02T09:00:00.007-00:00",
+        "2026-03-02T09:00:00.007+01:00",
+    ):
+        want = _reference_ms(value)
+        if want is None:
+            with pytest.raises(EnvelopeError):
+                parse_timestamp_ms(value)
+        else:
+            assert parse_timestamp_ms(value) == want, value

@@ -104,6 +104,15 @@ _second_ms: dict[str, int] = {}
 
 def parse_timestamp_ms(value: Any, *, field: str = "data.timestamp") -> int:
     """UTC epoch milliseconds of an ISO 8601 string; naive strings are UTC. Raises `EnvelopeError`."""
+    if type(value) is str:
+        # ``…:SS.mmm`` then ``+00:00``, ``Z`` or nothing: a second the cache holds matched
+        # `_UTC_TIMESTAMP` before, so only the fraction is left to check (no regex; ~0.5 us)
+        size = len(value)
+        if (size == 29 and value.endswith("+00:00")) or (size == 24 and value[23] == "Z") or size == 23:
+            base = _second_ms.get(value[:19])
+            fraction = value[20:23]
+            if base is not None and value[19] == "." and fraction.isdigit() and fraction.isascii():
+                return base + int(fraction)
     if type(value) is str and (match := _UTC_TIMESTAMP.fullmatch(value)) is not None:
         second, fraction = match.groups()
         base = _second_ms.get(second)

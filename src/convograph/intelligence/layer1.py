@@ -69,6 +69,8 @@ _json = msgspec.json.Encoder(order="sorted")  # canonical: live payloads and jou
 
 _SECONDS_CACHE = 65536
 _iso_seconds: dict[int, str] = {}
+_MILLIS = tuple(f".{millis:03d}+00:00" for millis in range(1000))
+"""``.mmm+00:00`` for every millisecond (no format spec parsed per call)."""
 
 
 def iso_ms(epoch_ms: int) -> str:
@@ -76,14 +78,14 @@ def iso_ms(epoch_ms: int) -> str:
 
     The ``YYYY-MM-DDTHH:MM:SS`` part is cached per whole second (events cluster in time), which
     makes this ~4x cheaper than formatting a datetime each time. Thread-safe (dict set/get)."""
-    seconds, millis = divmod(epoch_ms, 1000)
+    seconds = epoch_ms // 1000
     prefix = _iso_seconds.get(seconds)
     if prefix is None:
         if len(_iso_seconds) >= _SECONDS_CACHE:
             _iso_seconds.clear()
         prefix = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")[:-6]
         _iso_seconds[seconds] = prefix
-    return f"{prefix}.{millis:03d}+00:00"
+    return prefix + _MILLIS[epoch_ms - seconds * 1000]
 
 
 def tool_call_node_id(session_id: str, tool_call_id: str) -> str:
