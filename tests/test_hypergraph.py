@@ -871,7 +871,7 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
         seen_signatures += len(signatures)
         # blocks / chunk_parts (the one-shot block walk): the records, and feed's order from a block on
         assert [r.id for r in shown.blocks()] == [r.id for r in records]
-        assert shown.chunk_events is events
+        assert shown.chunk_events == tuple(events)
         index_of = {r.id: r.index for r in records}
         for start in sorted({0, *(r.index for r in records[len(records) // 2 :][:1])}):  # all, the later half
             parts = shown.chunk_parts(start)

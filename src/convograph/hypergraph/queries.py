@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress
+from itertools import chain, compress, islice
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import msgspec
@@ -937,6 +937,14 @@ def spawn_row(conv: Conversation, run_id: str) -> tuple[str, str] | None:
     return spawn.kind, conv._store.blocks[spawn.trigger].id
 
 
+def _head(paged: Any, count: int) -> Iterator[Any]:
+    """The first ``count`` items of a `model.Paged`, read from its pages (C-level iterators, no
+    copy). Race-safe against appends: the tail is read before the pages' list is copied, so a page
+    sealed meanwhile (a copy of that tail) is read first and cut at ``count``."""
+    tail = paged.tail
+    return islice(chain(chain.from_iterable(list(paged.pages)), tail), count)
+
+
 def _flat[T](paged: Any, count: int) -> list[T]:
     """The first ``count`` items of a `model.Paged` as one list (a C-level copy of references)."""
     out: list[T] = list(chain.from_iterable(paged.pages))
@@ -1018,15 +1026,36 @@ class ShownPaths:
     every position when every block is shown).
     """
 
-    __slots__ = ("_blocks", "_conv", "_events", "_records", "summaries")
+    __slots__ = ("_blocks", "_chunk_events", "_conv", "_event_list", "_record_list", "summaries")
 
     def __init__(self, conv: Conversation, blocks: Sequence[int], summaries: list[SummaryRow]) -> None:
         self._conv = conv
         self._blocks = blocks
         self.summaries = summaries
         """Summary messages on the paths, sorted by ``seq`` (ties in walk order)."""
-        self._records: list[_Block] = _flat(conv._store.blocks, conv._n_blocks)
-        self._events: list[Any] = _flat(conv._store.events, conv._n_chunks)
+        self._record_list: list[_Block] | None = None
+        self._event_list: list[Any] | None = None
+        self._chunk_events: tuple[Any, ...] | None = None
+
+    # The store's records and events are copied only when a reader asks for them: a copy is a list
+    # of ~100k references that the cyclic GC traverses twice (its first young and middle-generation
+    # collections) while the caller runs, ~5 ms each for a 100k-chunk conversation.
+
+    @property
+    def _records(self) -> list[_Block]:
+        """Every block record of this version by store position (a C-level copy, made once)."""
+        records = self._record_list
+        if records is None:
+            records = self._record_list = _flat(self._conv._store.blocks, self._conv._n_blocks)
+        return records
+
+    @property
+    def _events(self) -> list[Any]:
+        """Every chunk's event of this version by chunk index (a C-level copy, made once)."""
+        events = self._event_list
+        if events is None:
+            events = self._event_list = _flat(self._conv._store.events, self._conv._n_chunks)
+        return events
 
     def __len__(self) -> int:
         """Number of shown blocks."""
@@ -1085,18 +1114,25 @@ class ShownPaths:
         )
 
     @property
-    def chunk_events(self) -> list[Any]:
-        """Every chunk's event of this version by chunk index (read-only: never mutate it)."""
-        return self._events
+    def chunk_events(self) -> tuple[Any, ...]:
+        """Every chunk's event of this version by chunk index, as a tuple: the cyclic GC untracks it
+        at its first collection (events are untracked), so it is traversed once, not twice as a
+        list would be (made once, a C-level copy)."""
+        events = self._chunk_events
+        if events is None:
+            paged = self._conv._store.events
+            events = self._chunk_events = tuple(_head(paged, self._conv._n_chunks))
+        return events
 
     def blocks(self) -> Iterable[Any]:
         """The shown blocks' own store records in arrival order (read-only, see `BlockRef`, plus
         ``chunks``: the block's chunk indexes, of which those below `Conversation.chunk_count`
-        belong to this version; ``index``: its store position). No copy when every block is shown.
-        O(1); iterating is O(shown blocks)."""
-        records = self._records
+        belong to this version; ``index``: its store position). When every block is shown, read
+        straight from the store's pages (no copy). O(1); iterating is O(shown blocks)."""
         blocks = self._blocks
-        return records if len(blocks) == len(records) else map(records.__getitem__, blocks)
+        if type(blocks) is range:  # every block (`shown_paths`)
+            return _head(self._conv._store.blocks, len(blocks))
+        return map(self._records.__getitem__, blocks)
 
     def chunk_parts(self, start: int) -> list[Any]:
         """The shown blocks from store position ``start`` on, in the order their chunks are placed

@@ -738,7 +738,7 @@ def _chunk_node(
     return feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
 
 
-def _whole_text(events: list[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
+def _whole_text(events: Sequence[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
     """A text or reasoning block's text (its chunks' contents joined) and, for reasoning, the newest
     signature sent in it (None when none was, and for text). O(chunks)."""
     if not reasoning:
@@ -873,12 +873,10 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 row = next(rows, None)
                 cut = n_chunks if row is None else row.seq - 1
             kind = block.kind
-            many = False
             if len(chunks) != 1:
                 if chunks[-1] >= n_chunks:  # (a block of an older version may have newer chunks)
                     chunks = clip(chunks, n_chunks)
-                many = len(chunks) != 1
-                if many and kind not in whole:
+                if len(chunks) != 1 and kind not in whole:
                     if chunks[-1] - first >= len(chunks):  # other chunks come between: from here on,
                         items = shown.chunk_parts(block.index)  # chunk by chunk
                         break
@@ -969,7 +967,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 is_reasoning = kind == "reasoning"
                 if is_reasoning and hide_reasoning:
                     continue
-                if many:
+                if len(chunks) != 1:
                     text, signature = _whole_text(events, chunks, is_reasoning)
                     if is_reasoning:
                         signature = signature or event.signature
@@ -1157,7 +1155,7 @@ def _prefix() -> Callable[[Any, int], Any]:
 
 def _defer(
     deferred: list[tuple[Any, str | None]],
-    events: list[Any],
+    events: Sequence[Any],
     block_id: str,
     kind: str,
     run: str,
@@ -1178,7 +1176,7 @@ def _defer(
 def _place_chunks(
     feeder: ConversationFeeder,
     place: Callable[[Any], None],
-    events: list[Any],
+    events: Sequence[Any],
     block_id: str,
     kind: str,
     run: str,
