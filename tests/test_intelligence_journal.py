@@ -152,7 +152,7 @@ def test_the_in_memory_tail_serves_exactly_what_sqlite_holds(tmp_path: Path) -> 
 # What schema 5 changed, undone: the session index on (workspace, session_id, seq), the
 # idempotency digests unique alone (and in tombstones), no session_key column.
 _AS_SCHEMA_4 = (
-    "DROP INDEX events_session_key; DROP INDEX events_session_idem;"
+    "DROP INDEX events_session_keys;"
     "ALTER TABLE events DROP COLUMN session_key;"
     "CREATE INDEX events_session ON events (workspace, session_id, seq);"
     "CREATE UNIQUE INDEX events_idem_key ON events (idem_key) WHERE idem_key IS NOT NULL;"
@@ -181,11 +181,11 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
     db.close()
     with caplog.at_level(logging.INFO, logger="convograph.intelligence.journal"):
         again = SqliteJournal(path)
-    assert "from journal schema 4 to 5" in caplog.text  # a slow start (every row rewritten) says why
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
+    assert "from journal schema 4 to 6" in caplog.text  # a slow start (every row rewritten) says why
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "6"
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert {"events_session_key", "events_base_content", "events_session_idem", "tombstones_idem"} <= indexes
-    assert not {"events_session", "events_idem_key", "tombstones_idem_key"} & indexes
+    assert {"events_session_keys", "events_base_content", "tombstones_idem"} <= indexes
+    assert not {"events_session", "events_idem_key", "tombstones_idem_key", "events_session_key"} & indexes
     rows = again._write.execute("SELECT * FROM events ORDER BY seq").fetchall()
     assert [row[:-1] for row in rows] == before  # the records themselves are untouched
     assert [row[-1] for row in rows] == [_session_key(row[1], row[2]) for row in rows]
@@ -206,8 +206,7 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
             (_session_key("W", "A"), "W", "A"),
         )
     )
-    assert "events_session_key" in plan
-    assert "TEMP B-TREE" not in plan  # the entries' rowids give seq order
+    assert "events_session_keys" in plan  # (seq order by a sort of the session's rows)
     again.close()
 
 
@@ -244,6 +243,37 @@ def test_sessions_whose_keys_collide_stay_apart(tmp_path: Path, monkeypatch: pyt
     journal.close()
 
 
+def test_a_schema_5_journal_gets_one_session_index_and_keeps_deduplicating(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "j.sqlite3"
+    journal = SqliteJournal(path)
+    journal.append([env(1, key="k1", session="A"), env(2, session="A"), env(3, key="k3", session="B")])
+    journal.close()
+    with sqlite3.connect(path, isolation_level=None) as db:  # schema 5's two session indexes
+        db.executescript(
+            "DROP INDEX events_session_keys;"
+            "CREATE UNIQUE INDEX events_session_idem ON events (session_key, idem_key) WHERE idem_key IS NOT NULL;"
+            "CREATE INDEX events_session_key ON events (session_key);"
+            "UPDATE meta SET v = '5' WHERE k = 'schema';"
+        )
+    db.close()
+    again = SqliteJournal(path)
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "6"
+    indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "events_session_keys" in indexes
+    assert not {"events_session_idem", "events_session_key"} & indexes
+    statuses = [
+        r.status
+        for r in again.append([env(9, key="k1", session="A"), env(2, session="A"), env(4, session="A")])
+    ]
+    assert statuses == ["duplicate", "duplicate", "queued"]  # by key, by content; keyless rows never conflict
+    assert [r.epoch_ms % 10 for r in again.read_session("W", "A", 10**9)] == [1, 2, 4]
+    assert again.forget_session("W", "A") == 3
+    assert again.session_count("W", "B") == 1
+    again.close()
+
+
 def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) -> None:
     import sqlite3
 
@@ -263,7 +293,7 @@ def test_a_schema_2_journal_is_migrated_and_keeps_deduplicating(tmp_path: Path) 
     indexes = {row[0] for row in again._write.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "events_base_content" in indexes
     assert "events_content_key" not in indexes
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "6"
     assert [r.status for r in again.append([env(1), env(3, key="k1"), env(2), env(4)])] == [
         "duplicate",
         "duplicate",
@@ -312,7 +342,7 @@ def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_
         assert before
     db.close()
     again = SqliteJournal(path)
-    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "5"
+    assert again._write.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()[0] == "6"
     rows = again._write.execute(
         "SELECT seq, workspace, base_id, data, base_key, epoch_ms FROM events ORDER BY seq"
     )

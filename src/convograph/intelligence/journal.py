@@ -196,12 +196,16 @@ CREATE INDEX IF NOT EXISTS tombstones_idem ON tombstones (idem_key) WHERE idem_k
 # 5; schema 4's index on the digest alone wrote about one page per event to the WAL once the log
 # held a few hundred thousand events). Tombstones keep the digest alone: a forgotten key stays
 # refused in every session of its workspace.
+# Schema 6: one index on (session_key, idem_key) for every row does both jobs (schema 5 had a
+# partial unique one and a plain one on session_key): SQLite's unique indexes hold any number of
+# NULLs, so a row without a key conflicts with none, and a session's rows are its key prefix
+# (read in seq order with a sort, O(k log k) per session read). One B-tree less per append:
+# ci-large appended alone, 8.9-9.2 -> 7.9-8.1 us of CPU per event.
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS events_base_content ON events (base_key, content_key);
-CREATE UNIQUE INDEX IF NOT EXISTS events_session_idem ON events (session_key, idem_key) WHERE idem_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_session_key ON events (session_key);
+CREATE UNIQUE INDEX IF NOT EXISTS events_session_keys ON events (session_key, idem_key);
 """
-_SCHEMA_VERSION = "5"
+_SCHEMA_VERSION = "6"
 _REKEY = (
     "DROP INDEX IF EXISTS events_base_content;"
     " UPDATE events SET base_key = convograph_base_key(workspace, base_id, epoch_ms);"
@@ -212,10 +216,15 @@ _TO_5 = (
     " DROP INDEX IF EXISTS events_session; DROP INDEX IF EXISTS events_idem_key;"
     " DROP INDEX IF EXISTS tombstones_idem_key;"  # unique: two sessions may now share a key
 )
+_TO_6 = " DROP INDEX IF EXISTS events_session_idem; DROP INDEX IF EXISTS events_session_key;"
 _MIGRATIONS = {
-    "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;" + _REKEY + _TO_5,
-    "3": _REKEY + _TO_5,  # schema 3 keyed base ids by a random 64-bit hash (`_base_key`)
-    "4": _TO_5,  # schema 4 indexed sessions on (workspace, session_id, seq), digests alone
+    "2": "DROP INDEX IF EXISTS events_content_key; DROP INDEX IF EXISTS events_base_key;"
+    + _REKEY
+    + _TO_5
+    + _TO_6,
+    "3": _REKEY + _TO_5 + _TO_6,  # schema 3 keyed base ids by a random 64-bit hash (`_base_key`)
+    "4": _TO_5 + _TO_6,  # schema 4 indexed sessions on (workspace, session_id, seq), digests alone
+    "5": _TO_6,  # schema 5 had a partial unique (session_key, idem_key) index and one on session_key
 }
 """Older schema version -> SQL that, followed by `_INDEXES`, makes it the current one (with
 ``convograph_base_key`` / ``convograph_session_key`` registered as `_base_key` / `_session_key`)."""
@@ -266,7 +275,7 @@ def _session_key(workspace: str, session_id: str) -> int:
 
 
 _SESSION = "session_key = ? AND workspace = ? AND session_id = ?"
-"""One session's rows, through ``events_session_key`` (parameters: `_session_params`)."""
+"""One session's rows, through ``events_session_keys`` (parameters: `_session_params`)."""
 
 
 def _session_params(workspace: str, session_id: str) -> tuple[int, str, str]:
@@ -342,7 +351,8 @@ class SqliteJournal:
             self._write.executescript(_INDEXES)
             self._write.execute("INSERT INTO meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
         elif version[0] in _MIGRATIONS:
-            # rewrites every row once (~10 s per million events): say why the start is slow
+            # from schema 4 and older it rewrites every row (~10 s per million events), from 5 it
+            # builds an index: say why the start is slow
             log.info("migrating %s from journal schema %s to %s", self.path, version[0], _SCHEMA_VERSION)
             self._write.executescript(
                 "BEGIN IMMEDIATE;" + _MIGRATIONS[version[0]] + _INDEXES
@@ -524,7 +534,7 @@ class SqliteJournal:
         return [(ws, sid) for ws, sid in rows]
 
     def session_count(self, workspace: str, session_id: str) -> int:
-        """Indexed count (``events_session_key``)."""
+        """Indexed count (``events_session_keys``)."""
         with self._read_lock:
             row = self._read.execute(
                 f"SELECT count(*) FROM events WHERE {_SESSION}", _session_params(workspace, session_id)
