@@ -194,9 +194,9 @@ class LocalBlobStore:
     """`BlobStore` in one SQLite file (WAL) under a local directory; see the module docstring.
 
     A put is one transaction of four statements and creates no file: the file layout it replaces
-    (an object file, a link directory and file, a ref file, each written as a new inode) cost ~4
-    ms of CPU per put on a machine where creating an inode costs ~0.75 ms (AMD EPYC python-svc VM,
-    2026-11-27), ~5 us per ci-large event. Thread-safe (one connection, one lock)."""
+    (an object file, a link directory and file, a ref file, each written as a new inode) cost up to
+    ~4 ms of CPU per put on a machine where creating an inode costs 0.04-0.75 ms (AMD EPYC
+    python-svc VM, 2026-11-27): 1-5 us per ci-large event. Thread-safe (one connection, one lock)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
