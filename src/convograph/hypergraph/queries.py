@@ -40,7 +40,6 @@ from convograph.hypergraph.model import (
 __all__ = [
     "Block",
     "BlockColumns",
-    "BlockPart",
     "BlockRef",
     "BlockRow",
     "Chunk",
@@ -991,20 +990,6 @@ class FeedColumns(NamedTuple):
     """Reasoning block id -> the newest ``signature`` sent in it (absent when none was)."""
 
 
-class BlockPart(NamedTuple):
-    """One chunk of a block, as `ShownPaths.chunk_parts` hands it out: the block's `BlockRef`
-    fields and ``chunks`` holding that one chunk index."""
-
-    id: str
-    kind: str
-    run: str
-    chunks: tuple[int]
-
-
-def _first(keyed: tuple[int, Any]) -> int:
-    return keyed[0]
-
-
 class BlockColumns(NamedTuple):
     """`ShownPaths.block_columns`: one entry per shown block, in arrival order (parallel lists)."""
 
@@ -1133,27 +1118,6 @@ class ShownPaths:
         if type(blocks) is range:  # every block (`shown_paths`)
             return _head(self._conv._store.blocks, len(blocks))
         return map(self._records.__getitem__, blocks)
-
-    def chunk_parts(self, start: int) -> list[Any]:
-        """The shown blocks from store position ``start`` on, in the order their chunks are placed
-        (`feed`'s): a text or reasoning block, or a block of one chunk, as its record (at its first
-        chunk); any other block as one `BlockPart` per chunk of this version. For a caller that
-        walks `blocks` and meets a block whose chunks other chunks come between. O(k log k) for
-        the k parts."""
-        n = self._conv._n_chunks
-        records = self._records
-        blocks = self._blocks
-        whole = _WHOLE_KINDS
-        keyed: list[tuple[int, Any]] = []
-        for b in blocks[bisect_left(blocks, start) :]:
-            block = records[b]
-            chunks = block.chunks
-            if len(chunks) == 1 or block.kind in whole:
-                keyed.append((chunks[0], block))
-            else:
-                keyed.extend((i, BlockPart(block.id, block.kind, block.run, (i,))) for i in prefix(chunks, n))
-        keyed.sort(key=_first)
-        return [part for _, part in keyed]
 
     def block_columns(self, text_limit: int = 8) -> BlockColumns:
         """Every shown block in arrival order, with its first event and, for text and reasoning

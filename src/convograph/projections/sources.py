@@ -30,7 +30,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from heapq import heappop, heappush
 from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from convograph.graph.nodes import (
     ErrorNode,
@@ -796,13 +799,14 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
     projector's) when no other chunk comes between them: a text or reasoning block is placed once,
     with its whole text, and its later chunks are not placed at all; a block of one chunk, or
     whose chunks are consecutive, has nothing between them (nor a summary, whose place is the first
-    chunk of a block). The first block that breaks this (chunks of runs streaming concurrently)
-    ends the walk: from that block on, the loop takes `ShownPaths.chunk_parts` (such blocks one
-    chunk at a time, in chunk order). A summary is placed before the first block whose first chunk
-    is not before the summary's ``seq`` (the chunks before it are placed first, as `_segments` cuts
-    the feed). Chunks waiting for their spawner are retried after each chunk of a spawn trigger
-    only: nothing else gives a waiting thread its list. O(1) amortised per chunk in Python, no
-    copy of the chunks."""
+    chunk of a block). A block that breaks this (chunks of runs streaming concurrently) is split:
+    its chunks go, as `_Part` records, into a heap by chunk index, and from the first such block on
+    the walk takes the blocks with the parts merged in (`_merged`), so every chunk is placed in
+    chunk order. A summary is placed before the first block whose first chunk is not before the
+    summary's ``seq`` (the chunks before it are placed first, as `_segments` cuts the feed).
+    Chunks waiting for their spawner are retried after each chunk of a spawn trigger only: nothing
+    else gives a waiting thread its list. O(1) amortised per chunk in Python (O(log k) per part of
+    a split block), no copy of the chunks."""
     events = shown.chunk_events
     n_chunks = len(events)
     whole = _WHOLE_KINDS
@@ -863,7 +867,9 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
     # the level of the previous block's run is reused while the run stays the same
     last_run: Any = None
     level: Any = None
-    items: Iterable[Any] = shown.blocks()
+    rest = iter(shown.blocks())
+    items: Iterator[Any] = rest
+    later: list[tuple[int, _Part]] = []  # the chunks of split blocks still to place (a heap)
     while True:
         for block in items:
             chunks = block.chunks
@@ -877,9 +883,13 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 if chunks[-1] >= n_chunks:  # (a block of an older version may have newer chunks)
                     chunks = clip(chunks, n_chunks)
                 if len(chunks) != 1 and kind not in whole:
-                    if chunks[-1] - first >= len(chunks):  # other chunks come between: from here on,
-                        items = shown.chunk_parts(block.index)  # chunk by chunk
-                        break
+                    if chunks[-1] - first >= len(chunks):  # other chunks come between: split it
+                        for i in chunks:
+                            heappush(later, (i, _Part(block.id, kind, block.run, (i,))))
+                        if items is rest:  # from here on, the blocks merged with the parts
+                            items = _merged(rest, later)
+                            break
+                        continue
                     if kind not in batched:
                         kind = _SEVERAL  # no fast branch takes it: the builder places them one at a time
             event = events[first]
@@ -1145,6 +1155,30 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
         _, node, level = feeder.prepare(chunk, whole_text)
         if node is not None:
             place(((node, None, level),))
+
+
+class _Part(msgspec.Struct, gc=False):
+    """One chunk of a block that `_fill_blocks` places chunk by chunk: the block's `BlockRef`
+    fields, and ``chunks`` holding that chunk's index (a Struct: made by a C-level constructor,
+    untracked by the cyclic GC)."""
+
+    id: str
+    kind: str
+    run: str
+    chunks: tuple[int]
+
+
+def _merged(blocks: Iterator[Any], later: list[tuple[int, _Part]]) -> Iterator[Any]:
+    """``blocks`` with the parts of ``later`` (a heap by chunk index, which the caller may push to
+    while this is suspended) merged in by chunk index: a part before the first block whose first
+    chunk comes after it. O(log k) per part."""
+    for block in blocks:
+        first = block.chunks[0]
+        while later and later[0][0] < first:
+            yield heappop(later)[1]
+        yield block
+    while later:
+        yield heappop(later)[1]
 
 
 def _prefix() -> Callable[[Any, int], Any]:
