@@ -977,13 +977,15 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 is_reasoning = kind == "reasoning"
                 if is_reasoning and hide_reasoning:
                     continue
-                if len(chunks) != 1:
-                    text, signature = _whole_text(events, chunks, is_reasoning)
-                    if is_reasoning:
-                        signature = signature or event.signature
-                else:
+                if len(chunks) == 1:
                     text = event.content
                     signature = event.signature if is_reasoning else None
+                elif not is_reasoning:  # (`_whole_text`'s join, inline: its call per text block is ~1 %)
+                    text = "".join([events[i].content for i in chunks])
+                    signature = None
+                else:
+                    text, signature = _whole_text(events, chunks, True)
+                    signature = signature or event.signature
                 items_of = level.items
                 if items_of and level.deferred_pending is None:  # else a pending view stands last
                     last = items_of[-1]
