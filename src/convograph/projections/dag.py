@@ -657,8 +657,8 @@ def _layout(data: LayoutInput) -> DAGLayout:
             strict=True,
         )
     ]
-    edges_out = [
-        DAGEdge(source=ids[s], target=ids[t], type="sequence" if runs[s] == runs[t] else "spawn")
+    edges_out = [  # (run numbers: an int comparison where equal run ids may be distinct strings)
+        DAGEdge(source=ids[s], target=ids[t], type="sequence" if rid[s] == rid[t] else "spawn")
         for s, t in zip(kept_sources, kept_targets, strict=True)
     ]
     return DAGLayout(
