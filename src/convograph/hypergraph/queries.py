@@ -1011,7 +1011,7 @@ class ShownPaths:
     every position when every block is shown).
     """
 
-    __slots__ = ("_blocks", "_chunk_events", "_conv", "_event_list", "_record_list", "summaries")
+    __slots__ = ("_blocks", "_chunk_events", "_conv", "_record_list", "summaries")
 
     def __init__(self, conv: Conversation, blocks: Sequence[int], summaries: list[SummaryRow]) -> None:
         self._conv = conv
@@ -1019,12 +1019,18 @@ class ShownPaths:
         self.summaries = summaries
         """Summary messages on the paths, sorted by ``seq`` (ties in walk order)."""
         self._record_list: list[_Block] | None = None
-        self._event_list: list[Any] | None = None
         self._chunk_events: tuple[Any, ...] | None = None
 
-    # The store's records and events are copied only when a reader asks for them: a copy is a list
-    # of ~100k references that the cyclic GC traverses twice (its first young and middle-generation
-    # collections) while the caller runs, ~5 ms each for a 100k-chunk conversation.
+    # The store's records and events are copied only when a reader asks for them: a copy of the
+    # records is a list of ~100k references that the cyclic GC traverses twice (its first young and
+    # middle-generation collections) while the caller runs, ~5 ms each for a 100k-chunk
+    # conversation; the events are copied into a tuple (`chunk_events`), which it traverses once.
+
+    @property
+    def _shows_every_block(self) -> bool:
+        """Whether every block of this version is shown (``_blocks`` are distinct sorted store
+        positions, so then they are exactly ``range(n_blocks)``)."""
+        return len(self._blocks) == self._conv._n_blocks
 
     @property
     def _records(self) -> list[_Block]:
@@ -1033,14 +1039,6 @@ class ShownPaths:
         if records is None:
             records = self._record_list = _flat(self._conv._store.blocks, self._conv._n_blocks)
         return records
-
-    @property
-    def _events(self) -> list[Any]:
-        """Every chunk's event of this version by chunk index (a C-level copy, made once)."""
-        events = self._event_list
-        if events is None:
-            events = self._event_list = _flat(self._conv._store.events, self._conv._n_chunks)
-        return events
 
     def __len__(self) -> int:
         """Number of shown blocks."""
@@ -1051,17 +1049,13 @@ class ShownPaths:
         at its first chunk (its whole text in ``texts``), every other block with each of its chunks.
         O(shown blocks + their chunks) in Python plus one C-level pass over all chunks."""
         n = self._conv._n_chunks
-        records = self._records
-        events = self._events
+        events = self.chunk_events
         whole = _WHOLE_KINDS
         slots: list[_Block | None] = [None] * n
         # chunk index -> its block, for the chunks to place (a record is truthy, None is not)
         texts: dict[str, str] = {}
         signatures: dict[str, str] = {}
-        blocks = self._blocks
-        # (every block shown, the usual case: the records themselves, no subscript per block)
-        shown = records if len(blocks) == len(records) else map(records.__getitem__, blocks)
-        for block in shown:
+        for block in self.blocks():
             chunks = block.chunks
             if len(chunks) == 1:
                 first = chunks[0]
@@ -1114,18 +1108,16 @@ class ShownPaths:
         ``chunks``: the block's chunk indexes, of which those below `Conversation.chunk_count`
         belong to this version; ``index``: its store position). When every block is shown, read
         straight from the store's pages (no copy). O(1); iterating is O(shown blocks)."""
-        blocks = self._blocks
-        if type(blocks) is range:  # every block (`shown_paths`)
-            return _head(self._conv._store.blocks, len(blocks))
-        return map(self._records.__getitem__, blocks)
+        if self._shows_every_block:
+            return _head(self._conv._store.blocks, len(self._blocks))
+        return map(self._records.__getitem__, self._blocks)
 
     def block_columns(self, text_limit: int = 8) -> BlockColumns:
         """Every shown block in arrival order, with its first event and, for text and reasoning
         blocks, the text of its first ``text_limit`` chunks (what a one-line label reads).
         O(shown blocks), mostly in C-level passes."""
         n = self._conv._n_chunks
-        events = self._events
-        records = self._records
+        events = self.chunk_events
         whole = _WHOLE_KINDS
         ids: list[str] = []
         kinds: list[str] = []
@@ -1133,8 +1125,7 @@ class ShownPaths:
         firsts: list[int] = []
         add_id, add_kind, add_run, add_first = ids.append, kinds.append, runs.append, firsts.append
         texts: dict[str, str] = {}
-        for b in self._blocks:  # one pass: each record is touched once (cache misses dominate)
-            block = records[b]
+        for block in self.blocks():  # one pass: each record is touched once (cache misses dominate)
             chunks = block.chunks
             kind = block.kind
             add_id(block.id)
@@ -1154,16 +1145,13 @@ class ShownPaths:
             texts=texts,
         )
 
-    def block_records(self) -> tuple[list[Any], list[Any]]:
+    def block_records(self) -> tuple[list[Any], tuple[Any, ...]]:
         """The shown blocks' own store records in arrival order (read-only: never mutate them; see
         `BlockRef`, plus ``chunks``: the block's chunk indexes, of which those below
         `Conversation.chunk_count` belong to this version), and every chunk's event by chunk index.
         For a caller that reads each block once and would not use the `block_columns` lists (the
         DAG input). O(shown blocks), one C-level pass."""
-        records = self._records
-        if len(self._blocks) == len(records):  # every block shown
-            return list(records), self._events
-        return list(map(records.__getitem__, self._blocks)), self._events
+        return list(self.blocks()), self.chunk_events
 
     def spawn_edges(self) -> list[tuple[int, int]]:
         """``(trigger, target)`` positions in `block_columns` order: every spawn from a shown block
@@ -1186,7 +1174,7 @@ class ShownPaths:
         position_get: Callable[[int], int | None]
         # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
         # are copied first, in one C-level step, since the head may be extended meanwhile)
-        if blocks == range(n):  # every block shown: a block's position is its store position
+        if self._shows_every_block:  # a block's position is its store position
             position_get = _position_in(n)
             triggers = sorted(b for b in tuple(spawn_lists) if b < n)
         else:
