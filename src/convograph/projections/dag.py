@@ -270,10 +270,11 @@ def _layer_forest(
     - the walk that raises the subtree maxima of a node's ancestor runs is deferred while the
       next nodes are in the same run, and done once, with the streak's deepest layer, before a
       node of another run is placed, before the run gets a parent run, or at the end. Only a
-      node of an ancestor run reads an ancestor's maximum, and a streak's layers only grow, so the single walk leaves every
-      maximum as the per-node walks would (it visits the same runs: it stops at the same ended
-      runs, and where a per-node walk stopped at a deeper maximum the streak's maximum is
-      deeper still). Most nodes follow a node of their own run, so most walks go.
+      node of an ancestor run reads an ancestor's maximum, and a streak's layers only grow, so
+      the single walk leaves every maximum as the per-node walks would (it visits the same runs:
+      it stops at the same ended runs, and where a per-node walk stopped at a deeper maximum the
+      streak's maximum is deeper still). Most nodes follow a node of their own run, so most
+      walks go.
     """
     new_chain = chain_tail.append
     new_head = chain_head.append
@@ -634,7 +635,7 @@ def _layout(data: LayoutInput) -> DAGLayout:
         box_left = list(map(lane_x.__getitem__, chain_lane))
         box_top = list(map(ys.__getitem__, chain_head))
         box_right = list(map(add, box_left, chain_width))
-        box_bottom = list(map(ys.__getitem__, chain_tail))
+        box_bottom = list(map(ys.__getitem__, chain_tail))  # (the tails' tops: + NODE_HEIGHT below)
         max_bottom = max(box_bottom) + NODE_HEIGHT
         box_height = list(map(add, map(sub, box_bottom, box_top), repeat(NODE_HEIGHT + 2 * GROUP_PAD)))
     else:
@@ -892,9 +893,10 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     """The flat graph as layout input: every node, every edge. O(N + E), read in bulk.
 
     When the reducer's parent index answers (`Graph.parent_ids`: each node has at most one incoming
-    edge, from a node before it), the edges are read from it with C-level passes (one dict lookup
-    per node, no Python step per edge) and handed to `layout` as ``parents`` too; otherwise from
-    ``graph.edges``. Either way the edges are listed in their targets' arrival order."""
+    edge, from a node before it), the edges are read from it in C-level passes plus a short search
+    per node whose parent is not the node before it (`_parent_positions`), and handed to `layout`
+    as ``parents`` too; otherwise from ``graph.edges``. Either way the edges are listed in their
+    targets' arrival order."""
     data = LayoutInput()
     nodes = graph.node_list()
     data.ids = ids = graph.node_ids()
