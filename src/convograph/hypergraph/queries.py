@@ -69,6 +69,7 @@ __all__ = [
     "iter_blocks",
     "iter_chunks",
     "iter_messages",
+    "joined_text",
     "message_health",
     "message_of",
     "own_run_statuses",
@@ -952,6 +953,21 @@ def _flat[T](paged: Any, count: int) -> list[T]:
     return out
 
 
+def joined_text(events: Sequence[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
+    """A text or reasoning block's text, its chunks' contents joined, and for reasoning the newest
+    ``signature`` sent in it (None when none was, and for text). ``events``: every chunk's event by
+    chunk index (`ShownPaths.chunk_events`); ``chunks``: the block's, of this version. O(chunks)."""
+    if not reasoning:
+        return "".join([events[i].content for i in chunks]), None
+    parts = [events[i] for i in chunks]
+    signature = None
+    for event in reversed(parts):
+        if event.signature is not None:
+            signature = event.signature
+            break
+    return "".join([e.content for e in parts]), signature
+
+
 class SummaryRow(NamedTuple):
     """A summary message on a shown path. ``seq`` places it among the chunks: the arrival number of
     the first chunk of its first source block (0 when its sources have no blocks)."""
@@ -1070,17 +1086,12 @@ class ShownPaths:
             if chunks[-1] >= n:
                 chunks = prefix(chunks, n)
             kind = block.kind
-            if kind == "text":
+            if kind in whole:
                 slots[chunks[0]] = block
-                texts[block.id] = "".join([events[i].content for i in chunks])
-            elif kind == "reasoning":
-                slots[chunks[0]] = block
-                parts = [events[i] for i in chunks]
-                texts[block.id] = "".join([e.content for e in parts])
-                for e in reversed(parts):
-                    if e.signature is not None:
-                        signatures[block.id] = e.signature
-                        break
+                text, signature = joined_text(events, chunks, kind == "reasoning")
+                texts[block.id] = text
+                if signature is not None:
+                    signatures[block.id] = signature
             else:
                 for i in chunks:
                     slots[i] = block

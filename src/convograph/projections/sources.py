@@ -712,8 +712,8 @@ def _chunk_node(
 ) -> Node | None:
     """The node `_placements` makes of one shown chunk (``kind``: its block's; ``text`` and
     ``signature``: a text or reasoning block's whole text and newest signature, see
-    `_whole_text`), with the same unique-id and usage counters: `_fill_blocks`' path for spawn
-    triggers and rare kinds."""
+    `queries.joined_text`), with the same unique-id and usage counters: `_fill_blocks`' path for
+    spawn triggers and rare kinds."""
     if kind in ("text", "reasoning"):
         node_id = feeder._unique(event.id)
         fragments = Fragments(text)
@@ -741,22 +741,9 @@ def _chunk_node(
     return feeder._node(FedChunk(block_id, event, kind, run), event, kind, block_id, None)
 
 
-def _whole_text(events: Sequence[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
-    """A text or reasoning block's text (its chunks' contents joined) and, for reasoning, the newest
-    signature sent in it (None when none was, and for text). O(chunks)."""
-    if not reasoning:
-        return "".join([events[i].content for i in chunks]), None
-    parts = [events[i] for i in chunks]
-    signature = None
-    for event in reversed(parts):
-        if event.signature is not None:
-            signature = event.signature
-            break
-    return "".join([e.content for e in parts]), signature
-
-
 _WHOLE_KINDS: Final = frozenset({"text", "reasoning"})
-"""Block kinds placed once, with their whole text (`queries.ShownPaths.feed`'s ``texts``)."""
+"""Block kinds placed once, with their whole text (`queries.ShownPaths.feed`'s ``texts``), and
+whose DAG label reads the joined text of their first chunks."""
 
 _SEVERAL: Final = "several chunks"
 """`_fill_blocks`' kind for a block of several chunks of a kind not in `_BATCHED`."""
@@ -812,6 +799,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
     whole = _WHOLE_KINDS
     batched = _BATCHED
     clip = _prefix()
+    joined_text = _queries().joined_text
     rows = iter(shown.summaries)
     row = next(rows, None)
     # place ``row`` before chunk index ``cut`` and on; no summary left: ``n_chunks``, which no chunk
@@ -980,11 +968,11 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 if len(chunks) == 1:
                     text = event.content
                     signature = event.signature if is_reasoning else None
-                elif not is_reasoning:  # (`_whole_text`'s join, inline: its call per text block is ~1 %)
+                elif not is_reasoning:  # (`joined_text`'s join, inline: its call per text block is ~1 %)
                     text = "".join([events[i].content for i in chunks])
                     signature = None
                 else:
-                    text, signature = _whole_text(events, chunks, True)
+                    text, signature = joined_text(events, chunks, True)
                     signature = signature or event.signature
                 items_of = level.items
                 if items_of and level.deferred_pending is None:  # else a pending view stands last
@@ -1201,7 +1189,10 @@ def _defer(
     spawner is placed (`_retry_deferred`)."""
     if kind in _WHOLE_KINDS:
         deferred.append(
-            (FedChunk(block_id, events[chunks[0]], kind, run), _whole_text(events, chunks, False)[0])
+            (
+                FedChunk(block_id, events[chunks[0]], kind, run),
+                _queries().joined_text(events, chunks, False)[0],
+            )
         )
         return
     if kind == "tool_error":
@@ -1227,7 +1218,7 @@ def _place_chunks(
     chunk, as they would be in chunk order), or a rare kind. The chunks still waiting."""
     text = signature = None
     if kind in _WHOLE_KINDS:
-        text, signature = _whole_text(events, chunks, kind == "reasoning")
+        text, signature = _queries().joined_text(events, chunks, kind == "reasoning")
         chunks = chunks[:1]
     for i in chunks:
         node = _chunk_node(feeder, events[i], block_id, kind, run, text, signature)
@@ -1382,9 +1373,6 @@ _TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_inp
 most two event fields, and is computed once per distinct value."""
 
 
-_WHOLE_TEXT_LABELS: Final = frozenset({"text", "reasoning"})
-"""Block kinds whose label reads the joined text of the block's first chunks."""
-
 _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 """Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
 
@@ -1419,7 +1407,7 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     by_kind_get = by_kind.get
     by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
     text_labels = _TEXT_LABELS
-    whole = _WHOLE_TEXT_LABELS
+    whole = _WHOLE_KINDS
     field_labels = by_field.keys()
     limit = _LABEL_CHUNKS
     for i, block in enumerate(records):
