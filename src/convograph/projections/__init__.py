@@ -11,6 +11,11 @@
 Each takes a flat `convograph.Graph`, or a hypergraph ``(conversation, active)``.
 """
 
+# ruff: noqa: E402 (the package path is set before its modules are imported)
+from convograph._native import compiled_path
+
+__path__[:0] = compiled_path(__name__)  # the layout engine's compiled build, when fresh (`_native`)
+
 from convograph.projections.dag import DAGEdge, DAGGroup, DAGLayout, DAGNode, project_dag
 from convograph.projections.incremental import ConversationProjector, ThreadProjector
 from convograph.projections.messages import FORMATS, project_messages

@@ -33,8 +33,6 @@ from itertools import chain, compress, count, repeat
 from operator import add, attrgetter, eq, ge, ne, sub
 from typing import Any, Final
 
-import msgspec
-
 from convograph.graph.model import Graph
 from convograph.graph.nodes import (
     KIND_OF_NODE_TYPE as _KIND_OF_TYPE,
@@ -52,6 +50,7 @@ from convograph.graph.nodes import (
     UsageNode,
     UserNode,
 )
+from convograph.projections.dag_model import DAGEdge, DAGGroup, DAGLayout, DAGNode
 
 __all__ = [
     "COLORS",
@@ -90,55 +89,6 @@ COLORS: Final[dict[str, tuple[str, str]]] = {
     "relay": ("#3d2b08", "#f59e0b"),
     "structural": ("#1f2937", "#4b5563"),
 }
-
-
-# The layout's records hold strings and ints only, so they cannot be part of a reference cycle:
-# ``gc=False`` keeps their allocation from counting towards the cyclic GC's collections (a 100k-node
-# layout allocates ~200k of them; with them tracked the collector ran ~430 young collections per
-# call, ~60 ms). Same types, same fields.
-
-
-class DAGNode(msgspec.Struct, rename="camel", gc=False):
-    id: str
-    kind: str
-    label: str
-    x: int
-    y: int
-    width: int
-    height: int
-    run_id: str
-    layer: int
-    lane: int
-
-
-class DAGEdge(msgspec.Struct, kw_only=True, rename="camel", gc=False):
-    source: str
-    target: str
-    type: str
-    """``"sequence"`` (same run) or ``"spawn"`` (into another run)."""
-
-
-class DAGGroup(msgspec.Struct, kw_only=True, rename="camel", gc=False):
-    """A padded box around the nodes of one group (a run, or a message in the hypergraph)."""
-
-    id: str
-    label: str
-    x: int
-    y: int
-    width: int
-    height: int
-
-
-class DAGLayout(msgspec.Struct, kw_only=True, rename="camel"):
-    nodes: list[DAGNode]
-    edges: list[DAGEdge]
-    groups: list[DAGGroup]
-    width: int
-    height: int
-
-    def to_svg(self) -> str:
-        """A standalone SVG document of the layout. O(nodes + edges)."""
-        return render_svg(self)
 
 
 class LayoutInput:
@@ -276,9 +226,6 @@ def _layer_forest(
       streak's maximum is deeper still). Most nodes follow a node of their own run, so most
       walks go.
     """
-    new_chain = chain_tail.append
-    new_head = chain_head.append
-    new_parent = chain_parent.append
     walk_from = -1  # the run whose ancestors' walk is deferred, -1 for none
     walk_layer = -1  # the deepest layer of its current streak
     for v, p in enumerate(pred0):
@@ -294,9 +241,9 @@ def _layer_forest(
                     chain_tail[c] = v
                 else:
                     c = len(chain_tail)
-                    new_chain(v)
-                    new_head(v)
-                    new_parent(chain_of[p])
+                    chain_tail.append(v)
+                    chain_head.append(v)
+                    chain_parent.append(chain_of[p])
             else:
                 lay = layer[p] + 1
                 if run_parent[r] < 0:
@@ -305,15 +252,15 @@ def _layer_forest(
                         walk_from = -1
                     run_parent[r] = rid[p]
                 c = len(chain_tail)
-                new_chain(v)
-                new_head(v)
-                new_parent(chain_of[p])
+                chain_tail.append(v)
+                chain_head.append(v)
+                chain_parent.append(chain_of[p])
         else:
             lay = 0
             c = len(chain_tail)
-            new_chain(v)
-            new_head(v)
-            new_parent(-1)
+            chain_tail.append(v)
+            chain_head.append(v)
+            chain_parent.append(-1)
         layer[v] = lay
         chain_of[v] = c
         if kinds[v] == "harness_end":
