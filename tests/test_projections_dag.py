@@ -281,3 +281,70 @@ def test_parent_positions_are_the_index_lookups(picks: list[int], copy_ids: bool
     index = {node_id: i for i, node_id in enumerate(ids)}
     expected = [-1 if parent is None else index.get(parent, -1) for parent in parent_ids]
     assert _parent_positions(ids, parent_ids) == expected
+
+
+def reference_compact(text: str, limit: int = MAX_LABEL) -> str:
+    """`compact` as first written: split and join every time."""
+    head = text[: limit * 4]
+    line = " ".join(head.split())
+    if len(line) > limit or len(text) > len(head):
+        return line[: limit - 1] + "…" if len(line) >= limit else line + "…"
+    return line
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from([" ", "a", "é", "\n", "\t", "\xa0", "\u2003", "\x1f", "\u200b", "·"]),
+        max_size=200,
+    )
+    | st.text(max_size=200),
+    st.integers(min_value=2, max_value=60),
+)
+def test_compact_collapses_whitespace_as_split_and_join_would(text: str, limit: int) -> None:
+    """`compact`'s stripping shortcut (single ASCII spaces only) gives the split-and-join result."""
+    from convograph.projections.dag import compact
+
+    assert compact(text, limit) == reference_compact(text, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_add_spawn_edges_keeps_first_occurrences_and_the_table_only_while_it_holds(data: Any) -> None:
+    """Against a brute-force reference: the kept spawn edges are the spawn edges in order without
+    self-loops and repeats; the parent table survives exactly when no two kept spawn edges enter
+    the same item and each comes from an item before it (and then holds their sources)."""
+    from convograph.projections.dag import add_spawn_edges, run_sequence_edges
+
+    n = data.draw(st.integers(min_value=1, max_value=12))
+    runs = data.draw(st.lists(st.sampled_from("abcd"), min_size=n, max_size=n))
+    sources, targets, parents = run_sequence_edges(runs)
+    before_parents = list(parents)
+    n_sequence = len(sources)
+    index = st.integers(min_value=0, max_value=n - 1)
+    firsts = [i for i in range(n) if parents[i] < 0]  # a spawn edge enters a run's first item
+    spawns = data.draw(st.lists(st.tuples(index, st.sampled_from(firsts)), max_size=8))
+
+    table = add_spawn_edges(parents, sources, targets, [s for s, _ in spawns], [t for _, t in spawns])
+
+    kept: list[tuple[int, int]] = []
+    for edge in spawns:
+        if edge[0] != edge[1] and edge not in kept:
+            kept.append(edge)
+    assert list(zip(sources[n_sequence:], targets[n_sequence:], strict=True)) == kept
+    entered = [t for _, t in kept]
+    holds = len(set(entered)) == len(entered) and all(s < t for s, t in kept)
+    if holds:
+        expected = list(before_parents)
+        for s, t in kept:
+            expected[t] = s
+        assert table == expected
+    else:
+        assert table is None
+
+
+def test_run_sequence_edges_link_consecutive_items_of_each_run() -> None:
+    from convograph.projections.dag import run_sequence_edges
+
+    assert run_sequence_edges(["a", "b", "a", "a", "c", "b"]) == ([0, 2, 1], [2, 3, 5], [-1, -1, 0, 2, -1, 1])
+    assert run_sequence_edges([]) == ([], [], [])

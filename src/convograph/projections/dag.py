@@ -59,12 +59,14 @@ __all__ = [
     "DAGLayout",
     "DAGNode",
     "LayoutInput",
+    "add_spawn_edges",
     "check_no_overlap",
     "graph_layout_input",
     "layout",
     "node_labels",
     "project_dag",
     "project_graph_dag",
+    "run_sequence_edges",
 ]
 
 MAX_LABEL: Final = 40
@@ -132,9 +134,15 @@ class LayoutInput:
 
 
 def compact(text: str, limit: int = MAX_LABEL) -> str:
-    """First line of ``text``, whitespace-collapsed, cut to ``limit`` characters with an ellipsis."""
+    """First line of ``text``, whitespace-collapsed, cut to ``limit`` characters with an ellipsis.
+    O(limit): reads at most ``4 * limit`` characters."""
     head = text[: limit * 4]
-    line = " ".join(head.split())
+    if head.isprintable() and "  " not in head:
+        # the only whitespace a printable string holds is U+0020 (checked over every code point),
+        # so with no run of two, collapsing is stripping: no list of words
+        line = head.strip(" ")
+    else:
+        line = " ".join(head.split())
     if len(line) > limit or len(text) > len(head):
         return line[: limit - 1] + "…" if len(line) >= limit else line + "…"
     return line
@@ -289,6 +297,71 @@ def _raise_ancestors(
         hops += 1
 
 
+def run_sequence_edges(runs: list[str]) -> tuple[list[int], list[int], list[int]]:
+    """Sequence edges between consecutive items of each run, for items in arrival order: their
+    sources and targets (by target) and every item's predecessor in its run (-1 for a run's
+    first item), which is a parent table (`LayoutInput.parents`). O(n), one dict of runs.
+    (A per-item loop, for the compiled build; see `convograph._native`.)"""
+    sources: list[int] = []
+    targets: list[int] = []
+    parents: list[int] = []
+    last_of_run: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        previous = last_of_run.get(run, -1)
+        if previous >= 0:
+            sources.append(previous)
+            targets.append(i)
+        parents.append(previous)
+        last_of_run[run] = i
+    return sources, targets, parents
+
+
+def add_spawn_edges(
+    parents: list[int] | None,
+    sources: list[int],
+    targets: list[int],
+    spawn_sources: list[int],
+    spawn_targets: list[int],
+) -> list[int] | None:
+    """Append the spawn edges to ``sources`` / ``targets`` (the sequence edges, unique), dropping
+    self-loops and repeats (first occurrence kept, as `layout`'s own dedupe would), and return
+    the parent table that still holds, or None. Each spawn edge enters a run's first item, which
+    no sequence edge enters (``parents[target] == -1``), so the result stays unique.
+
+    A spawn edge usually enters an item with no predecessor yet from an item before it: then it
+    goes into ``parents`` (updated in place), and ``parents`` stays a parent table. Any other
+    spawn edge (a second one into the same item, or one pointing backward) drops the table, and a
+    set of the kept spawn edges takes over the dedupe. While the table holds it is the dedupe: a
+    repeat finds its source already in the table (nothing else put it there: the target had no
+    predecessor). O(spawn edges)."""
+    table = parents
+    first_spawn = len(sources)
+    seen: set[tuple[int, int]] = set()
+    for k in range(len(spawn_sources)):
+        source = spawn_sources[k]
+        target = spawn_targets[k]
+        if source == target:
+            continue
+        if table is not None:
+            parent = table[target]
+            if parent == source:
+                continue
+            if parent < 0 and source < target:
+                table[target] = source
+                sources.append(source)
+                targets.append(target)
+                continue
+            table = None
+            for j in range(first_spawn, len(sources)):
+                seen.add((sources[j], targets[j]))
+        elif (source, target) in seen:
+            continue
+        seen.add((source, target))
+        sources.append(source)
+        targets.append(target)
+    return table
+
+
 def layout(data: LayoutInput) -> DAGLayout:
     """Lay out ``data`` (see the module docstring). O(V + E + C·K). A `LayoutInput.parents`
     table is checked first (`_check_parent_table`: `ValueError` when it is not forward or not
@@ -402,15 +475,20 @@ def _layout(data: LayoutInput) -> DAGLayout:
     chain_run: list[str] = []
     chain_head: list[int] = []
     chain_parent: list[int] = []
-    # Runs as ints (one C-level pass: each run keeps the first number ``count`` gave it), so the
-    # per-run state below is lists indexed by run (no dict call per node and per hop of the
-    # propagation walk). Numbers are unique per run but not dense: the lists have n entries.
+    # Runs as dense ints in first-item order, so the per-run state below is lists indexed by run
+    # (no dict call per node and per hop of the propagation walk).
     run_number: dict[str, int] = {}
-    rid = list(map(run_number.setdefault, runs, count()))
+    rid: list[int] = []
+    for run in runs:
+        number = run_number.get(run)
+        if number is None:
+            number = run_number[run] = len(run_number)
+        rid.append(number)
+    n_runs = len(run_number)
     del run_number
-    run_parent = [-1] * n  # run -> the run it continues from (-1: none yet)
-    desc_max = [-1] * n  # run -> deepest layer in its subtree so far
-    ended = [False] * n  # run -> its harness_end was placed
+    run_parent = [-1] * n_runs  # run -> the run it continues from (-1: none yet)
+    desc_max = [-1] * n_runs  # run -> deepest layer in its subtree so far
+    ended = [False] * n_runs  # run -> its harness_end was placed
     kinds = data.kinds
     if table is not None:
         _layer_forest(

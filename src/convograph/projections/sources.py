@@ -50,7 +50,7 @@ from convograph.graph.nodes import (
     UsageNode,
     UserNode,
 )
-from convograph.projections.dag import LayoutInput, compact, compact_json
+from convograph.projections.dag import LayoutInput, add_spawn_edges, compact, compact_json, run_sequence_edges
 from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import _EXEC_INIT, ExecAccumulator, ProgressRegistry
 from convograph.projections.thread import (
@@ -1294,35 +1294,10 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
     # its dedupe set (two set operations per edge).
-    # (read as columns: no tuple per edge, see `queries.ShownPaths.spawn_edge_columns`)
-    # A spawn edge usually enters a run's first block (no sequence predecessor) from a block
-    # before it: then every block has one predecessor at most, from before it, and `layout` takes
-    # ``parents`` as its predecessor table and skips its edge pass. Any other spawn edge (a second
-    # one into the same block, or one pointing backward) drops the table: `layout` reads the edges.
-    # While the table holds, it is the dedupe: a repeat of a kept spawn edge finds its source
-    # already in the table (its target has no sequence predecessor, so nothing else put it there).
-    table: list[int] | None = parents
-    first_spawn = len(sources)
-    seen: set[tuple[int, int]] = set()
-    for source, target in zip(*shown.spawn_edge_columns(), strict=True):
-        if source == target:
-            continue
-        if table is not None:
-            parent = table[target]
-            if parent == source:
-                continue
-            if parent < 0 and source < target:
-                table[target] = source
-                sources.append(source)
-                targets.append(target)
-                continue
-            table = None  # from here on a set of the kept spawn edges is the dedupe
-            seen.update(zip(sources[first_spawn:], targets[first_spawn:], strict=True))
-        elif (source, target) in seen:
-            continue
-        seen.add((source, target))
-        sources.append(source)
-        targets.append(target)
+    # (read as columns: no tuple per edge, see `queries.ShownPaths.spawn_edge_columns`). A spawn
+    # edge usually enters a run's first block (no sequence predecessor) from a block before it:
+    # then ``parents`` stays a parent table and `layout` skips its edge pass (`add_spawn_edges`).
+    table = add_spawn_edges(parents, sources, targets, *shown.spawn_edge_columns())
     data = LayoutInput()
     data.edges_unique = True
     summaries = shown.summaries
@@ -1380,12 +1355,11 @@ _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int], list[int]]:
     """The shown blocks as layout columns (`queries.BlockColumns`: ids, kinds, runs, and first
     seqs only when there are summaries to merge; no first events or texts), the one-line label of
-    every block, the sequence edges (consecutive blocks of a run) as column positions, sources
-    and targets in two lists (`LayoutInput`), and each block's sequence predecessor (-1 for a
-    run's first block): one pass over the blocks' records
-    (`queries.ShownPaths.block_records`; a text or reasoning label reads the first `_LABEL_CHUNKS`
-    chunks of its block). Labels that depend on the kind only, or on one or two event fields, are
-    computed once per value. O(blocks)."""
+    every block (one pass over the blocks' records, `queries.ShownPaths.block_records`; a text or
+    reasoning label reads the first `_LABEL_CHUNKS` chunks of its block), then the sequence edges
+    (consecutive blocks of a run) and each block's sequence predecessor from the runs column
+    (`dag.run_sequence_edges`, a compiled loop). Labels that depend on the kind only, or on one
+    or two event fields, are computed once per value. O(blocks)."""
     from convograph.hypergraph.model import prefix
 
     records, events = shown.block_records()
@@ -1395,14 +1369,6 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     add_id, add_kind, add_run = ids.append, kinds.append, runs.append
     labels: list[str] = []
     append = labels.append
-    sources: list[int] = []
-    targets: list[int] = []
-    parents: list[int] = []
-    add_source = sources.append
-    add_target = targets.append
-    add_parent = parents.append
-    last_of_run: dict[str, int] = {}
-    last_get = last_of_run.get
     by_kind: dict[str, str] = {}
     by_kind_get = by_kind.get
     by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
@@ -1410,20 +1376,11 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     whole = _WHOLE_KINDS
     field_labels = by_field.keys()
     limit = _LABEL_CHUNKS
-    for i, block in enumerate(records):
+    for block in records:
         kind = block.kind
-        run = block.run
         add_id(block.id)
         add_kind(kind)
-        add_run(run)
-        previous = last_get(run)
-        if previous is not None:
-            add_source(previous)
-            add_target(i)
-            add_parent(previous)
-        else:
-            add_parent(-1)
-        last_of_run[run] = i
+        add_run(block.run)
         label = by_kind_get(kind)
         if label is not None:
             append(label)
@@ -1454,6 +1411,7 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
     columns = _queries().BlockColumns(
         ids=ids, kinds=kinds, run_ids=runs, first_seqs=first_seqs, first_events=[], texts={}
     )
+    sources, targets, parents = run_sequence_edges(runs)
     return columns, labels, sources, targets, parents
 
 
