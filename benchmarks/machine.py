@@ -57,8 +57,18 @@ def speed_reference(repeat: int = 5) -> float:
 
 
 def describe() -> str:
-    """One line for a benchmark header."""
-    return f"speed reference {speed_reference():.1f} ms CPU (benchmarks/machine.py; lower is faster)"
+    """One line for a benchmark header: the speed reference, and which of the modules listed in
+    `convograph._native` run compiled (mypyc) in this process."""
+    import convograph.projections  # noqa: F401  (imports every listed module)
+    from convograph._native import compiled_modules_in_use
+
+    modules = compiled_modules_in_use()
+    compiled = [name for name, is_compiled in modules.items() if is_compiled]
+    interpreted = [name for name, is_compiled in modules.items() if not is_compiled]
+    return (
+        f"speed reference {speed_reference():.1f} ms CPU (benchmarks/machine.py; lower is faster); "
+        f"compiled: {', '.join(compiled) or 'none'}; interpreted: {', '.join(interpreted) or 'none'}"
+    )
 
 
 if __name__ == "__main__":
