@@ -178,6 +178,44 @@ def forests(draw: st.DrawFn) -> tuple[list[int], list[int]]:
     return parents, runs
 
 
+@st.composite
+def run_shaped_forests(draw: st.DrawFn) -> tuple[list[int], list[int], list[str]]:
+    """A parent table shaped like a conversation's: mostly streaks of items that each follow the
+    item before them in the same run, broken by jumps to other runs and parents; random ends."""
+    n = draw(st.integers(1, 40))
+    parents: list[int] = []
+    runs: list[int] = []
+    for i in range(n):
+        if i > 0 and draw(st.integers(0, 3)) > 0:  # continue the streak
+            parents.append(i - 1)
+            runs.append(runs[-1])
+        else:
+            parents.append(draw(st.integers(-1, i - 1)))
+            runs.append(draw(st.integers(0, 5)))
+    kinds = [draw(st.sampled_from(["text", "text", "harness_end", "tool_call"])) for _ in range(n)]
+    return parents, runs, kinds
+
+
+@settings(max_examples=300, deadline=None)
+@given(run_shaped_forests())
+def test_streaks_of_a_parent_table_lay_out_as_the_general_loop_does(
+    forest: tuple[list[int], list[int], list[str]],
+) -> None:
+    """With conversation-shaped tables (long same-run streaks, random run ends) `_layer_forest`'s
+    deferred walks give the layout of the same edges without the table (the general loop)."""
+    from convograph.projections.dag import layout
+
+    parents, runs, kinds = forest
+    with_table = _forest_input(parents, runs, as_table=True)
+    with_table.kinds = kinds
+    as_edges = _forest_input(parents, runs, as_table=False)
+    as_edges.kinds = kinds
+    result = layout(with_table)
+    assert_groups_bound_their_runs(result)
+    assert check_no_overlap(result.nodes) == []
+    assert to_jsonable(result) == to_jsonable(layout(as_edges))
+
+
 def _forest_input(parents: list[int], runs: list[int], *, as_table: bool) -> Any:
     from convograph.projections.dag import LayoutInput
 
