@@ -1179,13 +1179,13 @@ class ShownPaths:
         version = conv._version
         spawn_lists = s.spawn_lists
         runs = s.runs
-        chunk_block = s.chunk_block
         blocks = self._blocks
         n = len(blocks)
         position_get: Callable[[int], int | None]
         # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
         # are copied first, in one C-level step, since the head may be extended meanwhile)
-        if self._shows_every_block:  # a block's position is its store position
+        identity = self._shows_every_block
+        if identity:  # a block's position is its store position
             position_get = _position_in(n)
             triggers = sorted(b for b in tuple(spawn_lists) if b < n)
         else:
@@ -1197,7 +1197,10 @@ class ShownPaths:
         for i in triggers:
             for stamp, spawn in spawn_lists[blocks[i]]:
                 if stamp <= version:
-                    target = position_get(chunk_block[runs[spawn.run].first_chunk])
+                    # the spawned run's first block (a run is linked in the version of its first
+                    # chunk, so it has one); its position, inline when it is its store position
+                    first = runs[spawn.run].blocks[0]
+                    target = (first if first < n else None) if identity else position_get(first)
                     if target is not None:
                         sources.append(i)
                         targets.append(target)

@@ -594,19 +594,27 @@ def _layout(data: LayoutInput) -> DAGLayout:
                 lane += 1
         # The leftmost lane from ``lane`` on where [start, end] overlaps no chain: ``k`` is where
         # ``start`` goes in that lane's sorted starts (the fit test, inline: no call per lane).
+        # A lane's chains do not overlap, so its last chain by start also ends last: a chain that
+        # starts after that end goes at the end of the lane (the usual case: no search).
         k = 0
         while lane < len(lane_starts):
             starts = lane_starts[lane]
+            if lane_ends[lane][-1] < start:  # (a lane is never empty)
+                k = len(starts)
+                break
             k = bisect_left(starts, start)
             if not ((k < len(starts) and starts[k] <= end) or (k > 0 and lane_ends[lane][k - 1] >= start)):
                 break
             lane += 1
         if lane == len(lane_starts):
-            lane_starts.append([])
-            lane_ends.append([])
-            k = 0
-        lane_starts[lane].insert(k, start)
-        lane_ends[lane].insert(k, end)
+            lane_starts.append([start])
+            lane_ends.append([end])
+        elif k == len(lane_starts[lane]):
+            lane_starts[lane].append(start)
+            lane_ends[lane].append(end)
+        else:
+            lane_starts[lane].insert(k, start)
+            lane_ends[lane].insert(k, end)
         chain_lane[c] = lane
         child = first_child[c]
         if child >= 0:
