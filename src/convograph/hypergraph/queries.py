@@ -12,7 +12,7 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, islice
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -1181,16 +1181,14 @@ class ShownPaths:
         runs = s.runs
         blocks = self._blocks
         n = len(blocks)
-        position_get: Callable[[int], int | None]
         # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
         # are copied first, in one C-level step, since the head may be extended meanwhile)
         identity = self._shows_every_block
-        if identity:  # a block's position is its store position
-            position_get = _position_in(n)
+        position: dict[int, int] = {}
+        if identity:  # a block's position is its store position (no position dict)
             triggers = sorted(b for b in tuple(spawn_lists) if b < n)
         else:
             position = dict(zip(blocks, range(n), strict=True))
-            position_get = position.get
             triggers = sorted(position[b] for b in tuple(spawn_lists) if b in position)
         sources: list[int] = []
         targets: list[int] = []
@@ -1200,20 +1198,11 @@ class ShownPaths:
                     # the spawned run's first block (a run is linked in the version of its first
                     # chunk, so it has one); its position, inline when it is its store position
                     first = runs[spawn.run].blocks[0]
-                    target = (first if first < n else None) if identity else position_get(first)
+                    target = (first if first < n else None) if identity else position.get(first)
                     if target is not None:
                         sources.append(i)
                         targets.append(target)
         return sources, targets
-
-
-def _position_in(n: int) -> Callable[[int], int | None]:
-    """``dict.get`` of the identity map on ``range(n)``, without the dict."""
-
-    def position(b: int) -> int | None:
-        return b if b < n else None
-
-    return position
 
 
 def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans: bool = True) -> ShownPaths:
