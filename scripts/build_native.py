@@ -51,7 +51,9 @@ def build() -> None:
         cwd = os.getcwd()
         os.chdir(src)  # mypyc names modules by their path from here
         try:
-            extensions = mypycify(paths, separate=True, target_dir=str(work / "c"))
+            # (mypy options may go with the paths: its cache goes to the temporary directory too)
+            options = [f"--cache-dir={work / 'mypy-cache'}"]
+            extensions = mypycify([*options, *paths], separate=True, target_dir=str(work / "c"))
             setup(
                 name="convograph-native",
                 ext_modules=extensions,
