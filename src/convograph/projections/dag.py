@@ -21,6 +21,10 @@ them. This layout uses it, in three classic phases, each linear:
 
 Sizes come from compact one-line labels (at most `MAX_LABEL` characters). Edges are deduplicated,
 self-loops dropped. Output depends only on the graph: deterministic.
+
+This module runs compiled (mypyc) when `scripts/build-native` has built it (`convograph._native`):
+keep it strictly typed, and define no msgspec Struct here (mypyc would drop its class options;
+the result types live in `dag_model`).
 """
 
 from __future__ import annotations
