@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -26,17 +27,6 @@ assert _spec is not None
 assert _spec.loader is not None
 _native = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_native)
-
-
-def fresh() -> bool:
-    try:
-        manifest = json.loads(_native.MANIFEST.read_text())
-    except (OSError, ValueError):
-        return False
-    built = manifest.get("modules", {})
-    return manifest.get("tag") == _native.build_tag() and all(
-        built.get(m) == _native.source_digest(m) for m in _native.COMPILED_MODULES
-    )
 
 
 def build() -> None:
@@ -68,7 +58,7 @@ def build() -> None:
             )
         finally:
             os.chdir(cwd)
-        built = sorted((work / "lib").rglob("*" + str(_native.build_tag().split()[1])))
+        built = sorted((work / "lib").rglob("*" + str(sysconfig.get_config_var("EXT_SUFFIX"))))
         if not built:
             raise SystemExit("build-native: mypyc produced no extension")
         _native.NATIVE_DIR.mkdir(exist_ok=True)
@@ -87,7 +77,7 @@ def build() -> None:
 
 
 def main() -> None:
-    if "--force" not in sys.argv[1:] and fresh():
+    if "--force" not in sys.argv[1:] and _native.stale_reason(_native.COMPILED_MODULES) is None:
         return
     print(f"build-native: compiling {', '.join(_native.COMPILED_MODULES)} with mypyc", file=sys.stderr)
     try:

@@ -23,10 +23,19 @@ import os
 import sys
 import sysconfig
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["COMPILED_MODULES", "NATIVE_DIR", "compiled_modules_in_use", "compiled_path", "source_digest"]
+__all__ = [
+    "COMPILED_MODULES",
+    "NATIVE_DIR",
+    "NO_BUILD",
+    "compiled_modules_in_use",
+    "compiled_path",
+    "source_digest",
+    "stale_reason",
+]
 
 COMPILED_MODULES: Final = ("convograph.projections.dag",)
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
@@ -57,6 +66,26 @@ def build_tag() -> str:
     return f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
+NO_BUILD: Final = "no build"
+"""`stale_reason` when there is no readable manifest (nothing was built, or it was removed)."""
+
+
+def stale_reason(modules: Sequence[str], native_dir: Path = NATIVE_DIR) -> str | None:
+    """Why the build in ``native_dir`` cannot serve ``modules``: None when its manifest matches
+    their sources and this interpreter, `NO_BUILD` when there is no readable manifest, else what
+    differs. O(size of the modules' sources)."""
+    try:
+        manifest = json.loads((native_dir / MANIFEST.name).read_text())
+        built: dict[str, str] = manifest["modules"]
+        tag = manifest["tag"]
+        stale = [m for m in modules if built.get(m) != source_digest(m)]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return NO_BUILD
+    if tag != build_tag():
+        return f"built for {tag!r}, running {build_tag()!r}"
+    return f"{stale} changed" if stale else None
+
+
 def compiled_path(package: str, native_dir: Path = NATIVE_DIR) -> list[str]:
     """The directory to put in front of ``package``'s ``__path__``: ``[dir]`` when every listed
     module of the package has a built extension whose manifest entry (``native_dir /
@@ -65,26 +94,19 @@ def compiled_path(package: str, native_dir: Path = NATIVE_DIR) -> list[str]:
     if os.environ.get(DISABLE_VARIABLE, "1") == "0":
         return []
     modules = [m for m in COMPILED_MODULES if m.rpartition(".")[0] == package]
-    manifest_file = native_dir / MANIFEST.name
-    if not modules or not manifest_file.is_file():
+    if not modules:
         return []
-    try:
-        manifest = json.loads(manifest_file.read_text())
-        built: dict[str, str] = manifest["modules"]
-        tag = manifest["tag"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    stale = [m for m in modules if built.get(m) != source_digest(m)]
-    if tag != build_tag() or stale:
-        reason = f"built for {tag!r}, running {build_tag()!r}" if tag != build_tag() else f"{stale} changed"
+    reason = stale_reason(modules, native_dir)
+    if reason is None:
+        return [str(native_dir.joinpath(*package.split(".")[1:]))]
+    if reason != NO_BUILD:
         warnings.warn(
             f"convograph: compiled modules of {package} are stale ({reason}); running them "
             "interpreted (slower, same results). Rebuild: scripts/build-native",
             RuntimeWarning,
             stacklevel=2,
         )
-        return []
-    return [str(native_dir.joinpath(*package.split(".")[1:]))]
+    return []
 
 
 def compiled_modules_in_use() -> dict[str, bool]:
