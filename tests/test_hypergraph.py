@@ -834,6 +834,20 @@ def test_shown_path_readers_match_the_records(nested: bool) -> None:
             e is q.get_chunk(conv, b.chunk_ids[0]).event
             for e, b in zip(columns.first_events, blocks, strict=True)
         )
+        table = shown.block_table()  # from the store's columns
+        assert table.ids == columns.ids
+        assert table.kinds == columns.kinds
+        assert table.run_ids == columns.run_ids
+        assert [i + 1 for i in table.first_chunks] == columns.first_seqs
+        if len(blocks) == conv.block_count:  # every block shown: the run predecessors too
+            last: dict[str, int] = {}
+            expected_previous = []
+            for i, run in enumerate(columns.run_ids):
+                expected_previous.append(last.get(run, -1))
+                last[run] = i
+            assert table.run_previous == expected_previous
+        else:
+            assert table.run_previous is None
         records, events = shown.block_records()
         assert [(r.id, r.kind, r.run) for r in records] == [(b.id, b.kind, b.run_id) for b in blocks]
         assert [r.chunks[0] + 1 for r in records] == [b.first_seq for b in blocks]

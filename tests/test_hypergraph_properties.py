@@ -27,7 +27,7 @@ from convograph.hypergraph import (
     switch_branch,
 )
 from convograph.hypergraph import queries as q
-from convograph.hypergraph.model import Conversation
+from convograph.hypergraph.model import BLOCK_HEAD, Conversation
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -242,6 +242,8 @@ def test_every_reduce_and_operation_leaves_earlier_versions_identical(
         versions.append(conv)
         snapshots.append(dump(conv))
     assert [dump(v) for v in versions] == snapshots
+    for lineage in {id(v._store): v for v in versions}.values():  # each lineage once
+        check_store_columns(lineage)
 
 
 @SETTINGS
@@ -349,6 +351,45 @@ def check_invariants(conv: Conversation) -> None:
             assert parent == earlier or summary is not None or q.get_message(conv, later).summary
     for run in q.run_ids(conv):
         assert q.run_status(conv, run) in ("streaming", "complete", "error", "aborted")
+    check_store_columns(conv)
+
+
+def check_store_columns(conv: Conversation) -> None:
+    """The store's block and spawn columns and the blocks' text heads say what the records say
+    (for the store's head: every version reads a prefix of the columns)."""
+    s = conv._store
+    n = s.n_blocks
+    records = [s.blocks[b] for b in range(n)]
+    assert list(s.block_names.head(n)) == [r.id for r in records]
+    assert list(s.block_kinds.head(n)) == [r.kind for r in records]
+    assert list(s.block_runs.head(n)) == [r.run for r in records]
+    assert s.block_first_chunks.tolist() == [r.chunks[0] for r in records]
+    previous = []
+    for r in records:
+        run_blocks = list(s.runs[r.run].blocks)
+        k = run_blocks.index(r.index)
+        previous.append(run_blocks[k - 1] if k else -1)
+    assert s.block_run_previous.tolist() == previous
+    stamps = s.spawn_stamps.tolist()
+    assert stamps == sorted(stamps)
+    columns = sorted(zip(s.spawn_triggers.tolist(), s.spawn_first_blocks.tolist(), stamps, strict=True))
+    assert columns == sorted(
+        (trigger, s.runs[spawn.run].blocks[0], stamp)
+        for trigger, spawns in s.spawn_lists.items()
+        for stamp, spawn in spawns
+    )
+    events = [s.events[i] for i in range(s.n_chunks)]
+    for r in records:
+        if r.kind not in ("text", "reasoning"):
+            assert r.head is None
+            continue
+        assert r.head is not None
+        head, last = r.head
+        read = [c for c in r.chunks if c <= last]
+        assert read[-1] == last
+        assert head == "".join(events[c].content for c in read)[:BLOCK_HEAD]
+        if len(head) < BLOCK_HEAD:
+            assert last == r.chunks[-1]
 
 
 @SETTINGS

@@ -142,6 +142,38 @@ def test_block_layout_input_edges_are_unique_as_declared(events: list[dict[str, 
         assert to_jsonable(layout(data)) == declared
 
 
+def test_text_labels_read_the_whole_text_of_the_version_projected() -> None:
+    """A text or reasoning block's DAG label is `compact` of its whole text in the version
+    projected, however finely it was chunked: the newest version reads the head the block's record
+    keeps (`_Block.head`, past its `BLOCK_HEAD` characters here), an older one its own chunks."""
+    from convograph.hypergraph import queries as q
+    from convograph.hypergraph import reduce_conversation
+    from convograph.hypergraph.model import BLOCK_HEAD
+    from convograph.projections.dag import compact
+
+    words = [f"w{i} " for i in range(90)]  # ~350 characters in 90 chunks
+    events: list[dict[str, Any]] = [{"type": "harness_start", "runId": "a"}]
+    events += [{"type": "reasoning", "runId": "a", "id": "r", "content": w} for w in words[:40]]
+    events += [{"type": "text", "runId": "a", "id": "t", "content": w} for w in words]
+    versions = [create_conversation()]
+    for event in events:
+        versions.append(reduce_conversation(versions[-1], event))
+    head = versions[-1]._store.blocks[2].head
+    assert head is not None
+    assert len(head[0]) == BLOCK_HEAD
+    assert head[1] < versions[-1].chunk_count - 1
+    checked = 0
+    for conv in versions[2:]:
+        for node in project_dag(conv).nodes:
+            if node.kind in ("text", "reasoning"):
+                text = q.block_text(conv, node.id)
+                expected = compact(text) or "text" if node.kind == "text" else compact("thinking: " + text)
+                assert node.label == expected
+                checked += 1
+    assert checked > 100
+    assert project_dag(versions[-1]).nodes[2].label == compact("".join(words))
+
+
 def test_edit_shows_only_the_active_branch() -> None:
     conv = conversation(SUBAGENT)
     edited = edit_message(conv, "msg:1", "Find the other bug")

@@ -188,8 +188,14 @@ def _ints() -> Ints:
 # a run points at blocks and messages, which point at nothing).
 
 
+BLOCK_HEAD: Final = 161
+"""Characters of a text or reasoning block's text kept on its record (`_Block.head`): what a
+one-line label reads (its first 160 characters, and whether there are more)."""
+
+
 class _Block(msgspec.Struct, gc=False):
-    """A block. ``chunks`` is append-only (monotone chunk indexes); the rest never changes."""
+    """A block. ``chunks`` is append-only (monotone chunk indexes); ``head`` is replaced while it
+    grows; the rest never changes."""
 
     index: int
     id: str
@@ -198,6 +204,11 @@ class _Block(msgspec.Struct, gc=False):
     run: str
     message: int
     chunks: Ints
+    head: tuple[str, int] | None = None
+    """Text and reasoning blocks: ``(text, last)``, the first `BLOCK_HEAD` characters of the
+    block's chunks joined (all of them while shorter) and the index of the last chunk read into
+    it; replaced as one value (a reader sees a text and its ``last`` together). A version whose
+    chunk count is not above ``last`` may hold fewer chunks of the block: it reads them instead."""
 
 
 class _Message(msgspec.Struct, gc=False):
@@ -284,7 +295,12 @@ class _Store:
 
     __slots__ = (
         "active_cache",
+        "block_first_chunks",
         "block_ids",
+        "block_kinds",
+        "block_names",
+        "block_run_previous",
+        "block_runs",
         "blocks",
         "broken",
         "call_blocks",
@@ -316,7 +332,10 @@ class _Store:
         "run_usage",
         "runs",
         "seen",
+        "spawn_first_blocks",
         "spawn_lists",
+        "spawn_stamps",
+        "spawn_triggers",
         "status",
         "summaries_by_first",
         "summaries_of",
@@ -342,6 +361,16 @@ class _Store:
         self.blocks: Paged[_Block] = Paged()
         self.messages: Paged[_Message] = Paged()
         self.block_ids: dict[str, int] = {}
+        # block columns (write-once, by block index; a version reads the first ``n_blocks``): what
+        # a whole-conversation reader (the DAG input) takes in C-level copies instead of one
+        # record read per block (`queries.ShownPaths.block_table`)
+        self.block_names: Paged[str] = Paged()
+        """Block index -> its id (``block_ids`` inverted)."""
+        self.block_kinds: Paged[str] = Paged()
+        self.block_runs: Paged[str] = Paged()
+        self.block_first_chunks: Ints = array("q")
+        self.block_run_previous: Ints = array("q")
+        """Block index -> the block before it in its run (-1 for a run's first block)."""
         self.message_ids: dict[str, int] = {}
         self.runs: dict[str, _Run] = {}
         self.threads: dict[str, _Thread] = {}
@@ -375,6 +404,11 @@ class _Store:
         """run -> (stamp, parent run, spawn)."""
         self.spawn_lists: dict[int, list[tuple[int, _Spawn]]] = {}
         """trigger block -> [(stamp, spawn)], stamps ascending."""
+        self.spawn_triggers: Ints = array("q")
+        self.spawn_first_blocks: Ints = array("q")
+        self.spawn_stamps: Ints = array("q")
+        """Every spawn in linking order as columns: its trigger block, the first block of the run it
+        started, its stamp (ascending: a version's spawns are a prefix)."""
         self.usage_chunks: Ints = array("q")
         self.usage_sums: list[tuple[int, int, int, int]] = []
         """Running totals (input, output, cache read, cache creation) after each usage chunk."""

@@ -11,7 +11,7 @@ summaries ``summary:<n>``. Unknown ids (or ids that do not exist yet at this ver
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, islice
 from typing import Any, Final, Literal, NamedTuple, Protocol
@@ -42,6 +42,7 @@ __all__ = [
     "BlockColumns",
     "BlockRef",
     "BlockRow",
+    "BlockTable",
     "Chunk",
     "FeedColumns",
     "Message",
@@ -1019,6 +1020,20 @@ class BlockColumns(NamedTuple):
     """Text and reasoning block id -> the joined text of its first ``text_limit`` chunks."""
 
 
+class BlockTable(NamedTuple):
+    """`ShownPaths.block_table`: one entry per shown block, in arrival order (parallel lists read
+    from the store's block columns)."""
+
+    ids: list[str]
+    kinds: list[str]
+    run_ids: list[str]
+    first_chunks: list[int]
+    """Chunk index of each block's first chunk (its seq minus one)."""
+    run_previous: list[int] | None
+    """When every block is shown: each block's predecessor in its run by position (-1 for a run's
+    first block), a parent table of the sequence edges; None otherwise."""
+
+
 class ShownPaths:
     """The blocks and summaries on a set of active paths (`shown_paths`), read in bulk.
 
@@ -1164,6 +1179,29 @@ class ShownPaths:
         DAG input). O(shown blocks), one C-level pass."""
         return list(self.blocks()), self.chunk_events
 
+    def block_table(self) -> BlockTable:
+        """The shown blocks' ids, kinds, runs and first chunks from the store's block columns, in
+        arrival order, without reading a block record: C-level copies when every block is shown
+        (then with each block's run predecessor too), else one C-level gather per column.
+        O(shown blocks)."""
+        conv = self._conv
+        s = conv._store
+        n = conv._n_blocks
+        names: list[str] = list(_head(s.block_names, n))
+        kinds: list[str] = list(_head(s.block_kinds, n))
+        runs: list[str] = list(_head(s.block_runs, n))
+        firsts = s.block_first_chunks[:n].tolist()
+        if self._shows_every_block:
+            return BlockTable(names, kinds, runs, firsts, s.block_run_previous[:n].tolist())
+        blocks = self._blocks
+        return BlockTable(
+            list(map(names.__getitem__, blocks)),
+            list(map(kinds.__getitem__, blocks)),
+            list(map(runs.__getitem__, blocks)),
+            list(map(firsts.__getitem__, blocks)),
+            None,
+        )
+
     def spawn_edges(self) -> list[tuple[int, int]]:
         """``(trigger, target)`` positions in `block_columns` order: every spawn from a shown block
         (any kind, in linking order) whose spawned run's first block is shown. O(shown blocks)."""
@@ -1173,36 +1211,35 @@ class ShownPaths:
     def spawn_edge_columns(self) -> tuple[list[int], list[int]]:
         """`spawn_edges` as two parallel lists, trigger positions and target positions: no tuple
         per edge (each would be a GC-tracked allocation; ~14k of them in a 100k-node conversation
-        ran ~20 young collections, each traversing the caller's fresh per-block lists)."""
+        ran ~20 young collections, each traversing the caller's fresh per-block lists).
+
+        Read from the store's spawn columns: this version's spawns are a prefix of them (stamps
+        ascend), in linking order, and a stable sort by trigger position gives the order of a walk
+        trigger by trigger. O(k log k) for k spawns plus O(shown blocks) for a position dict when
+        not every block is shown; C-level passes but the filter (a walk of the per-trigger spawn
+        lists cost ~1 µs per spawn in cache misses)."""
         conv = self._conv
         s = conv._store
-        version = conv._version
-        spawn_lists = s.spawn_lists
-        runs = s.runs
+        count = bisect_right(s.spawn_stamps, conv._version)
+        triggers: list[Any] = s.spawn_triggers[:count].tolist()
+        targets: list[Any] = s.spawn_first_blocks[:count].tolist()
         blocks = self._blocks
         n = len(blocks)
-        # triggers in column order (spawn_lists holds only blocks that spawned something; its keys
-        # are copied first, in one C-level step, since the head may be extended meanwhile)
-        identity = self._shows_every_block
-        position: dict[int, int] = {}
-        if identity:  # a block's position is its store position (no position dict)
-            triggers = sorted(b for b in tuple(spawn_lists) if b < n)
-        else:
-            position = dict(zip(blocks, range(n), strict=True))
-            triggers = sorted(position[b] for b in tuple(spawn_lists) if b in position)
-        sources: list[int] = []
-        targets: list[int] = []
-        for i in triggers:
-            for stamp, spawn in spawn_lists[blocks[i]]:
-                if stamp <= version:
-                    # the spawned run's first block (a run is linked in the version of its first
-                    # chunk, so it has one); its position, inline when it is its store position
-                    first = runs[spawn.run].blocks[0]
-                    target = (first if first < n else None) if identity else position.get(first)
-                    if target is not None:
-                        sources.append(i)
-                        targets.append(target)
-        return sources, targets
+        if not self._shows_every_block:  # store positions -> shown positions (None: not shown)
+            position = dict(zip(blocks, range(n), strict=True)).get
+            triggers = list(map(position, triggers))
+            targets = list(map(position, targets))
+            if None in triggers or None in targets:
+                kept = [i for i in range(count) if triggers[i] is not None and targets[i] is not None]
+                triggers = list(map(triggers.__getitem__, kept))
+                targets = list(map(targets.__getitem__, kept))
+        elif count and (max(triggers) >= n or max(targets) >= n):  # (never: a spawn of this version
+            # has both blocks in it; kept as a guard)
+            kept = [i for i in range(count) if triggers[i] < n and targets[i] < n]
+            triggers = list(map(triggers.__getitem__, kept))
+            targets = list(map(targets.__getitem__, kept))
+        order = sorted(range(len(triggers)), key=triggers.__getitem__)
+        return list(map(triggers.__getitem__, order)), list(map(targets.__getitem__, order))
 
 
 def shown_paths(conv: Conversation, active: Any, *, nested: bool = True, orphans: bool = True) -> ShownPaths:

@@ -54,6 +54,7 @@ from convograph.events.types import (
     _Event,
 )
 from convograph.hypergraph.model import (
+    BLOCK_HEAD,
     EMPTY,
     MAIN_THREAD,
     PAGE,
@@ -292,6 +293,8 @@ SPAWNING_KINDS: Final = frozenset({"tool_call", "relay", "tool_progress", "repl_
 
 _ANSWERS: Final = frozenset({"tool_result", "tool_error", "repl_progress", "repl_output"})
 _TEXTUAL: Final = (Text, Reasoning)
+_HEADED: Final = frozenset({"text", "reasoning"})
+"""Block kinds that keep a head of their text (`_Block.head`)."""
 _RESULTS: Final = (ToolResult, ReplOutput)
 
 
@@ -320,6 +323,9 @@ def _apply_event(s: _Store, event: Any) -> bool:
             s.chunk_block.append(open_block.index)
             open_block.chunks.append(index)
             s.n_chunks = index + 1
+            head = open_block.head
+            if head is not None and len(head[0]) < BLOCK_HEAD:
+                open_block.head = ((head[0] + event.content)[:BLOCK_HEAD], index)
             return True
         key = f"{run_id}:{event.id}"
     else:
@@ -348,6 +354,9 @@ def _apply_event(s: _Store, event: Any) -> bool:
         s.chunk_block.append(block.index)
         block.chunks.append(index)
         s.n_chunks = index + 1
+        head = block.head
+        if head is not None and len(head[0]) < BLOCK_HEAD:
+            block.head = ((head[0] + event.content)[:BLOCK_HEAD], index)
         new_block = False
     else:
         if run is None:
@@ -481,6 +490,12 @@ def _link(s: _Store, run_id: str, parent_run: str | None, spawn: _Spawn, stamp: 
     """Record (once per run) that ``spawn`` started ``run_id``, part of ``parent_run``."""
     s.links[run_id] = (stamp, parent_run, spawn)
     s.spawn_lists.setdefault(spawn.trigger, []).append((stamp, spawn))
+    # The run's first block: a run is linked when it starts, in the step that adds its first
+    # block next (the block index about to be used), or later, when its parent arrives.
+    blocks = s.runs[run_id].blocks
+    s.spawn_triggers.append(spawn.trigger)
+    s.spawn_first_blocks.append(blocks[0] if blocks else s.n_blocks)
+    s.spawn_stamps.append(stamp)
 
 
 def new_message(s: _Store, thread: _Thread, parent: _Message | None, role: str) -> _Message:
@@ -550,16 +565,23 @@ def add_block(
     block_id = f"block:{key}" if count == 1 else f"block:{key}#{count}"
     block_index = s.n_blocks
     chunks = array("q", (index,))
-    block = _Block(block_index, block_id, key, kind, run.id, message.index, chunks)
+    head = (str(event.content)[:BLOCK_HEAD], index) if kind in _HEADED else None  # type: ignore[union-attr]
+    block = _Block(block_index, block_id, key, kind, run.id, message.index, chunks, head)
     s.blocks.append(block)
     s.n_blocks = block_index + 1
     s.block_ids[block_id] = block_index
+    s.block_names.append(block_id)
+    s.block_kinds.append(kind)
+    s.block_runs.append(run.id)
+    s.block_first_chunks.append(index)
+    run_blocks = run.blocks
+    s.block_run_previous.append(run_blocks[-1] if run_blocks else -1)
     s.events.append(event)
     s.chunk_block.append(block_index)
     s.n_chunks = index + 1
     if run.first_chunk < 0:
         run.first_chunk = index
-    run.blocks.append(block_index)
+    run_blocks.append(block_index)
     own_id = getattr(event, "id", None)
     run.last_key = key
     run.last_id = own_id

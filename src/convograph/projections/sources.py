@@ -31,6 +31,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from heapq import heappop, heappush
+from itertools import compress, repeat
+from operator import ge, is_
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -1282,14 +1284,15 @@ def _summary_node(feeder: ConversationFeeder, row: Any) -> tuple[Node | None, _L
 def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutInput:
     """Blocks on the shown paths as layout input: sequence edges between consecutive blocks of a
     run, spawn edges from a trigger block to the first block of the run it started. Read in bulk
-    (`queries.ShownPaths.block_records`, `_block_input`); name-only labels are computed once per
-    distinct value.
-    O(shown blocks + summaries)."""
+    from the store's block and spawn columns (`queries.ShownPaths.block_table`,
+    `spawn_edge_columns`, `_block_input`); labels that depend on the kind only, or on one or two
+    event fields, are computed once per distinct value. O(shown blocks + summaries + spawns log
+    spawns), mostly in C-level passes."""
     if not _is_conversation(conversation):
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
     shown = _queries().shown_paths(conversation, active, nested=conversation.view.subagents == "show")
-    columns, labels, sources, targets, parents = _block_input(shown, conversation.chunk_count)
+    blocks, labels, sources, targets, parents = _block_input(shown, conversation.chunk_count)
     # Sequence edges are unique and go forward; a spawn edge enters the first block of its run,
     # which no sequence edge enters: dropping self-loops and repeats among the spawn edges (first
     # occurrence kept, as `layout`'s own dedupe would) leaves the edges unique, so `layout` skips
@@ -1302,32 +1305,34 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     data.edges_unique = True
     summaries = shown.summaries
     if summaries:  # merge them in by seq; block positions shift by the summaries before them
-        position = _merge_summaries(data, columns, labels, summaries)
+        position = _merge_summaries(data, blocks, labels, summaries)
         data.edge_sources = list(map(position.__getitem__, sources))
         data.edge_targets = list(map(position.__getitem__, targets))
     else:
-        data.ids = columns.ids
-        data.kinds = columns.kinds
+        data.ids = blocks.ids
+        data.kinds = blocks.kinds
         data.labels = labels
-        data.runs = columns.run_ids
+        data.runs = blocks.run_ids
         data.edge_sources = sources
         data.edge_targets = targets
         data.parents = table
     return data
 
 
-def _merge_summaries(data: LayoutInput, columns: Any, labels: list[str], summaries: list[Any]) -> list[int]:
-    """Fill ``data`` with the blocks and the summaries in seq order; the position of each block."""
+def _merge_summaries(data: LayoutInput, blocks: Any, labels: list[str], summaries: list[Any]) -> list[int]:
+    """Fill ``data`` with the blocks (`queries.BlockTable`) and the summaries in seq order; the
+    position of each block."""
     position: list[int] = []
     rows = list(reversed(summaries))
-    for i, seq in enumerate(columns.first_seqs):
+    for i, first in enumerate(blocks.first_chunks):
+        seq = first + 1
         while rows and rows[-1].seq < seq:
             _add_summary_item(data, rows.pop())
         position.append(len(data.ids))
-        data.ids.append(columns.ids[i])
-        data.kinds.append(columns.kinds[i])
+        data.ids.append(blocks.ids[i])
+        data.kinds.append(blocks.kinds[i])
         data.labels.append(labels[i])
-        data.runs.append(columns.run_ids[i])
+        data.runs.append(blocks.run_ids[i])
     while rows:
         _add_summary_item(data, rows.pop())
     return position
@@ -1340,9 +1345,6 @@ def _add_summary_item(data: LayoutInput, row: Any) -> None:
     data.runs.append(f"summary:{row.thread_id}")
 
 
-_LABEL_CHUNKS: Final = 8
-"""A text or reasoning label reads the first 8 chunks of its block."""
-
 _TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_input", "repl_output"})
 """Block kinds whose label reads the block's content; every other label depends on the kind and at
 most two event fields, and is computed once per distinct value."""
@@ -1352,67 +1354,82 @@ _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 """Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
 
 
-def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int], list[int]]:
-    """The shown blocks as layout columns (`queries.BlockColumns`: ids, kinds, runs, and first
-    seqs only when there are summaries to merge; no first events or texts), the one-line label of
-    every block (one pass over the blocks' records, `queries.ShownPaths.block_records`; a text or
-    reasoning label reads the first `_LABEL_CHUNKS` chunks of its block), then the sequence edges
-    (consecutive blocks of a run) and each block's sequence predecessor from the runs column
-    (`dag.run_sequence_edges`, a compiled loop). Labels that depend on the kind only, or on one
-    or two event fields, are computed once per value. O(blocks)."""
-    from convograph.hypergraph.model import prefix
+def _text_head(block: Any, events: Sequence[Any], n_chunks: int) -> str:
+    """The first `model.BLOCK_HEAD` characters of a text or reasoning block's text in this version
+    (all that `compact` reads of it): the head its record keeps (`_Block.head`), or, for a version
+    that holds fewer of the block's chunks than the head read, the version's chunks joined until
+    that long. O(1) for the head."""
+    head = block.head
+    if head is not None and head[1] < n_chunks:
+        return str(head[0])
+    from convograph.hypergraph.model import BLOCK_HEAD, prefix
 
-    records, events = shown.block_records()
-    ids: list[str] = []
-    kinds: list[str] = []
-    runs: list[str] = []
-    add_id, add_kind, add_run = ids.append, kinds.append, runs.append
-    labels: list[str] = []
-    append = labels.append
-    by_kind: dict[str, str] = {}
-    by_kind_get = by_kind.get
+    text = ""
+    for chunk in prefix(block.chunks, n_chunks):
+        text += events[chunk].content
+        if len(text) >= BLOCK_HEAD:
+            break
+    return text[:BLOCK_HEAD]
+
+
+class _KindLabels(dict[str, str | None]):
+    """Block kind -> its label when the label depends on the kind only, else None (the block's
+    content or first event decides it); filled on first use of each kind."""
+
+    def __missing__(self, kind: str) -> str | None:
+        label = None if kind in _TEXT_LABELS or kind in _FIELD_LABELS else _block_label(kind, None, "")
+        self[kind] = label
+        return label
+
+
+def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int], list[int]]:
+    """The shown blocks as layout columns (`queries.BlockTable`: ids, kinds, runs, first chunks,
+    read from the store's block columns), the one-line label of every block, then the sequence
+    edges (consecutive blocks of a run) by target and each block's sequence predecessor (a parent
+    table). Labels by kind in one C-level pass; then, kind by kind, the blocks whose label reads
+    their first event (memoised per field value) or their text (`_text_labels`: the head their
+    record keeps). When every block is shown, the predecessors are the store's run-predecessor
+    column and the edges two C-level passes over it; otherwise `dag.run_sequence_edges` (a
+    compiled loop). O(blocks)."""
+    blocks = shown.block_table()
+    kinds = blocks.kinds
+    n = len(kinds)
+    labels: list[Any] = list(map(_KindLabels().__getitem__, kinds))
+    events = shown.chunk_events
+    firsts = blocks.first_chunks
+    records: list[Any] = shown.block_records()[0]
     by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
-    text_labels = _TEXT_LABELS
-    whole = _WHOLE_KINDS
     field_labels = by_field.keys()
-    limit = _LABEL_CHUNKS
-    for block in records:
-        kind = block.kind
-        add_id(block.id)
-        add_kind(kind)
-        add_run(block.run)
-        label = by_kind_get(kind)
-        if label is not None:
-            append(label)
+    for i in compress(range(n), map(is_, labels, repeat(None))):
+        kind = kinds[i]
+        if kind == "text":
+            labels[i] = compact(_text_head(records[i], events, n_chunks)) or "text"
             continue
-        chunks = block.chunks
-        event = events[chunks[0]]
-        if kind in text_labels:
-            text = ""
-            if kind in whole:
-                if chunks[-1] >= n_chunks:
-                    chunks = prefix(chunks, n_chunks)
-                text = "".join([events[c].content for c in chunks[:limit]])
-            append(_block_label(kind, event, text))
-        elif kind in field_labels:
+        if kind == "reasoning":
+            text = _text_head(records[i], events, n_chunks)
+            labels[i] = compact("thinking: " + text) if text else "thinking..."
+            continue
+        event = events[firsts[i]]
+        if kind in field_labels:
+            if kind == "usage":  # (distinct per block, mostly: no memo)
+                labels[i] = f"usage {event.input_tokens}/{event.output_tokens}"
+                continue
             memo = by_field[kind]
-            if kind == "usage":
-                key: Any = (event.input_tokens, event.output_tokens)
-            else:
-                key = event.tool if kind == "relay" else event.name
+            key = event.tool if kind == "relay" else event.name
             label = memo.get(key)
             if label is None:
                 label = memo[key] = _block_label(kind, event, "")
-            append(label)
+            labels[i] = label
         else:
-            label = by_kind[kind] = _block_label(kind, event, "")
-            append(label)
-    first_seqs = [block.chunks[0] + 1 for block in records] if shown.summaries else []
-    columns = _queries().BlockColumns(
-        ids=ids, kinds=kinds, run_ids=runs, first_seqs=first_seqs, first_events=[], texts={}
-    )
-    sources, targets, parents = run_sequence_edges(runs)
-    return columns, labels, sources, targets, parents
+            labels[i] = _block_label(kind, event, "")
+    parents = blocks.run_previous
+    if parents is None:
+        sources, targets, parents = run_sequence_edges(blocks.run_ids)
+    else:  # (the sequence edges by target: every block with a predecessor)
+        with_parent = list(map(ge, parents, repeat(0)))
+        sources = list(compress(parents, with_parent))
+        targets = list(compress(range(n), with_parent))
+    return blocks, labels, sources, targets, parents
 
 
 def _block_label(kind: str, event: Any, text: str) -> str:
