@@ -189,8 +189,8 @@ def _ints() -> Ints:
 
 
 BLOCK_HEAD: Final = 161
-"""Characters of a text or reasoning block's text kept on its record (`_Block.head`): what a
-one-line label reads (its first 160 characters, and whether there are more)."""
+"""Characters of a text or reasoning block's text its record keeps at least (`_Block.head`): what
+a one-line label reads (its first 160 characters, and whether there are more)."""
 
 
 class _Block(msgspec.Struct, gc=False):
@@ -204,11 +204,13 @@ class _Block(msgspec.Struct, gc=False):
     run: str
     message: int
     chunks: Ints
-    head: tuple[str, int] | None = None
-    """Text and reasoning blocks: ``(text, last)``, the first `BLOCK_HEAD` characters of the
-    block's chunks joined (all of them while shorter) and the index of the last chunk read into
-    it; replaced as one value (a reader sees a text and its ``last`` together). A version whose
-    chunk count is not above ``last`` may hold fewer chunks of the block: it reads them instead."""
+    head: str | None = None
+    """Text and reasoning blocks: the block's text while it is shorter than `BLOCK_HEAD`
+    characters, then its first `BLOCK_HEAD` (the chunk that crossed it is cut there; the first
+    chunk is kept whole, as the same string object). Valid for a version that holds every chunk
+    of the block (``chunks[-1]`` below its chunk count); other versions join their own chunks. The
+    reducer appends a chunk before it extends the head, so a reader that reads the head first and
+    then ``chunks[-1]`` never takes a head that holds a chunk beyond its version."""
 
 
 class _Message(msgspec.Struct, gc=False):

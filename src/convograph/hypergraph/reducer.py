@@ -321,11 +321,12 @@ def _apply_event(s: _Store, event: Any) -> bool:
             if len(tail) == PAGE:
                 s.events.seal()
             s.chunk_block.append(open_block.index)
-            open_block.chunks.append(index)
+            open_block.chunks.append(index)  # (before the head: see `_Block.head`)
             s.n_chunks = index + 1
             head = open_block.head
-            if head is not None and len(head[0]) < BLOCK_HEAD:
-                open_block.head = ((head[0] + event.content)[:BLOCK_HEAD], index)
+            if head is not None and len(head) < BLOCK_HEAD:
+                text = head + event.content
+                open_block.head = text if len(text) <= BLOCK_HEAD else text[:BLOCK_HEAD]
             return True
         key = f"{run_id}:{event.id}"
     else:
@@ -352,11 +353,12 @@ def _apply_event(s: _Store, event: Any) -> bool:
         if len(tail) == PAGE:
             s.events.seal()
         s.chunk_block.append(block.index)
-        block.chunks.append(index)
+        block.chunks.append(index)  # (before the head: see `_Block.head`)
         s.n_chunks = index + 1
         head = block.head
-        if head is not None and len(head[0]) < BLOCK_HEAD:
-            block.head = ((head[0] + event.content)[:BLOCK_HEAD], index)
+        if head is not None and len(head) < BLOCK_HEAD:
+            text = head + event.content
+            block.head = text if len(text) <= BLOCK_HEAD else text[:BLOCK_HEAD]
         new_block = False
     else:
         if run is None:
@@ -565,14 +567,21 @@ def add_block(
     block_id = f"block:{key}" if count == 1 else f"block:{key}#{count}"
     block_index = s.n_blocks
     chunks = array("q", (index,))
-    head = (str(event.content)[:BLOCK_HEAD], index) if kind in _HEADED else None  # type: ignore[union-attr]
+    head: str | None = event.content if kind in _HEADED else None  # type: ignore[union-attr,assignment]
     block = _Block(block_index, block_id, key, kind, run.id, message.index, chunks, head)
-    s.blocks.append(block)
+    # the block record and its columns, in pages sealed together (`model.Paged`, inlined)
+    tail = s.blocks.tail
+    tail.append(block)
+    s.block_names.tail.append(block_id)
+    s.block_kinds.tail.append(kind)
+    s.block_runs.tail.append(run.id)
+    if len(tail) == PAGE:
+        s.blocks.seal()
+        s.block_names.seal()
+        s.block_kinds.seal()
+        s.block_runs.seal()
     s.n_blocks = block_index + 1
     s.block_ids[block_id] = block_index
-    s.block_names.append(block_id)
-    s.block_kinds.append(kind)
-    s.block_runs.append(run.id)
     s.block_first_chunks.append(index)
     run_blocks = run.blocks
     s.block_run_previous.append(run_blocks[-1] if run_blocks else -1)

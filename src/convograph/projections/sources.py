@@ -1355,17 +1355,18 @@ _FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
 
 
 def _text_head(block: Any, events: Sequence[Any], n_chunks: int) -> str:
-    """The first `model.BLOCK_HEAD` characters of a text or reasoning block's text in this version
-    (all that `compact` reads of it): the head its record keeps (`_Block.head`), or, for a version
-    that holds fewer of the block's chunks than the head read, the version's chunks joined until
-    that long. O(1) for the head."""
+    """At least the first `model.BLOCK_HEAD` characters of a text or reasoning block's text in this
+    version, or all of it when shorter (all that `compact` reads of it): the head its record keeps
+    (`_Block.head`) when the version holds every chunk of the block, else the version's chunks
+    joined until that long. O(1) for the head."""
     head = block.head
-    if head is not None and head[1] < n_chunks:
-        return str(head[0])
+    chunks = block.chunks
+    if head is not None and chunks[-1] < n_chunks:  # (head first: see `_Block.head`)
+        return str(head)
     from convograph.hypergraph.model import BLOCK_HEAD, prefix
 
     text = ""
-    for chunk in prefix(block.chunks, n_chunks):
+    for chunk in prefix(chunks, n_chunks):
         text += events[chunk].content
         if len(text) >= BLOCK_HEAD:
             break
