@@ -1140,34 +1140,27 @@ class ShownPaths:
 
     def block_columns(self, text_limit: int = 8) -> BlockColumns:
         """Every shown block in arrival order, with its first event and, for text and reasoning
-        blocks, the text of its first ``text_limit`` chunks (what a one-line label reads).
-        O(shown blocks), mostly in C-level passes."""
+        blocks, the text of its first ``text_limit`` chunks: `block_table` plus those reads (a
+        record per text or reasoning block). O(shown blocks), mostly in C-level passes."""
+        table = self.block_table()
         n = self._conv._n_chunks
         events = self.chunk_events
-        whole = _WHOLE_KINDS
-        ids: list[str] = []
-        kinds: list[str] = []
-        runs: list[str] = []
-        firsts: list[int] = []
-        add_id, add_kind, add_run, add_first = ids.append, kinds.append, runs.append, firsts.append
+        ids = table.ids
         texts: dict[str, str] = {}
-        for block in self.blocks():  # one pass: each record is touched once (cache misses dominate)
-            chunks = block.chunks
-            kind = block.kind
-            add_id(block.id)
-            add_kind(kind)
-            add_run(block.run)
-            add_first(chunks[0])
-            if kind in whole:
-                if chunks[-1] >= n:
-                    chunks = prefix(chunks, n)
-                texts[block.id] = "".join([events[i].content for i in chunks[:text_limit]])
+        records: list[_Block] | None = None
+        for i in compress(range(len(ids)), map(_WHOLE_KINDS.__contains__, table.kinds)):
+            if records is None:
+                records = self.block_records()[0]
+            chunks = records[i].chunks
+            if chunks[-1] >= n:
+                chunks = prefix(chunks, n)
+            texts[ids[i]] = "".join([events[c].content for c in chunks[:text_limit]])
         return BlockColumns(
             ids=ids,
-            kinds=kinds,
-            run_ids=runs,
-            first_seqs=[i + 1 for i in firsts],
-            first_events=[events[i] for i in firsts],
+            kinds=table.kinds,
+            run_ids=table.run_ids,
+            first_seqs=[i + 1 for i in table.first_chunks],
+            first_events=list(map(events.__getitem__, table.first_chunks)),
             texts=texts,
         )
 
