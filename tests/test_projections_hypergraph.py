@@ -173,6 +173,54 @@ def test_text_labels_read_the_whole_text_of_the_version_projected() -> None:
     assert project_dag(versions[-1]).nodes[2].label == compact("".join(words))
 
 
+def test_block_labels_by_kind() -> None:
+    """Every hypergraph block kind's DAG label (`dag.block_labels`), memoised ones twice."""
+    events: list[dict[str, Any]] = [
+        {"type": "user", "runId": "u", "content": "  Find   the\nbug  "},
+        {"type": "harness_start", "runId": "a", "parentId": "u:user"},
+        {"type": "reasoning", "runId": "a", "id": "r", "content": "hm"},
+        {"type": "reasoning", "runId": "a", "id": "r0", "content": ""},
+        {"type": "text", "runId": "a", "id": "t", "content": ""},
+        {"type": "tool_call", "runId": "a", "id": "c1", "name": "bash", "input": {}},
+        {"type": "relay", "runId": "a", "id": "p1", "kind": "permission", "toolCallId": "c1", "tool": "bash"},
+        {"type": "tool_result", "runId": "a", "id": "c1", "name": "bash", "output": "ok"},
+        {"type": "tool_call", "runId": "a", "id": "c2", "name": "bash", "input": {}},
+        {"type": "tool_result", "runId": "a", "id": "c2", "name": "bash", "output": "ok"},
+        {"type": "usage", "runId": "a", "inputTokens": 12, "outputTokens": 3},
+        {"type": "repl_input", "runId": "a", "id": "x", "code": "print(1)"},
+        {"type": "repl_progress", "runId": "a", "id": "x", "chunk": "1"},
+        {"type": "repl_output", "runId": "a", "id": "x", "stdout": "1"},
+        {"type": "repl_input", "runId": "a", "id": "y", "code": "pass"},
+        {"type": "repl_output", "runId": "a", "id": "y"},
+        {"type": "error", "runId": "a", "message": "boom"},
+        {"type": "usage", "runId": "a", "inputTokens": 12, "outputTokens": 4},
+        {"type": "harness_end", "runId": "a"},
+    ]
+    conv = conversation(events)
+    labels = [(n.kind, n.label) for n in project_dag(conv).nodes]
+    assert labels == [
+        ("user", "Find the bug"),
+        ("harness_start", "run start"),
+        ("reasoning", "thinking: hm"),
+        ("reasoning", "thinking..."),
+        ("text", "text"),
+        ("tool_call", "bash"),
+        ("relay", "permission: bash"),
+        ("tool_result", "bash result"),
+        ("tool_call", "bash"),
+        ("tool_result", "bash result"),
+        ("usage", "usage 12/3"),
+        ("repl_input", "repl: print(1)"),
+        ("repl_progress", "repl progress"),
+        ("repl_output", "output: 1"),
+        ("repl_input", "repl: pass"),
+        ("repl_output", "output"),
+        ("error", "error: boom"),
+        ("usage", "usage 12/4"),
+        ("harness_end", "run end"),
+    ]
+
+
 def test_edit_shows_only_the_active_branch() -> None:
     conv = conversation(SUBAGENT)
     edited = edit_message(conv, "msg:1", "Find the other bug")

@@ -64,6 +64,8 @@ __all__ = [
     "DAGNode",
     "LayoutInput",
     "add_spawn_edges",
+    "block_label",
+    "block_labels",
     "check_no_overlap",
     "graph_layout_input",
     "layout",
@@ -924,6 +926,112 @@ def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) 
             label = labels[key] = node_label(node)
         append(label)
     return out
+
+
+_BLOCK_CONTENT_KINDS: Final = frozenset({"text", "reasoning", "user", "error", "repl_input", "repl_output"})
+"""Hypergraph block kinds whose label reads the block's content."""
+
+_BLOCK_NAME_KINDS: Final = frozenset({"tool_call", "tool_result", "relay"})
+"""Hypergraph block kinds whose label depends on one name of the first event (tool, relay tool)."""
+
+
+def block_label(kind: str, event: Any, text: str) -> str:
+    """Compact one-line label of a hypergraph block from its kind and first event (``text``: the
+    start of a text or reasoning block's text, at least its first 161 characters, see
+    `block_labels`)."""
+    if kind == "text":
+        return compact(text) or "text"
+    if kind == "reasoning":
+        return compact("thinking: " + text) if text else "thinking..."
+    if kind == "tool_call":
+        return compact(event.name)
+    if kind == "tool_result":
+        return compact(f"{event.name} result")
+    if kind == "user":
+        content = event.content
+        return (compact(content) or "user") if isinstance(content, str) else "[media]"
+    if kind == "error":
+        return compact("error: " + event.message)
+    if kind == "relay":
+        return compact(f"permission: {event.tool}")
+    if kind == "repl_input":
+        return compact("repl: " + event.code)
+    if kind == "repl_output":
+        shown = event.error or event.stdout
+        return compact("output: " + shown) if shown else "output"
+    if kind == "repl_progress":
+        return "repl progress"
+    if kind == "usage":
+        return f"usage {event.input_tokens}/{event.output_tokens}"
+    fixed = _FIXED_LABELS.get(kind)
+    return fixed if fixed is not None else compact_json(kind)
+
+
+def block_labels(
+    kinds: list[str],
+    first_chunks: list[int],
+    events: tuple[Any, ...],
+    records: list[Any],
+    n_chunks: int,
+    head_limit: int,
+) -> list[str]:
+    """`block_label` of every block, given per block its kind and first chunk (``events``: every
+    chunk's event by index) and its record (``records``; read for text and reasoning blocks
+    only). Labels that depend on the kind only, or on a tool name, are computed once per value.
+    A text or reasoning label reads the head the record keeps (``head``: its text, at least its
+    first ``head_limit`` characters) when the version holds every chunk of the block (its last
+    chunk below ``n_chunks``), else joins the version's chunks until ``head_limit`` characters
+    (`compact` reads no more). O(blocks); a per-block loop, for the compiled build."""
+    out: list[str] = []
+    by_kind: dict[str, str] = {}
+    by_name: dict[str, dict[Any, str]] = {kind: {} for kind in _BLOCK_NAME_KINDS}
+    for i in range(len(kinds)):
+        kind = kinds[i]
+        label = by_kind.get(kind)
+        if label is not None:
+            out.append(label)
+            continue
+        if kind == "text" or kind == "reasoning":
+            text = _block_text_head(records[i], events, n_chunks, head_limit)
+            if kind == "text":
+                out.append(compact(text) or "text")
+            else:
+                out.append(compact("thinking: " + text) if text else "thinking...")
+            continue
+        event = events[first_chunks[i]]
+        memo = by_name.get(kind)
+        if memo is not None:
+            name = event.tool if kind == "relay" else event.name
+            label = memo.get(name)
+            if label is None:
+                label = memo[name] = block_label(kind, event, "")
+            out.append(label)
+            continue
+        if kind == "usage":  # (distinct per block, mostly: no memo)
+            out.append(f"usage {event.input_tokens}/{event.output_tokens}")
+            continue
+        label = block_label(kind, event, "")
+        if kind not in _BLOCK_CONTENT_KINDS:
+            by_kind[kind] = label
+        out.append(label)
+    return out
+
+
+def _block_text_head(record: Any, events: tuple[Any, ...], n_chunks: int, limit: int) -> str:
+    """See `block_labels`: the head first, then the last chunk (the reducer appends a chunk
+    before it extends the head)."""
+    head = record.head
+    chunks = record.chunks
+    if head is not None and chunks[-1] < n_chunks:
+        return str(head)
+    text = ""
+    for chunk in chunks:
+        if chunk >= n_chunks:
+            break
+        text += events[chunk].content
+        if len(text) >= limit:
+            break
+    return text[:limit]
 
 
 def graph_layout_input(graph: Graph) -> LayoutInput:

@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from heapq import heappop, heappush
 from itertools import compress, repeat
-from operator import ge, is_
+from operator import ge
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -52,7 +52,13 @@ from convograph.graph.nodes import (
     UsageNode,
     UserNode,
 )
-from convograph.projections.dag import LayoutInput, add_spawn_edges, compact, compact_json, run_sequence_edges
+from convograph.projections.dag import (
+    LayoutInput,
+    add_spawn_edges,
+    block_labels,
+    compact,
+    run_sequence_edges,
+)
 from convograph.projections.history import SUMMARY_RUN_PREFIX
 from convograph.projections.progress import _EXEC_INIT, ExecAccumulator, ProgressRegistry
 from convograph.projections.thread import (
@@ -1345,84 +1351,22 @@ def _add_summary_item(data: LayoutInput, row: Any) -> None:
     data.runs.append(f"summary:{row.thread_id}")
 
 
-_TEXT_LABELS: Final = frozenset({"text", "reasoning", "user", "error", "repl_input", "repl_output"})
-"""Block kinds whose label reads the block's content; every other label depends on the kind and at
-most two event fields, and is computed once per distinct value."""
-
-
-_FIELD_LABELS: Final = frozenset({"tool_call", "tool_result", "usage", "relay"})
-"""Block kinds whose label depends on one or two fields of the first event (name, tool, tokens)."""
-
-
-def _text_head(block: Any, events: Sequence[Any], n_chunks: int) -> str:
-    """At least the first `model.BLOCK_HEAD` characters of a text or reasoning block's text in this
-    version, or all of it when shorter (all that `compact` reads of it): the head its record keeps
-    (`_Block.head`) when the version holds every chunk of the block, else the version's chunks
-    joined until that long. O(1) for the head."""
-    head = block.head
-    chunks = block.chunks
-    if head is not None and chunks[-1] < n_chunks:  # (head first: see `_Block.head`)
-        return str(head)
-    from convograph.hypergraph.model import BLOCK_HEAD, prefix
-
-    text = ""
-    for chunk in prefix(chunks, n_chunks):
-        text += events[chunk].content
-        if len(text) >= BLOCK_HEAD:
-            break
-    return text[:BLOCK_HEAD]
-
-
-class _KindLabels(dict[str, str | None]):
-    """Block kind -> its label when the label depends on the kind only, else None (the block's
-    content or first event decides it); filled on first use of each kind."""
-
-    def __missing__(self, kind: str) -> str | None:
-        label = None if kind in _TEXT_LABELS or kind in _FIELD_LABELS else _block_label(kind, None, "")
-        self[kind] = label
-        return label
-
-
 def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], list[int], list[int]]:
     """The shown blocks as layout columns (`queries.BlockTable`: ids, kinds, runs, first chunks,
-    read from the store's block columns), the one-line label of every block, then the sequence
-    edges (consecutive blocks of a run) by target and each block's sequence predecessor (a parent
-    table). Labels by kind in one C-level pass; then, kind by kind, the blocks whose label reads
-    their first event (memoised per field value) or their text (`_text_labels`: the head their
-    record keeps). When every block is shown, the predecessors are the store's run-predecessor
+    read from the store's block columns), the one-line label of every block (`dag.block_labels`,
+    compiled: a text or reasoning label reads the head the block's record keeps), then the
+    sequence edges (consecutive blocks of a run) by target and each block's sequence predecessor
+    (a parent table). When every block is shown, the predecessors are the store's run-predecessor
     column and the edges two C-level passes over it; otherwise `dag.run_sequence_edges` (a
     compiled loop). O(blocks)."""
+    from convograph.hypergraph.model import BLOCK_HEAD
+
     blocks = shown.block_table()
-    kinds = blocks.kinds
-    n = len(kinds)
-    labels: list[Any] = list(map(_KindLabels().__getitem__, kinds))
-    events = shown.chunk_events
-    firsts = blocks.first_chunks
-    records: list[Any] = shown.block_records()[0]
-    by_field: dict[str, dict[Any, str]] = {kind: {} for kind in _FIELD_LABELS}
-    field_labels = by_field.keys()
-    for i in compress(range(n), map(is_, labels, repeat(None))):
-        kind = kinds[i]
-        if kind == "text":
-            labels[i] = compact(_text_head(records[i], events, n_chunks)) or "text"
-            continue
-        if kind == "reasoning":
-            text = _text_head(records[i], events, n_chunks)
-            labels[i] = compact("thinking: " + text) if text else "thinking..."
-            continue
-        event = events[firsts[i]]
-        if kind in field_labels:
-            if kind == "usage":  # (distinct per block, mostly: no memo)
-                labels[i] = f"usage {event.input_tokens}/{event.output_tokens}"
-                continue
-            memo = by_field[kind]
-            key = event.tool if kind == "relay" else event.name
-            label = memo.get(key)
-            if label is None:
-                label = memo[key] = _block_label(kind, event, "")
-            labels[i] = label
-        else:
-            labels[i] = _block_label(kind, event, "")
+    records = shown.block_records()[0]
+    labels = block_labels(
+        blocks.kinds, blocks.first_chunks, shown.chunk_events, records, n_chunks, BLOCK_HEAD
+    )
+    n = len(labels)
     parents = blocks.run_previous
     if parents is None:
         sources, targets, parents = run_sequence_edges(blocks.run_ids)
@@ -1431,35 +1375,3 @@ def _block_input(shown: Any, n_chunks: int) -> tuple[Any, list[str], list[int], 
         sources = list(compress(parents, with_parent))
         targets = list(compress(range(n), with_parent))
     return blocks, labels, sources, targets, parents
-
-
-def _block_label(kind: str, event: Any, text: str) -> str:
-    """A block's label from its first event (``text``: the head of a text / reasoning block)."""
-    if kind == "text":
-        return compact(text) or "text"
-    if kind == "reasoning":
-        return compact("thinking: " + text) if text else "thinking..."
-    if kind == "tool_call":
-        return compact(event.name)
-    if kind == "tool_result":
-        return compact(f"{event.name} result")
-    if kind == "user":
-        return (compact(event.content) or "user") if isinstance(event.content, str) else "[media]"
-    if kind == "error":
-        return compact("error: " + event.message)
-    if kind == "relay":
-        return compact(f"permission: {event.tool}")
-    if kind == "repl_input":
-        return compact("repl: " + event.code)
-    if kind == "repl_output":
-        return (
-            compact("output: " + (event.error or event.stdout or ""))
-            if (event.error or event.stdout)
-            else "output"
-        )
-    if kind == "repl_progress":
-        return "repl progress"
-    if kind == "usage":
-        return f"usage {event.input_tokens}/{event.output_tokens}"
-    fixed = {"harness_start": "run start", "harness_end": "run end"}.get(kind)
-    return fixed if fixed is not None else compact_json(kind)
