@@ -69,6 +69,7 @@ __all__ = [
     "check_no_overlap",
     "graph_layout_input",
     "layout",
+    "node_columns",
     "node_labels",
     "project_dag",
     "project_graph_dag",
@@ -871,16 +872,25 @@ _MEMO_KEY: Final[dict[type[Any], Callable[[Any], Hashable]]] = {
 """Node types whose label depends only on these fields: labels are computed once per value."""
 
 
-def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) -> list[str]:
-    """`node_label` of every node, computing each name-only label (tool calls, results,
-    progress, usage, relays, lifecycle) once per distinct value. ``types``: ``type(node)`` of
-    every node, when the caller has it. O(N).
+def node_labels(nodes: Sequence[Any]) -> list[str]:
+    """`node_label` of every node (`node_columns`' labels). O(N)."""
+    return node_columns(nodes)[2]
+
+
+def node_columns(nodes: Sequence[Any]) -> tuple[list[str], list[str], list[str]]:
+    """Every node's run id, kind and `node_label`, in one pass over the nodes (each node is read
+    once: at 100k nodes a pass per column re-read every node from memory), computing each
+    name-only label (tool calls, results, progress, usage, relays, lifecycle) once per distinct
+    value. O(N).
 
     Tool calls, results and progress (about half of an agent conversation's nodes) are tested
     for by type identity and memoised by name inline; the other memoised types go through the
     `_MEMO_KEY` table."""
+    runs: list[str] = []
+    kinds: list[str] = []
     out: list[str] = []
     append = out.append
+    kind_of_type = _KIND_OF_TYPE
     # node type -> (its labels by memo key, the key's getter): no (type, key) tuple per node
     memos: dict[type[Any], tuple[dict[Hashable, str], Callable[[Any], Hashable]]] = {}
     memos_get = memos.get
@@ -889,7 +899,10 @@ def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) 
     result_labels: dict[str, str] = {}
     progress_labels: dict[str, str] = {}
     by_name: dict[str, str] | None
-    for node, cls in zip(nodes, map(type, nodes) if types is None else types, strict=True):
+    for node in nodes:
+        cls = type(node)
+        runs.append(node.run_id)
+        kinds.append(kind_of_type[cls])  # every node class is in it
         if cls is ToolProgressNode:
             by_name = progress_labels
         elif cls is ToolCallNode:
@@ -925,7 +938,7 @@ def node_labels(nodes: Sequence[Any], types: Sequence[type[Any]] | None = None) 
         if label is None:
             label = labels[key] = node_label(node)
         append(label)
-    return out
+    return runs, kinds, out
 
 
 _BLOCK_CONTENT_KINDS: Final = frozenset({"text", "reasoning", "user", "error", "repl_input", "repl_output"})
@@ -1045,11 +1058,7 @@ def graph_layout_input(graph: Graph) -> LayoutInput:
     data = LayoutInput()
     nodes = graph.node_list()
     data.ids = ids = graph.node_ids()
-    data.runs = list(map(_run_id_of, nodes))
-    types = list(map(type, nodes))
-    data.kinds = list(map(_KIND_OF_TYPE.__getitem__, types))  # every node class is in it
-    data.labels = node_labels(nodes, types)
-    del types
+    data.runs, data.kinds, data.labels = node_columns(nodes)
     data.edges_unique = True  # the reducer adds no duplicate edge and no self-loop
     parent_ids = graph.parent_ids()
     if parent_ids is not None:
@@ -1118,7 +1127,6 @@ _NEAR: Final = 16
 """`_parent_positions` looks for a non-adjacent parent among this many ids before its child first."""
 
 
-_run_id_of: Final = attrgetter("run_id")
 _NON_NEGATIVE: Final = (-1).__lt__
 """``x >= 0`` for an int ``x``, as a C-level predicate (``-1 < x``)."""
 
