@@ -1291,9 +1291,9 @@ def conversation_layout_input(conversation: Any, active: Any = None) -> LayoutIn
     """Blocks on the shown paths as layout input: sequence edges between consecutive blocks of a
     run, spawn edges from a trigger block to the first block of the run it started. Read in bulk
     from the store's block and spawn columns (`queries.ShownPaths.block_table`,
-    `spawn_edge_columns`, `_block_input`); labels that depend on the kind only, or on one or two
-    event fields, are computed once per distinct value. O(shown blocks + summaries + spawns log
-    spawns), mostly in C-level passes."""
+    `spawn_edge_columns`, `_block_input`); labels that depend on the kind only, or on a tool
+    name, are computed once per distinct value (`dag.block_labels`). O(shown blocks + summaries +
+    spawns log spawns), mostly in C-level passes."""
     if not _is_conversation(conversation):
         raise _unsupported(conversation)
     active = _resolve_active(conversation, active)
