@@ -1218,6 +1218,8 @@ class ShownPaths:
         targets: list[Any] = s.spawn_first_blocks[:count].tolist()
         blocks = self._blocks
         n = len(blocks)
+        # (when every block is shown, a store position is a shown position: a spawn of this version
+        # has its trigger and its run's first block in it)
         if not self._shows_every_block:  # store positions -> shown positions (None: not shown)
             position = dict(zip(blocks, range(n), strict=True)).get
             triggers = list(map(position, triggers))
@@ -1226,11 +1228,6 @@ class ShownPaths:
                 kept = [i for i in range(count) if triggers[i] is not None and targets[i] is not None]
                 triggers = list(map(triggers.__getitem__, kept))
                 targets = list(map(targets.__getitem__, kept))
-        elif count and (max(triggers) >= n or max(targets) >= n):  # (never: a spawn of this version
-            # has both blocks in it; kept as a guard)
-            kept = [i for i in range(count) if triggers[i] < n and targets[i] < n]
-            triggers = list(map(triggers.__getitem__, kept))
-            targets = list(map(targets.__getitem__, kept))
         order = sorted(range(len(triggers)), key=triggers.__getitem__)
         return list(map(triggers.__getitem__, order)), list(map(targets.__getitem__, order))
 

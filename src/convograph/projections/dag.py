@@ -70,7 +70,6 @@ __all__ = [
     "graph_layout_input",
     "layout",
     "node_columns",
-    "node_labels",
     "project_dag",
     "project_graph_dag",
     "run_sequence_edges",
@@ -870,11 +869,6 @@ _MEMO_KEY: Final[dict[type[Any], Callable[[Any], Hashable]]] = {
     HarnessEndNode: type,
 }
 """Node types whose label depends only on these fields: labels are computed once per value."""
-
-
-def node_labels(nodes: Sequence[Any]) -> list[str]:
-    """`node_label` of every node (`node_columns`' labels). O(N)."""
-    return node_columns(nodes)[2]
 
 
 def node_columns(nodes: Sequence[Any]) -> tuple[list[str], list[str], list[str]]:
