@@ -351,7 +351,20 @@ def check_invariants(conv: Conversation) -> None:
             assert parent == earlier or summary is not None or q.get_message(conv, later).summary
     for run in q.run_ids(conv):
         assert q.run_status(conv, run) in ("streaming", "complete", "error", "aborted")
+    check_run_event_table(conv)
     check_store_columns(conv)
+
+
+def check_run_event_table(conv: Conversation) -> None:
+    """The bulk reader says, for this version, what the per-run record queries say."""
+    table = q.run_event_table(conv)
+    assert table.run_ids == list(q.run_ids(conv))
+    for run, events, blocks in zip(table.run_ids, table.events, table.blocks, strict=True):
+        assert events == [chunk.event for chunk in q.run_chunks(conv, run)]
+        records = q.run_blocks(conv, run)
+        assert [table.block_ids[b] for b in blocks] == [block.id for block in records]
+        assert [table.block_kinds[b] for b in blocks] == [block.kind for block in records]
+    assert len(table.block_ids) == len(table.block_kinds) == conv.block_count
 
 
 def check_store_columns(conv: Conversation) -> None:

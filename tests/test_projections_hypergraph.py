@@ -537,6 +537,66 @@ def test_repl_projector_equals_one_shot_in_any_arrival_order(rnd: Any) -> None:
     assert_repl_follows(events)
 
 
+@st.composite
+def repl_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """REPL runs with long stretches of stdout / stderr progress, text between them, turns cut
+    short (progress before any input, after an output, at the very end)."""
+    events: list[dict[str, Any]] = []
+    for run in draw(st.lists(st.sampled_from(["R", "S"]), min_size=1, max_size=2, unique=True)):
+        if draw(st.booleans()) or run == "R":
+            events.append({"type": "harness_start", "runId": run, "agentId": run})
+        for k in range(draw(st.integers(0, 4))):
+            step = draw(st.sampled_from(["input", "progress", "output", "text", "error", "usage"]))
+            turn = f"{run}{k}"
+            if step == "input":
+                events.append({"type": "repl_input", "runId": run, "id": turn, "code": f"c{k}"})
+            if step in ("input", "progress"):
+                for chunk in draw(st.lists(st.sampled_from(["o", "e", "x\n"]), max_size=6)):
+                    stream = "stderr" if chunk == "e" else "stdout"
+                    events.append(
+                        {"type": "repl_progress", "runId": run, "id": turn, "chunk": chunk, "stream": stream}
+                    )
+            if step == "output":
+                done = draw(st.booleans())
+                events.append({"type": "repl_output", "runId": run, "id": turn, "stdout": "o", "done": done})
+            if step == "text":
+                events.append({"type": "text", "runId": run, "id": f"t{turn}", "content": "t"})
+            if step == "error":
+                events.append({"type": "error", "runId": run, "message": "boom"})
+            if step == "usage":
+                events.append({"type": "usage", "runId": run, "inputTokens": 1, "outputTokens": 1})
+        if draw(st.booleans()):
+            events.append({"type": "harness_end", "runId": run, "reason": "final"})
+    return events
+
+
+@settings(max_examples=60, deadline=None)
+@given(repl_streams())
+def test_repl_one_shot_joins_progress_as_the_projector_appends_it(events: list[dict[str, Any]]) -> None:
+    """`project_repl` joins a stretch of progress chunks at once; the projector appends them one by
+    one: the same stdout, stderr and phases after every event."""
+    assert_repl_follows(events)
+
+
+def test_repl_one_shot_keeps_stdout_and_stderr_apart() -> None:
+    events = [
+        {"type": "harness_start", "runId": "R", "agentId": "rlm"},
+        {"type": "repl_progress", "runId": "R", "id": "k0", "chunk": "early ", "stream": "stdout"},
+        {"type": "repl_input", "runId": "R", "id": "k1", "code": "run()"},
+        *(
+            {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": chunk, "stream": stream}
+            for chunk, stream in [("a", "stdout"), ("!", "stderr"), ("b", "stdout"), ("?", "stderr")]
+        ),
+        {"type": "usage", "runId": "R", "inputTokens": 1, "outputTokens": 1},
+        {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "#", "stream": "stderr"},
+        {"type": "repl_output", "runId": "R", "id": "k1", "stdout": "ab", "done": False},
+        {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "late", "stream": "stdout"},
+    ]
+    (turn,) = project_repl(conversation(events)).all_agents["R"].turns
+    assert (turn.stdout, turn.stderr, turn.phase) == ("early ablate", "!?#", "executing")
+    assert_repl_follows(events)
+
+
 def test_repl_projector_on_a_shared_workload_and_after_an_operation() -> None:
     from convograph.events import read_ndjson_file
 

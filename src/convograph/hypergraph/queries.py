@@ -24,6 +24,7 @@ from convograph.hypergraph.model import (
     MAIN_THREAD,
     Conversation,
     Diagnostic,
+    Ints,
     RelayDecision,
     RunStatus,
     SummaryInfo,
@@ -48,6 +49,7 @@ __all__ = [
     "Message",
     "MessageHealth",
     "RelayInfo",
+    "RunEventTable",
     "RunInfo",
     "ShownPaths",
     "SpawnInfo",
@@ -80,6 +82,7 @@ __all__ = [
     "relays",
     "run_blocks",
     "run_chunks",
+    "run_event_table",
     "run_ids",
     "run_info",
     "run_parents",
@@ -613,6 +616,55 @@ def run_chunks(conv: Conversation, run_id: str) -> tuple[Chunk, ...]:
     """The run's chunks in order (the REPL view's input). O(run size)."""
     run = _run(conv, run_id)
     return tuple(_chunk_record(conv, i) for i in run_chunk_indexes(conv, run))
+
+
+class RunEventTable(NamedTuple):
+    """`run_event_table`: every run of a version with its events, for a whole-conversation fold."""
+
+    run_ids: list[str]
+    """In order of first arrival (`run_ids`)."""
+    events: list[list[Any]]
+    """Per run: its chunks' events in block order (`run_chunk_indexes`)."""
+    blocks: list[Ints]
+    """Per run: its block indexes, in order."""
+    block_ids: list[str]
+    """Block index -> block id."""
+    block_kinds: list[str]
+    """Block index -> block kind."""
+
+
+def run_event_table(conv: Conversation) -> RunEventTable:
+    """Every run's events in block order: what `run_chunks` gives run by run, without a `Chunk`
+    record (an id string and a Struct) per chunk. One C-level copy of the event, block and block
+    column lists, then O(blocks + chunks) per run: O(N) in all."""
+    s = conv._store
+    n_chunks = conv._n_chunks
+    n_blocks = conv._n_blocks
+    events: list[Any] = _flat(s.events, n_chunks)
+    records: list[_Block] = _flat(s.blocks, n_blocks)
+    event_of = events.__getitem__
+    run_ids: list[str] = []
+    run_events: list[list[Any]] = []
+    run_blocks: list[Ints] = []
+    for run in tuple(s.runs.values()):
+        if not 0 <= run.first_chunk < n_chunks:
+            continue
+        blocks = prefix(run.blocks, n_blocks)
+        out: list[Any] = []
+        append = out.append
+        extend = out.extend
+        for b in blocks:
+            chunks = records[b].chunks
+            if len(chunks) == 1:  # (a block of this version has its first chunk in it)
+                append(events[chunks[0]])
+            else:
+                extend(map(event_of, prefix(chunks, n_chunks)))
+        run_ids.append(run.id)
+        run_events.append(out)
+        run_blocks.append(blocks)
+    return RunEventTable(
+        run_ids, run_events, run_blocks, _flat(s.block_names, n_blocks), _flat(s.block_kinds, n_blocks)
+    )
 
 
 def run_blocks(conv: Conversation, run_id: str) -> tuple[Block, ...]:

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from convograph.events.types import ReplProgress
+
 __all__ = [
     "ReplAgent",
     "ReplOutputInfo",
@@ -210,11 +212,40 @@ class _RunFold:
 
 
 def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
-    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``."""
+    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``.
+
+    What `_RunFold.add` does event by event, except that a stretch of consecutive
+    ``repl_progress`` events (most of a REPL run) is appended to the turn with one join per
+    stream: O(chunks + text) instead of a concatenation of the turn's output so far per chunk."""
     fold = _RunFold(run_id)
+    add = fold.add
+    stdout: list[str] = []
+    stderr: list[str] = []
     for event in events:
-        fold.add(event)
+        if type(event) is ReplProgress:
+            if event.stream == "stderr":
+                stderr.append(event.chunk)
+            else:
+                stdout.append(event.chunk)
+            continue
+        if stdout or stderr:
+            _flush_progress(fold.turn, stdout, stderr)
+        add(event)
+    if stdout or stderr:
+        _flush_progress(fold.turn, stdout, stderr)
     return fold.read(closed)
+
+
+def _flush_progress(turn: ReplTurn, stdout: list[str], stderr: list[str]) -> None:
+    """Apply a stretch of ``repl_progress`` chunks to ``turn`` (as `_RunFold.add` would one by one)
+    and empty the lists."""
+    turn.phase = "executing"
+    if stdout:
+        turn.stdout += "".join(stdout)
+        stdout.clear()
+    if stderr:
+        turn.stderr += "".join(stderr)
+        stderr.clear()
 
 
 def _attach(
@@ -256,7 +287,8 @@ def _attach(
 
 
 def project_repl(conversation: Any) -> ReplView:
-    """The REPL view of a hypergraph conversation. O(N) over all chunks, O(run) per run."""
+    """The REPL view of a hypergraph conversation. O(N) over all chunks, O(run) per run (read in
+    bulk: `queries.run_event_table`, no record per chunk or block)."""
     from convograph.hypergraph import Conversation
     from convograph.hypergraph import queries as q
 
@@ -266,20 +298,22 @@ def project_repl(conversation: Any) -> ReplView:
             f"not {type(conversation).__name__}"
         )
     closed = q.is_stream_closed(conversation)
+    table = q.run_event_table(conversation)
+    block_ids = table.block_ids
+    block_kinds = table.block_kinds
     all_agents: dict[str, ReplAgent] = {}
     order: list[str] = []
     turn_of: dict[str, int] = {}
-    for run_id in q.run_ids(conversation):
-        events = [chunk.event for chunk in q.run_chunks(conversation, run_id)]
+    for run_id, events, blocks in zip(table.run_ids, table.events, table.blocks, strict=True):
         agent = _fold(run_id, events, closed)
         if agent is not None:
             all_agents[run_id] = agent
             order.append(run_id)
             turn_index = -1
-            for block in q.run_blocks(conversation, run_id):
-                if block.kind == "repl_input":
+            for b in blocks:
+                if block_kinds[b] == "repl_input":
                     turn_index += 1
-                turn_of[block.id] = turn_index
+                turn_of[block_ids[b]] = turn_index
     roots = _attach(conversation, order, all_agents, turn_of.__getitem__)
     return ReplView(agents=roots, all_agents=all_agents)
 
