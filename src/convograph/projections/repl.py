@@ -1,8 +1,9 @@
 """REPL view (spec §4.5): RLM agents, their turns (reasoning, code, output) and child agents.
 
 Built on the hypergraph (the ``repl_*`` events are not nodes of the flat graph). Each run's events
-come from the hypergraph's per-run index (`queries.run_chunks`): no full scan per run, so the view
-costs O(N) in total, not upstream's O(runs x N). Children are linked through the spawn index of
+come from the hypergraph's per-run index, read for every run at once (`queries.run_event_table`: no
+record per chunk, no full scan per run), so the view costs O(N) in total, not upstream's
+O(runs x N). Children are linked through the spawn index of
 every block of the agent (any block, not only those whose block key is the event id, spec §9 #16).
 
 Folding per run, in arrival order (spec §4.5): ``harness_start`` sets identity, depth and
