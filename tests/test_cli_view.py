@@ -119,6 +119,35 @@ def test_export_thread_dag_and_svg(stream: Path, tmp_path: Path) -> None:
     assert ET.fromstring(target.read_text()).tag.endswith("svg")
 
 
+def test_export_repl_reads_the_hypergraph(tmp_path: Path) -> None:
+    """``repl_*`` events are not flat-graph nodes: the REPL view comes from the hypergraph."""
+    events = [
+        {"type": "harness_start", "runId": "R", "agentId": "rlm", "maxIterations": 3},
+        {"type": "repl_input", "runId": "R", "id": "k1", "code": "print(1)", "iteration": 0},
+        {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "1\n"},
+        {"type": "repl_progress", "runId": "R", "id": "k1", "chunk": "oops\n", "stream": "stderr"},
+        {"type": "repl_output", "runId": "R", "id": "k1", "stdout": "1\n", "done": True},
+        {"type": "text", "runId": "R", "id": "a", "content": "one"},
+        {"type": "harness_end", "runId": "R", "reason": "final"},
+    ]
+    source = tmp_path / "rlm.ndjson"
+    source.write_text("".join(json.dumps(e) + "\n" for e in events) + "not json\n")
+    result = runner.invoke(app, ["export", str(source), "-f", "repl"])
+    assert result.exit_code == 1  # the invalid last line was skipped and reported
+    view = json.loads(result.stdout)
+    (agent,) = view["agents"]
+    assert (agent["runId"], agent["status"], agent["finalAnswer"]) == ("R", "done", "one")
+    (turn,) = agent["turns"]
+    assert (turn["code"], turn["stdout"], turn["stderr"]) == ("print(1)", "1\n", "oops\n")
+    assert turn["output"] == {
+        "stdout": "1\n",
+        "done": True,
+        "error": None,
+        "durationMs": None,
+        "truncated": None,
+    }
+
+
 def test_export_rejects_unknown_format(stream: Path) -> None:
     result = runner.invoke(app, ["export", str(stream), "-f", "gemini"])
     assert result.exit_code == 2
