@@ -351,19 +351,28 @@ def check_invariants(conv: Conversation) -> None:
             assert parent == earlier or summary is not None or q.get_message(conv, later).summary
     for run in q.run_ids(conv):
         assert q.run_status(conv, run) in ("streaming", "complete", "error", "aborted")
-    check_run_event_table(conv)
+    check_bulk_readers(conv)
     check_store_columns(conv)
 
 
-def check_run_event_table(conv: Conversation) -> None:
-    """The bulk reader says, for this version, what the per-run record queries say."""
+def check_bulk_readers(conv: Conversation) -> None:
+    """The bulk readers say, for this version, what the per-chunk and per-run record queries say."""
+    chunks = list(q.iter_chunks(conv))
+    for start in {0, 1, len(chunks) // 2, len(chunks)}:
+        columns = q.chunk_columns(conv, start)
+        rows = [
+            (event, columns.block_ids[b], columns.block_kinds[b], columns.block_runs[b])
+            for event, b in zip(columns.events, columns.blocks, strict=True)
+        ]
+        records = [(c, q.get_block(conv, c.block_id)) for c in chunks[start:]]
+        assert rows == [(c.event, block.id, block.kind, block.run_id) for c, block in records]
     table = q.run_event_table(conv)
     assert table.run_ids == list(q.run_ids(conv))
     for run, events, blocks in zip(table.run_ids, table.events, table.blocks, strict=True):
         assert events == [chunk.event for chunk in q.run_chunks(conv, run)]
-        records = q.run_blocks(conv, run)
-        assert [table.block_ids[b] for b in blocks] == [block.id for block in records]
-        assert [table.block_kinds[b] for b in blocks] == [block.kind for block in records]
+        run_records = q.run_blocks(conv, run)
+        assert [table.block_ids[b] for b in blocks] == [block.id for block in run_records]
+        assert [table.block_kinds[b] for b in blocks] == [block.kind for block in run_records]
     assert len(table.block_ids) == len(table.block_kinds) == conv.block_count
 
 

@@ -25,6 +25,7 @@ from convograph.hypergraph.model import (
     Conversation,
     Diagnostic,
     Ints,
+    Paged,
     RelayDecision,
     RunStatus,
     SummaryInfo,
@@ -45,6 +46,7 @@ __all__ = [
     "BlockRow",
     "BlockTable",
     "Chunk",
+    "ChunkColumns",
     "FeedColumns",
     "Message",
     "MessageHealth",
@@ -61,6 +63,7 @@ __all__ = [
     "blocks_of",
     "child_runs",
     "children_of",
+    "chunk_columns",
     "chunk_event",
     "chunk_seqs",
     "chunks_of",
@@ -616,6 +619,40 @@ def run_chunks(conv: Conversation, run_id: str) -> tuple[Chunk, ...]:
     """The run's chunks in order (the REPL view's input). O(run size)."""
     run = _run(conv, run_id)
     return tuple(_chunk_record(conv, i) for i in run_chunk_indexes(conv, run))
+
+
+class ChunkColumns(NamedTuple):
+    """`chunk_columns`: the chunks of a version from ``start`` on, as columns."""
+
+    events: list[Any]
+    """Chunk ``start + i`` -> its event."""
+    blocks: Ints
+    """Chunk ``start + i`` -> its block's index."""
+    block_ids: list[str] | Paged[str]
+    """Block index -> block id (every block the chunks name is in it)."""
+    block_kinds: list[str] | Paged[str]
+    block_runs: list[str] | Paged[str]
+
+
+def chunk_columns(conv: Conversation, start: int = 0) -> ChunkColumns:
+    """The chunks from index ``start`` on (arrival order) with their blocks' id, kind and run:
+    what `get_chunk` and `get_block` give chunk by chunk, without a record (and its id strings)
+    per chunk. O(chunks from ``start``): from the start, C-level copies of the columns; from
+    further on, the block columns are indexed in place (O(1) each)."""
+    s = conv._store
+    n_chunks = conv._n_chunks
+    if start <= 0:
+        n_blocks = conv._n_blocks
+        return ChunkColumns(
+            _flat(s.events, n_chunks),
+            s.chunk_block[:n_chunks],
+            _flat(s.block_names, n_blocks),
+            _flat(s.block_kinds, n_blocks),
+            _flat(s.block_runs, n_blocks),
+        )
+    paged = s.events
+    events = [paged[i] for i in range(start, n_chunks)]
+    return ChunkColumns(events, s.chunk_block[start:n_chunks], s.block_names, s.block_kinds, s.block_runs)
 
 
 class RunEventTable(NamedTuple):

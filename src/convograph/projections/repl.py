@@ -100,8 +100,12 @@ class SidebarItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 class _RunFold:
     """One run's REPL fold so far (spec §4.5): `add` one event in O(1) (plus the text appended),
-    `agent` reads it as a `ReplAgent` in O(turns). The one-shot `project_repl` and the
-    incremental `ReplProjector` both fold through this, so they agree by construction."""
+    `read` gives it as a `ReplAgent` in O(turns). The one-shot `project_repl` and the
+    incremental `ReplProjector` both fold through this, so they agree by construction.
+
+    ``repl_progress`` chunks wait in ``stdout`` / ``stderr`` lists until the next other event or
+    `read`, then join the turn's text at once: appending chunk by chunk to a string would copy the
+    turn's output so far per chunk (quadratic in a turn's output, as upstream's ``+=``)."""
 
     __slots__ = (
         "agent",
@@ -111,6 +115,8 @@ class _RunFold:
         "errored",
         "started",
         "status",
+        "stderr",
+        "stdout",
         "turn",
         "turn_started",
     )
@@ -125,8 +131,28 @@ class _RunFold:
         self.ended = False
         self.status: AgentStatus = "running"
         self.done_turns: list[ReplTurn] = []
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        """``repl_progress`` chunks of ``turn`` not yet joined into it."""
+
+    def _join_progress(self) -> None:
+        """Apply the waiting ``repl_progress`` chunks to ``turn`` (what adding them one by one would
+        do: the phase, then the texts)."""
+        turn = self.turn
+        turn.phase = "executing"
+        if self.stdout:
+            turn.stdout += "".join(self.stdout)
+            self.stdout.clear()
+        if self.stderr:
+            turn.stderr += "".join(self.stderr)
+            self.stderr.clear()
 
     def add(self, event: Any) -> None:
+        if type(event) is ReplProgress:
+            (self.stderr if event.stream == "stderr" else self.stdout).append(event.chunk)
+            return
+        if self.stdout or self.stderr:
+            self._join_progress()
         kind = event.type
         agent = self.agent
         turn = self.turn
@@ -165,12 +191,6 @@ class _RunFold:
             turn.phase = "code"
             if event.iteration is not None:
                 turn.iteration = event.iteration
-        elif kind == "repl_progress":
-            turn.phase = "executing"
-            if event.stream == "stderr":
-                turn.stderr += event.chunk
-            else:
-                turn.stdout += event.chunk
         elif kind == "repl_output":
             turn.output = ReplOutputInfo(
                 stdout=event.stdout,
@@ -204,6 +224,8 @@ class _RunFold:
         for a run without ``harness_start``. A run still open in a closed stream is ``error``."""
         if not self.started:
             return None
+        if self.stdout or self.stderr:
+            self._join_progress()
         agent = self.agent
         turn = self.turn
         open_turn = self.turn_started or turn.reasoning or turn.error_message is not None
@@ -213,40 +235,16 @@ class _RunFold:
 
 
 def _fold(run_id: str, events: list[Any], closed: bool) -> ReplAgent | None:
-    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``.
-
-    What `_RunFold.add` does event by event, except that a stretch of consecutive
-    ``repl_progress`` events (most of a REPL run) is appended to the turn with one join per
-    stream: O(chunks + text) instead of a concatenation of the turn's output so far per chunk."""
+    """One run's events as a `ReplAgent`; ``None`` for a run without ``harness_start``."""
     fold = _RunFold(run_id)
     add = fold.add
-    stdout: list[str] = []
-    stderr: list[str] = []
+    stdout, stderr = fold.stdout, fold.stderr  # (`add` of a progress chunk, inline)
     for event in events:
         if type(event) is ReplProgress:
-            if event.stream == "stderr":
-                stderr.append(event.chunk)
-            else:
-                stdout.append(event.chunk)
-            continue
-        if stdout or stderr:
-            _flush_progress(fold.turn, stdout, stderr)
-        add(event)
-    if stdout or stderr:
-        _flush_progress(fold.turn, stdout, stderr)
+            (stderr if event.stream == "stderr" else stdout).append(event.chunk)
+        else:
+            add(event)
     return fold.read(closed)
-
-
-def _flush_progress(turn: ReplTurn, stdout: list[str], stderr: list[str]) -> None:
-    """Apply a stretch of ``repl_progress`` chunks to ``turn`` (as `_RunFold.add` would one by one)
-    and empty the lists."""
-    turn.phase = "executing"
-    if stdout:
-        turn.stdout += "".join(stdout)
-        stdout.clear()
-    if stderr:
-        turn.stderr += "".join(stderr)
-        stderr.clear()
 
 
 def _attach(
@@ -368,19 +366,21 @@ class ReplProjector:
         conversation = self._conversation
         runs = self._runs
         turn_of = self._turn_of
-        for number in range(self._seen + 1, conversation.chunk_count + 1):
-            chunk = q.get_chunk(conversation, f"chunk:{number}")
-            run_id = chunk.run_id
+        repl_blocks = self._repl_blocks
+        columns = q.chunk_columns(conversation, self._seen)
+        block_ids, block_kinds, block_runs = columns.block_ids, columns.block_kinds, columns.block_runs
+        for event, b in zip(columns.events, columns.blocks, strict=True):
+            run_id = block_runs[b]
             fold = runs.get(run_id)
             if fold is None:
                 fold = runs[run_id] = _RunFold(run_id)
-            fold.add(chunk.event)
-            block_id = chunk.block_id
+            fold.add(event)
+            block_id = block_ids[b]
             if block_id not in turn_of:
-                count = self._repl_blocks.get(run_id, 0)
-                if q.get_block(conversation, block_id).kind == "repl_input":
+                count = repl_blocks.get(run_id, 0)
+                if block_kinds[b] == "repl_input":
                     count += 1
-                    self._repl_blocks[run_id] = count
+                    repl_blocks[run_id] = count
                 turn_of[block_id] = count - 1
         self._seen = conversation.chunk_count
 
