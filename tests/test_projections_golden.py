@@ -8,7 +8,11 @@ agent-harness shape. For every case the JSON of the flat-graph and hypergraph th
 each `ViewOptions`), messages in every format, DAG layout and SVG is hashed; the digests were
 recorded from the implementation before the one-shot fast paths were added, and re-recorded once
 (2026-11-27) for a deliberate change: the flat DAG lists its edges in their targets' arrival order
-(was grouped by source); nodes, groups and sizes were checked identical before and after.
+(was grouped by source); nodes, groups and sizes were checked identical before and after. Re-recorded
+again (2026-11-27, fourteenth session) for another: a signed reasoning node is a thread view of its
+own (was merged with the reasoning next to it, voiding its signature). Checked before re-recording:
+every changed thread output equals the new one with consecutive reasoning views of a run merged
+back, and the OpenAI outputs did not change.
 
 A deliberate output change re-records them: ``python -m tests.test_projections_golden``.
 """
@@ -219,10 +223,10 @@ GOLDEN: dict[str, str] = {
     "random-1": "fc119e72bbde112c",
     "random-2": "3679e43f0fae0f39",
     "shuffled-2": "6d15a4a322ddb462",
-    "random-3": "b7d1625b22f34aee",
+    "random-3": "32fd5f096378686b",
     "random-4": "d98033f6c1e52e34",
     "shuffled-4": "bc3ca9046b109aec",
-    "random-5": "d9e7d8acbfc08e46",
+    "random-5": "7d1c266529449922",
     "random-6": "1571b57a3c917a7f",
     "shuffled-6": "c887d1b34c0ba8a1",
     "random-7": "55490659d1da716b",
@@ -242,7 +246,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-16": "1a87467601e8a3e4",
     "random-17": "ebcffa22f898e588",
     "random-18": "507c965d11324610",
-    "shuffled-18": "07d76ad116c67fa4",
+    "shuffled-18": "0ed4f6a0597e7c2b",
     "random-19": "ea431145768f8029",
     "random-20": "96db95b2cf91cce0",
     "shuffled-20": "14b65919c592b6db",
@@ -265,7 +269,7 @@ GOLDEN: dict[str, str] = {
     "random-32": "85794471f0a34a30",
     "shuffled-32": "157c519bbd1326af",
     "random-33": "d5ae77dc6ffe3dfb",
-    "random-34": "b99658f5097e3846",
+    "random-34": "ddd85630f530ab91",
     "shuffled-34": "999cb9aedf862ffe",
     "random-35": "f030acfcc2781cb5",
     "random-36": "eca401e2c700dfbc",
@@ -298,22 +302,22 @@ GOLDEN: dict[str, str] = {
     "random-54": "bfa58167779016c3",
     "shuffled-54": "258c659c37afaa77",
     "random-55": "e896fcb2ff3842a8",
-    "random-56": "602a014db39b2838",
-    "shuffled-56": "3d94847e1bad643e",
+    "random-56": "75704be85d7f7c5c",
+    "shuffled-56": "e769a370267b6eea",
     "random-57": "adede2200d64542a",
     "random-58": "81b5f9b9d662e4c4",
     "shuffled-58": "5beeb411843c620c",
     "random-59": "eb6c5c41a1c0a8ed",
-    "random-60": "7c656c6d48e3b5df",
-    "shuffled-60": "474ee0911189fadd",
+    "random-60": "80bca00730d6a125",
+    "shuffled-60": "a7148a464a75f2ac",
     "random-61": "a1e7e8f301a4cdeb",
     "random-62": "9d8c376fd1872c79",
     "shuffled-62": "9a86ea83a58fea40",
     "random-63": "bc284bb81c7c20f3",
-    "random-64": "943d84aa16b1da78",
+    "random-64": "07a05d043363da73",
     "shuffled-64": "25185064536a9fde",
     "random-65": "70774e8e61a27945",
-    "random-66": "399911056cb4575e",
+    "random-66": "ca09dcc547de4791",
     "shuffled-66": "6b29bf076890b37e",
     "random-67": "22808516162a0d49",
     "random-68": "50740c6d98c358e7",

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 
-from convograph import create_graph, reduce_events
+from convograph import create_graph, reduce_events, to_jsonable
 from convograph.projections import project_messages
 from convograph.projections.history import (
     PLACEHOLDER_OUTPUT,
@@ -272,10 +272,91 @@ def test_thinking_survives_for_anthropic_with_its_signature() -> None:
     ]
     messages = project_messages(graph_of(events), format="anthropic")
     blocks = messages[1]["content"]
-    assert blocks[0] == {"type": "thinking", "thinking": "hmmunsigned", "signature": "sig"}
+    # the signed block exactly as sent (the unsigned one after it cannot be sent back: left out)
+    assert blocks[0] == {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    assert [block["type"] for block in blocks] == ["thinking", "text", "tool_use"]
     assert blocks[-1] == {"type": "tool_use", "id": "c1", "name": "f", "input": {"input": 3}}
     assert_valid_anthropic(messages)
     assert "reasoning" not in json.dumps(project_messages(graph_of(events)))
+
+
+THINKING_BLOCKS: list[dict[str, Any]] = [
+    {"type": "user", "runId": "u1", "content": "hi"},
+    {"type": "reasoning", "runId": "a1", "parentId": "u1:user", "id": "r1", "content": "first "},
+    {"type": "reasoning", "runId": "a1", "id": "r1", "content": "block"},
+    {"type": "reasoning", "runId": "a1", "id": "r1", "content": "", "signature": "sig-1"},
+    {"type": "reasoning", "runId": "a1", "id": "r2", "content": "second block"},
+    {"type": "reasoning", "runId": "a1", "id": "r2", "content": "", "signature": "sig-2"},
+    {"type": "reasoning", "runId": "a1", "id": "r3", "content": "unsigned "},
+    {"type": "reasoning", "runId": "a1", "id": "r4", "content": "notes"},
+    {"type": "tool_call", "runId": "a1", "id": "c1", "name": "f", "input": {}},
+    {"type": "tool_result", "runId": "a1", "id": "c1", "name": "f", "output": "ok"},
+]
+
+
+def _thinking(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [block for block in messages[1]["content"] if block["type"] == "thinking"]
+
+
+def test_consecutive_signed_thinking_blocks_stay_apart() -> None:
+    """A response with two thinking blocks: each signature covers its own block's text, so the
+    thread keeps each signed block a view of its own (unsigned reasoning still merges, the seed's
+    rule) and the Anthropic history sends both back verbatim. Flat graph, hypergraph and both
+    incremental projectors agree, after every event."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
+
+    expected = [
+        {"type": "thinking", "thinking": "first block", "signature": "sig-1"},
+        {"type": "thinking", "thinking": "second block", "signature": "sig-2"},
+    ]
+    graph = graph_of(THINKING_BLOCKS)
+    conversation = reduce_conversation_events(create_conversation(), THINKING_BLOCKS)
+    active = default_active(conversation)
+    for messages in (
+        project_messages(graph, format="anthropic"),
+        project_messages(conversation, active, format="anthropic"),
+    ):
+        assert _thinking(messages) == expected
+        assert_valid_anthropic(messages)
+    texts = [
+        (view.content.text, getattr(view.content, "signature", None))
+        for view in project_thread(conversation, active)
+        if view.content.kind == "reasoning"
+    ]
+    assert texts == [("first block", "sig-1"), ("second block", "sig-2"), ("unsigned notes", None)]
+    flat, hyper = ThreadProjector(), ConversationProjector()
+    for n, event in enumerate(THINKING_BLOCKS, start=1):
+        flat.apply(event)
+        hyper.apply(event)
+        assert to_jsonable(flat.views) == to_jsonable(project_thread(graph_of(THINKING_BLOCKS[:n]))), n
+        done = reduce_conversation_events(create_conversation(), THINKING_BLOCKS[:n])
+        assert to_jsonable(hyper.views) == to_jsonable(project_thread(done, default_active(done))), n
+    assert _thinking(flat.messages("anthropic")) == _thinking(hyper.messages("anthropic")) == expected
+
+
+def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view() -> None:
+    """Out of order: the signature of the first block arrives after a second block merged into
+    it while both were unsigned. The projectors rebuild and agree with the one-shot views."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
+
+    events = [
+        {"type": "user", "runId": "u1", "content": "hi"},
+        {"type": "reasoning", "runId": "a1", "parentId": "u1:user", "id": "r1", "content": "one"},
+        {"type": "reasoning", "runId": "a1", "id": "r2", "content": "two"},
+        {"type": "reasoning", "runId": "a1", "id": "r1", "content": "", "signature": "sig-1"},
+        {"type": "reasoning", "runId": "a1", "id": "r2", "content": "", "signature": "sig-2"},
+    ]
+    flat, hyper = ThreadProjector(), ConversationProjector()
+    for n, event in enumerate(events, start=1):
+        flat.apply(event)
+        hyper.apply(event)
+        assert to_jsonable(flat.views) == to_jsonable(project_thread(graph_of(events[:n]))), n
+        done = reduce_conversation_events(create_conversation(), events[:n])
+        assert to_jsonable(hyper.views) == to_jsonable(project_thread(done, default_active(done))), n
+    assert [view.content.text for view in flat.views[1:]] == ["one", "two"]
+    assert flat.rebuilds >= 1
 
 
 def test_user_media_parts_map_to_each_api() -> None:
@@ -358,10 +439,27 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                     {"type": "text", "runId": p, "parentId": run, "id": fresh("t"), "content": "hi"}
                 )
             elif action == "reasoning":
-                event: dict[str, Any] = {"type": "reasoning", "runId": run, "id": fresh("r"), "content": "th"}
-                if draw(st.booleans()):
+                reasoning_id = fresh("r")
+                event: dict[str, Any] = {
+                    "type": "reasoning",
+                    "runId": run,
+                    "id": reasoning_id,
+                    "content": "th",
+                }
+                signed = draw(st.sampled_from(["no", "at once", "later"]))
+                if signed == "at once":
                     event["signature"] = "sig"
                 events.append(event)
+                if signed == "later":  # as providers send it: a last chunk of its own
+                    events.append(
+                        {
+                            "type": "reasoning",
+                            "runId": run,
+                            "id": reasoning_id,
+                            "content": "",
+                            "signature": "sig2",
+                        }
+                    )
             elif action == "calls":
                 ids = [f"{run}/{fresh('c')}" for _ in range(draw(st.integers(1, 3)))]
                 for call in ids:

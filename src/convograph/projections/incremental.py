@@ -131,6 +131,8 @@ class ThreadProjector:
             existing = new.nodes.get(changed_id) if changed_id is not None else None
             if existing is not None:
                 builder.update(existing)
+                if builder.needs_rebuild:
+                    return self._rebuild()
         return builder.take_changed()
 
     def _rebuild(self) -> set[str]:
@@ -291,7 +293,7 @@ class ConversationProjector:
                 if message.parent_id != self._tip:
                     return self._rebuild()
                 self._tip = message.id
-            if not feeder.feed(chunk):
+            if not feeder.feed(chunk) or feeder.builder.needs_rebuild:
                 return self._rebuild()
         if feeder.orphans:  # a late parent arrived: its child threads move under it
             for thread in feeder.orphans:

@@ -986,16 +986,17 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 if items_of and level.deferred_pending is None:  # else a pending view stands last
                     last = items_of[-1]
                     last_content: Any = last.content
-                    if last.run_id == run and type(last_content) is (
-                        ReasoningContent if is_reasoning else TextContent
-                    ):  # merged into the list's last view, joined once when read
+                    if (
+                        last.run_id == run
+                        and type(last_content) is (ReasoningContent if is_reasoning else TextContent)
+                        and (not is_reasoning or signature is None is last_content.signature)  # type: ignore[union-attr]
+                    ):  # merged into the list's last view, joined once when read (a signed
+                        # thinking block stays a view of its own: `ThreadBuilder._add_text`)
                         entry = pieces_get(id(last))
                         if entry is None:
                             pieces[id(last)] = (last_content, [last_content.text, text])
                         else:
                             entry[1].append(text)
-                        if is_reasoning and signature is not None:
-                            last_content.signature = signature  # type: ignore[union-attr]
                         continue
                 content: Any = (
                     ReasoningContent(text=text, signature=signature)

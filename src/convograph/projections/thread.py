@@ -239,6 +239,9 @@ class ThreadBuilder:
         self._texts: dict[str, str] = {}
         self._pieces: dict[int, tuple[TextContent | ReasoningContent, list[str]]] = {}
         self._signatures: dict[str, str | None] = {}
+        self.needs_rebuild = False
+        """Set by `update` when a change cannot be patched in place (a reasoning node signed after
+        it merged into a view with others): the projector then rebuilds its views."""
         self._calls: dict[str, ViewNode] = {}
         self._call_nodes: set[str] = set()
         """Ids of tool_call nodes placed (all of them, except in the one-shot fills of a flat graph
@@ -658,16 +661,17 @@ class ThreadBuilder:
                 if items and level.deferred_pending is None:  # a pending view stands last
                     last = items[-1]
                     content = last.content
-                    if last.run_id == run_id and type(content) is (
-                        ReasoningContent if is_reasoning else TextContent
+                    if (
+                        last.run_id == run_id
+                        and type(content) is (ReasoningContent if is_reasoning else TextContent)
+                        # (a signed thinking block stays a view of its own: see `_add_text`)
+                        and (not is_reasoning or signature is None is content.signature)  # type: ignore[union-attr]
                     ):
                         entry = pieces.get(id(last))
                         if entry is None:
                             pieces[id(last)] = (content, [content.text, text])
                         else:
                             entry[1].append(text)
-                        if is_reasoning and signature is not None:
-                            content.signature = signature  # type: ignore[union-attr]
                         view_of[node_id] = last
                         continue
                 content = (
@@ -1003,16 +1007,17 @@ class ThreadBuilder:
                 if items and level.deferred_pending is None:  # a pending view stands last
                     last = items[-1]
                     content = last.content
-                    if last.run_id == run_id and type(content) is (
-                        ReasoningContent if is_reasoning else TextContent
+                    if (
+                        last.run_id == run_id
+                        and type(content) is (ReasoningContent if is_reasoning else TextContent)
+                        # (a signed thinking block stays a view of its own: see `_add_text`)
+                        and (not is_reasoning or signature is None is content.signature)  # type: ignore[union-attr]
                     ):
                         entry = pieces.get(id(last))
                         if entry is None:
                             pieces[id(last)] = (content, [content.text, text])
                         else:
                             entry[1].append(text)
-                        if is_reasoning and signature is not None:
-                            content.signature = signature  # type: ignore[union-attr]
                         if nested:
                             view_of[node_id] = last
                         continue
@@ -1273,8 +1278,14 @@ class ThreadBuilder:
         kind = node.kind
         if items and level.deferred_pending is None:  # else a pending view stands last
             last = items[-1]
-            if last.run_id == node.run_id and last.content.kind == kind:
-                content = last.content
+            content = last.content
+            # A signed thinking block is a view of its own: its signature covers exactly its text
+            # (the Anthropic history sends it back verbatim), so merging would void it.
+            if (
+                last.run_id == node.run_id
+                and content.kind == kind
+                and (not is_reasoning or signature is None is getattr(content, "signature", None))
+            ):
                 assert isinstance(content, TextContent | ReasoningContent)
                 if incremental:
                     self._members[id(last)].append(node.id)
@@ -1286,8 +1297,6 @@ class ThreadBuilder:
                         self._pieces[id(last)] = (content, [content.text, text])
                     else:
                         entry[1].append(text)
-                if isinstance(content, ReasoningContent) and signature is not None:
-                    content.signature = signature
                 self._view_of[node.id] = last
                 return
         new_content: TextContent | ReasoningContent = (
@@ -1309,15 +1318,17 @@ class ThreadBuilder:
         if view is None:
             return
         self._texts[node.id] = node.content
-        if isinstance(node, ReasoningNode):
-            self._signatures[node.id] = node.signature
         content = view.content
         assert isinstance(content, TextContent | ReasoningContent)
         members = self._members[id(view)]
+        if isinstance(node, ReasoningNode) and node.signature is not None:  # (a later None keeps it)
+            self._signatures[node.id] = node.signature
+            if len(members) > 1:  # signed after it merged: it needs a view of its own
+                self.needs_rebuild = True
+                return
         content.text = "".join(self._texts[m] for m in members)
         if isinstance(content, ReasoningContent):
-            signatures = [self._signatures[m] for m in members if self._signatures[m] is not None]
-            content.signature = signatures[-1] if signatures else None
+            content.signature = self._signatures[members[0]] if len(members) == 1 else None
         if self.track_changes:
             self.changed.add(view.id)
 
