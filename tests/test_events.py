@@ -96,6 +96,7 @@ SAMPLES: list[dict[str, Any]] = [
     {"type": "regenerate", "messageId": "msg:2"},
     {"type": "switch_branch", "messageId": "msg:3"},
     {"type": "summarize", "firstId": "msg:1", "lastId": "msg:4", "text": "short", "model": "m"},
+    {"type": "reasoning", "runId": "r", "id": "th2", "content": "", "redactedData": "EmwKAhgB"},
 ]
 
 

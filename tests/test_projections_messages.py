@@ -335,6 +335,53 @@ def test_consecutive_signed_thinking_blocks_stay_apart() -> None:
     assert _thinking(flat.messages("anthropic")) == _thinking(hyper.messages("anthropic")) == expected
 
 
+def test_redacted_thinking_goes_back_as_sent() -> None:
+    """Anthropic may answer ``thinking``, ``redacted_thinking``, ``text``, ``tool_use``; the next
+    request must carry both thinking blocks unchanged. A ``reasoning`` event with ``redactedData``
+    is such a block: a thread view of its own, a ``redacted_thinking`` block for Anthropic,
+    nothing for OpenAI."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
+
+    events = [
+        *THINKING_BLOCKS[:4],
+        {"type": "reasoning", "runId": "a1", "id": "r9", "content": "", "redactedData": "EmwKAhgB"},
+        {"type": "text", "runId": "a1", "id": "t1", "content": "Let me look."},
+        *THINKING_BLOCKS[-2:],
+    ]
+    expected = [
+        {"type": "thinking", "thinking": "first block", "signature": "sig-1"},
+        {"type": "redacted_thinking", "data": "EmwKAhgB"},
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "c1", "name": "f", "input": {}},
+    ]
+    graph = graph_of(events)
+    conversation = reduce_conversation_events(create_conversation(), events)
+    active = default_active(conversation)
+    flat, hyper = ThreadProjector(), ConversationProjector()
+    for event in events:
+        flat.apply(event)
+        hyper.apply(event)
+    for messages in (
+        project_messages(graph, format="anthropic"),
+        project_messages(conversation, active, format="anthropic"),
+        flat.messages("anthropic"),
+        hyper.messages("anthropic"),
+    ):
+        assert messages[1]["content"] == expected
+        assert_valid_anthropic(messages)
+    assert "EmwKAhgB" not in json.dumps(project_messages(graph, format="openai"))
+    (redacted,) = [view for view in project_thread(graph) if view.id == "r9"]
+    assert to_jsonable(redacted.content) == {
+        "kind": "reasoning",
+        "text": "",
+        "signature": None,
+        "redactedData": "EmwKAhgB",
+    }
+    contents = [to_jsonable(view.content) for view in project_thread(conversation, active)]
+    assert contents == [to_jsonable(view.content) for view in project_thread(graph)]
+
+
 def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view() -> None:
     """Out of order: the signature of the first block arrives after a second block merged into
     it while both were unsigned. The projectors rebuild and agree with the one-shot views."""
@@ -446,9 +493,11 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                     "id": reasoning_id,
                     "content": "th",
                 }
-                signed = draw(st.sampled_from(["no", "at once", "later"]))
+                signed = draw(st.sampled_from(["no", "at once", "later", "redacted"]))
                 if signed == "at once":
                     event["signature"] = "sig"
+                elif signed == "redacted":  # Anthropic's redacted_thinking: no text, an opaque payload
+                    event.update(content="", redactedData="opaque")
                 events.append(event)
                 if signed == "later":  # as providers send it: a last chunk of its own
                     events.append(

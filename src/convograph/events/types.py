@@ -141,11 +141,17 @@ class Text(_RunEvent, frozen=True, tag="text"):
 
 
 class Reasoning(_RunEvent, frozen=True, tag="reasoning"):
-    """A streamed reasoning delta; ``signature`` carries a provider's thinking-block signature."""
+    """A streamed reasoning delta; ``signature`` carries a provider's thinking-block signature.
+
+    ``redacted_data`` (wire ``redactedData``): the opaque payload of a thinking block the provider
+    redacted (Anthropic's ``redacted_thinking``), to be sent back as is; its ``content`` is
+    usually empty. A block's redacted data is the one its first event carries (a redacted block
+    arrives whole)."""
 
     id: str
     content: str
     signature: str | None = None
+    redacted_data: str | None = None
 
 
 class ToolCall(_RunEvent, frozen=True, tag="tool_call"):

@@ -101,6 +101,8 @@ class TextNode(_Node, frozen=True, tag="text"):
 class ReasoningNode(_Node, frozen=True, tag="reasoning"):
     fragments: Fragments = msgspec.field(name="content")
     signature: str | None = None
+    redacted_data: str | None = None
+    """From the node's first event (`convograph.events.Reasoning.redacted_data`)."""
 
     @property
     def content(self) -> str:

@@ -132,7 +132,11 @@ def _text(event: Text, node_id: str, run_id: str) -> Node:
 
 def _reasoning(event: Reasoning, node_id: str, run_id: str) -> Node:
     return ReasoningNode(
-        id=node_id, run_id=run_id, fragments=Fragments(event.content), signature=event.signature
+        id=node_id,
+        run_id=run_id,
+        fragments=Fragments(event.content),
+        signature=event.signature,
+        redacted_data=event.redacted_data,
     )
 
 

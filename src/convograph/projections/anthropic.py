@@ -1,7 +1,8 @@
 """Anthropic Messages adapter: a `History` as the ``messages`` of ``messages.create``.
 
 Shapes (``anthropic.types.MessageParam``): assistant content blocks ``thinking`` (with
-``signature``), ``text``, then ``tool_use`` (always last in their message); the next user message
+``signature``) or ``redacted_thinking`` (its ``data``, as the provider sent it), ``text``, then
+``tool_use`` (always last in their message); the next user message
 starts with the matching ``tool_result`` blocks (``is_error`` for a denial or a placeholder),
 followed by any user text. Consecutive messages of one role are merged, so roles alternate.
 
@@ -85,7 +86,9 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
         for block in turn.blocks:
             if type(block) is ThinkingBlock:
-                if block.signature:
+                if block.redacted_data:
+                    blocks.append({"type": "redacted_thinking", "data": block.redacted_data})
+                elif block.signature:
                     blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
             elif block.text:  # a TextBlock
                 blocks.append({"type": "text", "text": block.text})

@@ -13,7 +13,8 @@ Repair, always at projection time (the log is never rewritten):
   in the harness's own history (spec §9 #3);
 - text or reasoning after tool calls starts a new assistant turn; results follow their turn.
 
-Reasoning is kept as `ThinkingBlock` (with its signature when the provider sent one); errors,
+Reasoning is kept as `ThinkingBlock` (with its signature when the provider sent one, or the
+opaque payload of a redacted block); errors,
 relays and pending markers are not model context and are left out.
 
 Complexity: O(N) over the thread views.
@@ -77,6 +78,8 @@ class TextBlock(msgspec.Struct, gc=False):
 class ThinkingBlock(msgspec.Struct, gc=False):
     text: str
     signature: str | None = None
+    redacted_data: str | None = None
+    """A redacted thinking block's opaque payload (no text, no signature)."""
 
 
 class ToolExchange(msgspec.Struct, gc=False):
@@ -165,7 +168,7 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
             if is_open and calls:
                 close()
             is_open = True
-            blocks.append(ThinkingBlock(content.text, content.signature))  # type: ignore[union-attr]
+            blocks.append(ThinkingBlock(content.text, content.signature, content.redacted_data))  # type: ignore[union-attr]
         elif kind is UserContent:
             close()
             history.append(UserTurn(content=content.content))  # type: ignore[union-attr]

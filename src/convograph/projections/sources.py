@@ -70,6 +70,7 @@ from convograph.projections.thread import (
     _Level,
     _Memo,
     _Run,
+    _unsealed,
 )
 from convograph.projections.view import (
     PendingContent,
@@ -284,7 +285,11 @@ class ConversationFeeder:
     ) -> Node:
         if kind == "reasoning":
             return ReasoningNode(
-                id=node_id, run_id=run_id, fragments=fragments, signature=signature or event.signature
+                id=node_id,
+                run_id=run_id,
+                fragments=fragments,
+                signature=signature or event.signature,
+                redacted_data=event.redacted_data,
             )
         return TextNode(id=node_id, run_id=run_id, fragments=fragments)
 
@@ -651,6 +656,7 @@ def _placements(
                         run_id=run,
                         fragments=fragments,
                         signature=signatures.get(block_id) or event.signature,
+                        redacted_data=event.redacted_data,
                     )
             elif kind == "tool_call":
                 node = ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
@@ -728,7 +734,11 @@ def _chunk_node(
         if kind == "text":
             return TextNode(id=node_id, run_id=run, fragments=fragments)
         return ReasoningNode(
-            id=node_id, run_id=run, fragments=fragments, signature=signature or event.signature
+            id=node_id,
+            run_id=run,
+            fragments=fragments,
+            signature=signature or event.signature,
+            redacted_data=event.redacted_data,
         )
     if kind == "tool_progress":
         return ToolProgressNode(
@@ -982,6 +992,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 else:
                     text, signature = joined_text(events, chunks, True)
                     signature = signature or event.signature
+                redacted = event.redacted_data if is_reasoning else None  # (the block's first event's)
                 items_of = level.items
                 if items_of and level.deferred_pending is None:  # else a pending view stands last
                     last = items_of[-1]
@@ -989,9 +1000,9 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                     if (
                         last.run_id == run
                         and type(last_content) is (ReasoningContent if is_reasoning else TextContent)
-                        and (not is_reasoning or signature is None is last_content.signature)  # type: ignore[union-attr]
-                    ):  # merged into the list's last view, joined once when read (a signed
-                        # thinking block stays a view of its own: `ThreadBuilder._add_text`)
+                        and (not is_reasoning or _unsealed(signature, redacted, last_content))
+                    ):  # merged into the list's last view, joined once when read (a signed or
+                        # redacted thinking block stays a view of its own: `ThreadBuilder._add_text`)
                         entry = pieces_get(id(last))
                         if entry is None:
                             pieces[id(last)] = (last_content, [last_content.text, text])
@@ -999,7 +1010,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                             entry[1].append(text)
                         continue
                 content: Any = (
-                    ReasoningContent(text=text, signature=signature)
+                    ReasoningContent(text=text, signature=signature, redacted_data=redacted)
                     if is_reasoning
                     else TextContent(text=text)
                 )

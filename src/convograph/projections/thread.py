@@ -128,6 +128,12 @@ def _open_or_failed(run: _Run) -> bool:
     return run.errored or (run.started and not run.ended)
 
 
+def _unsealed(signature: str | None, redacted: str | None, content: Any) -> bool:
+    """True when a reasoning node (its ``signature`` and ``redacted`` data) may merge into the
+    reasoning view ``content``: neither is signed or redacted."""
+    return signature is None is redacted and content.signature is None is content.redacted_data
+
+
 def call_id_of_result(node_id: str) -> str:
     """The tool call id of a tool_result node id (``<id>:result``)."""
     return node_id[: -len(RESULT_SUFFIX)] if node_id.endswith(RESULT_SUFFIX) else node_id
@@ -657,6 +663,7 @@ class ThreadBuilder:
                     continue
                 text: str = node.fragments.text()  # type: ignore[union-attr]
                 signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                redacted = node.redacted_data if is_reasoning else None  # type: ignore[union-attr]
                 items = level.items
                 if items and level.deferred_pending is None:  # a pending view stands last
                     last = items[-1]
@@ -665,7 +672,7 @@ class ThreadBuilder:
                         last.run_id == run_id
                         and type(content) is (ReasoningContent if is_reasoning else TextContent)
                         # (a signed thinking block stays a view of its own: see `_add_text`)
-                        and (not is_reasoning or signature is None is content.signature)  # type: ignore[union-attr]
+                        and (not is_reasoning or _unsealed(signature, redacted, content))
                     ):
                         entry = pieces.get(id(last))
                         if entry is None:
@@ -675,7 +682,7 @@ class ThreadBuilder:
                         view_of[node_id] = last
                         continue
                 content = (
-                    ReasoningContent(text=text, signature=signature)
+                    ReasoningContent(text=text, signature=signature, redacted_data=redacted)
                     if is_reasoning
                     else TextContent(text=text)
                 )
@@ -1003,6 +1010,7 @@ class ThreadBuilder:
                     continue
                 text: str = node.fragments.text()  # type: ignore[union-attr]
                 signature = node.signature if is_reasoning else None  # type: ignore[union-attr]
+                redacted = node.redacted_data if is_reasoning else None  # type: ignore[union-attr]
                 items = level.items
                 if items and level.deferred_pending is None:  # a pending view stands last
                     last = items[-1]
@@ -1011,7 +1019,7 @@ class ThreadBuilder:
                         last.run_id == run_id
                         and type(content) is (ReasoningContent if is_reasoning else TextContent)
                         # (a signed thinking block stays a view of its own: see `_add_text`)
-                        and (not is_reasoning or signature is None is content.signature)  # type: ignore[union-attr]
+                        and (not is_reasoning or _unsealed(signature, redacted, content))
                     ):
                         entry = pieces.get(id(last))
                         if entry is None:
@@ -1022,7 +1030,7 @@ class ThreadBuilder:
                             view_of[node_id] = last
                         continue
                 content = (
-                    ReasoningContent(text=text, signature=signature)
+                    ReasoningContent(text=text, signature=signature, redacted_data=redacted)
                     if is_reasoning
                     else TextContent(text=text)
                 )
@@ -1271,6 +1279,7 @@ class ThreadBuilder:
         incremental = self.track_changes
         text = node.content
         signature = node.signature if isinstance(node, ReasoningNode) else None
+        redacted = node.redacted_data if isinstance(node, ReasoningNode) else None
         if incremental:
             self._texts[node.id] = text
             self._signatures[node.id] = signature
@@ -1279,12 +1288,13 @@ class ThreadBuilder:
         if items and level.deferred_pending is None:  # else a pending view stands last
             last = items[-1]
             content = last.content
-            # A signed thinking block is a view of its own: its signature covers exactly its text
-            # (the Anthropic history sends it back verbatim), so merging would void it.
+            # A signed or redacted thinking block is a view of its own: its signature covers
+            # exactly its text (the Anthropic history sends it back verbatim), so merging would
+            # void it.
             if (
                 last.run_id == node.run_id
                 and content.kind == kind
-                and (not is_reasoning or signature is None is getattr(content, "signature", None))
+                and (not is_reasoning or _unsealed(signature, redacted, content))
             ):
                 assert isinstance(content, TextContent | ReasoningContent)
                 if incremental:
@@ -1300,7 +1310,9 @@ class ThreadBuilder:
                 self._view_of[node.id] = last
                 return
         new_content: TextContent | ReasoningContent = (
-            ReasoningContent(text=text, signature=signature) if is_reasoning else TextContent(text=text)
+            ReasoningContent(text=text, signature=signature, redacted_data=redacted)
+            if is_reasoning
+            else TextContent(text=text)
         )
         view = self._new_view(node, new_content)
         if incremental:

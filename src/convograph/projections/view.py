@@ -57,6 +57,8 @@ class ReasoningContent(_Content, tag="reasoning"):
     text: str
     signature: str | None = None
     """A provider's thinking-block signature, kept so the block survives a round trip."""
+    redacted_data: str | None = None
+    """A redacted thinking block's opaque payload (JSON ``redactedData``), sent back as is."""
 
 
 class ToolCallContent(_Content, tag="tool_call"):
