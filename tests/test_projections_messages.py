@@ -485,30 +485,31 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                 events.append(
                     {"type": "text", "runId": p, "parentId": run, "id": fresh("t"), "content": "hi"}
                 )
-            elif action == "reasoning":
-                reasoning_id = fresh("r")
-                event: dict[str, Any] = {
-                    "type": "reasoning",
-                    "runId": run,
-                    "id": reasoning_id,
-                    "content": "th",
-                }
-                signed = draw(st.sampled_from(["no", "at once", "later", "redacted"]))
-                if signed == "at once":
-                    event["signature"] = "sig"
-                elif signed == "redacted":  # Anthropic's redacted_thinking: no text, an opaque payload
-                    event.update(content="", redactedData="opaque")
-                events.append(event)
-                if signed == "later":  # as providers send it: a last chunk of its own
-                    events.append(
-                        {
-                            "type": "reasoning",
-                            "runId": run,
-                            "id": reasoning_id,
-                            "content": "",
-                            "signature": "sig2",
-                        }
-                    )
+            elif action == "reasoning":  # one or more thinking blocks in a row, as in one response
+                for _ in range(draw(st.integers(1, 3))):
+                    reasoning_id = fresh("r")
+                    event: dict[str, Any] = {
+                        "type": "reasoning",
+                        "runId": run,
+                        "id": reasoning_id,
+                        "content": f"th-{reasoning_id}",
+                    }
+                    signed = draw(st.sampled_from(["no", "at once", "later", "redacted"]))
+                    if signed == "at once":
+                        event["signature"] = f"sig-{reasoning_id}"
+                    elif signed == "redacted":  # Anthropic's redacted_thinking: no text, an opaque payload
+                        event.update(content="", redactedData=f"opaque-{reasoning_id}")
+                    events.append(event)
+                    if signed == "later":  # as providers send it: a last chunk of its own
+                        events.append(
+                            {
+                                "type": "reasoning",
+                                "runId": run,
+                                "id": reasoning_id,
+                                "content": "",
+                                "signature": f"sig2-{reasoning_id}",
+                            }
+                        )
             elif action == "calls":
                 ids = [f"{run}/{fresh('c')}" for _ in range(draw(st.integers(1, 3)))]
                 for call in ids:
@@ -590,6 +591,30 @@ def test_every_projected_history_is_a_valid_request(events: list[dict[str, Any]]
     calls = [c["id"] for m in gateway for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in gateway if m["role"] == "tool"]
     assert calls == results
+
+
+@given(agent_streams())
+def test_thinking_blocks_go_back_verbatim(events: list[dict[str, Any]]) -> None:
+    """Every ``thinking`` block sent to Anthropic is one signed reasoning node's text under its
+    own signature, and every ``redacted_thinking`` one redacted node's payload: never a join of
+    several blocks (the API would reject a signature over other text). Flat graph and hypergraph."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    graph = graph_of(events)
+    reasoning = [node for node in graph.nodes.values() if node.kind == "reasoning"]
+    signed = {(node.content, node.signature) for node in reasoning if node.signature is not None}  # type: ignore[attr-defined]
+    redacted = {node.redacted_data for node in reasoning if node.redacted_data is not None}  # type: ignore[attr-defined]
+    conversation = reduce_conversation_events(create_conversation(), events)
+    for messages in (
+        project_messages(graph, format="anthropic"),
+        project_messages(conversation, default_active(conversation), format="anthropic"),
+    ):
+        for message in messages:
+            for block in message["content"] if isinstance(message["content"], list) else ():
+                if block["type"] == "thinking":
+                    assert (block["thinking"], block["signature"]) in signed
+                elif block["type"] == "redacted_thinking":
+                    assert block["data"] in redacted
 
 
 def test_reused_compact_encoder_gives_exactly_json_dumps() -> None:
