@@ -254,6 +254,27 @@ def test_client_model_merges_and_extends_text_exactly() -> None:
     assert shape(thread) == shape(expected)
 
 
+@needs_node
+def test_client_model_keeps_signed_and_redacted_thinking_blocks_apart() -> None:
+    """As the server: consecutive thinking blocks of one response stay separate views when signed
+    or redacted; unsigned reasoning still merges."""
+    run = {"runId": "a1"}
+    events = [
+        {"type": "user", "runId": "u1", "content": "hi"},
+        {"type": "reasoning", **run, "parentId": "u1:user", "id": "r1", "content": "first"},
+        {"type": "reasoning", **run, "id": "r1", "content": "", "signature": "sig-1"},
+        {"type": "reasoning", **run, "id": "r2", "content": "", "redactedData": "EmwKAhgB"},
+        {"type": "reasoning", **run, "id": "r3", "content": "second", "signature": "sig-3"},
+        {"type": "reasoning", **run, "id": "r4", "content": "loose "},
+        {"type": "reasoning", **run, "id": "r5", "content": "notes"},
+        {"type": "text", **run, "id": "t1", "content": "done"},
+    ]
+    result = run_model({"t": [with_seq(events)]})
+    expected = to_jsonable(project_thread(reduce_events(create_graph(), with_seq(events))))
+    assert shape(result["t"]["thread"]) == shape(expected)
+    assert [v["id"] for v in expected] == ["u1:user", "r1", "r2", "r3", "r4", "t1"]
+
+
 SERVER_MODE_RUNNER = """
 import { ConversationModel, Level } from %(model)s;
 import { modelFromThread } from %(steer)s;

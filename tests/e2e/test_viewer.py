@@ -202,6 +202,34 @@ def test_live_events_stream_into_open_page(demo_server: ServerProcess, probe: Pa
     probe.shot("repl")
 
 
+def test_thinking_blocks_render_apart_and_redacted_says_so(
+    demo_server: ServerProcess, probe: PageProbe
+) -> None:
+    """A response with a signed and a redacted thinking block: two reasoning turns, the redacted
+    one labelled as such (its payload is not text to show)."""
+    cid = "e2e-thinking"
+    run = {"runId": "a1"}
+    post(
+        demo_server.url,
+        cid,
+        [
+            {"type": "user", "runId": "u1", "content": "Why is the sky blue?"},
+            {"type": "reasoning", **run, "parentId": "u1:user", "id": "r1", "content": "Rayleigh scattering"},
+            {"type": "reasoning", **run, "id": "r1", "content": "", "signature": "sig-1"},
+            {"type": "reasoning", **run, "id": "r2", "content": "", "redactedData": "EmwKAhgB"},
+            {"type": "text", **run, "id": "t1", "content": "Short wavelengths scatter more."},
+        ],
+    )
+    page = probe.page
+    page.goto(f"{demo_server.url}/c/{cid}")
+    page.wait_for_selector('article[data-id="r2"]')
+    summaries = page.locator("article.kind--reasoning details.reasoning summary")
+    assert summaries.count() == 2
+    assert summaries.nth(0).inner_text().startswith("Reasoning")
+    assert summaries.nth(1).inner_text() == "Redacted thinking"
+    probe.shot("thinking")
+
+
 def test_thread_matches_server_projection(demo_server: ServerProcess, probe: PageProbe) -> None:
     """The viewer's incremental model places views exactly as the server's /thread does."""
     page = probe.page

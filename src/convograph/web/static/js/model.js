@@ -346,7 +346,10 @@ export class ConversationModel {
       case "text":
       case "reasoning":
         node.text += event.content;
-        if (event.signature) node.signature = event.signature;
+        if (event.signature) {
+          node.signature = event.signature;
+          if (view && view.members.length === 1) view.sealed = true;
+        }
         if (view) {
           // O(delta) for the usual case (the stream being extended is the view's newest member);
           // a delta to an earlier merged member rebuilds the text.
@@ -406,16 +409,23 @@ export class ConversationModel {
   _addText(node, level) {
     node.text = node.event.content ?? "";
     if (node.event.signature) node.signature = node.event.signature;
+    if (node.event.redactedData) node.redactedData = node.event.redactedData;
+    // A signed or redacted thinking block is a view of its own (the server's rule: its signature
+    // covers exactly its text). Decided at arrival: a signature that comes after a later block
+    // merged into it leaves the merged view here until a reload (the server rebuilds).
+    const sealed = node.kind === "reasoning" && Boolean(node.signature || node.redactedData);
     const items = level.items;
     const last = items[items.length - 1];
-    if (last && last.runId === node.run && last.kind === node.kind) {
+    if (last && last.runId === node.run && last.kind === node.kind && !sealed && !last.sealed) {
       last.members.push(node);
       last.text += node.text;
       node.view = last;
       this.dirtyViews.add(last);
       return;
     }
-    const view = this._newView(node, node.kind, { text: node.text, members: [node] });
+    const view = this._newView(node, node.kind, {
+      text: node.text, members: [node], sealed, redacted: Boolean(node.redactedData),
+    });
     node.view = view;
     this._append(level, view);
   }

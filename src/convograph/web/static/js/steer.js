@@ -175,6 +175,7 @@ export function modelFromThread(json, live, Level) {
       const c = v.content;
       const view = { id: v.id, kind: c.kind, runId: v.runId, role: v.role, status: v.status, branches: [], level, seq: null };
       if (c.kind === "text" || c.kind === "reasoning") view.text = c.text ?? "";
+      if (c.kind === "reasoning") view.redacted = Boolean(c.redactedData);
       if (c.kind === "user") view.content = c.content;
       if (c.kind === "error") view.message = c.message;
       if (c.kind === "tool_call") {

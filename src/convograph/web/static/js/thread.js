@@ -258,8 +258,12 @@ export class ThreadView {
         parts.body.textContent = view.text;
         break;
       case "reasoning":
-        parts.body.textContent = view.text;
-        parts.summary.textContent = `Reasoning · ${view.text.length.toLocaleString()} chars`;
+        parts.body.textContent = view.redacted
+          ? "The provider redacted this thinking block; its encrypted payload is kept and sent back as is."
+          : view.text;
+        parts.summary.textContent = view.redacted
+          ? "Redacted thinking"
+          : `Reasoning · ${view.text.length.toLocaleString()} chars`;
         break;
       case "error":
         parts.body.textContent = view.message;
