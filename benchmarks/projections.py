@@ -6,6 +6,8 @@ Run: ``python -m benchmarks.projections`` (about a minute) or ``--quick`` (secon
    thread projection up to date (`ConversationProjector.apply`), on the shared workloads
    ``w2-hg-100x50x1`` (target: total < 2 s) and ``w2-hg-200x100x1`` (target: total < 5 s). Also the
    flat-graph pipeline (`ThreadProjector`) on the same streams, and per-event latency.
+   Then one long streamed answer (20k deltas in one block) through both projectors: the per-event
+   cost of the first and last tenth (it must not grow with the block).
 2. REPL view, upstream P2 style: median `project_repl` time of the finished conversation
    (upstream's budget: < 16 ms; upstream measured 1.6 / 6.1 / 11.0 ms); then the same stream
    through `ReplProjector` with the view read after every event, and its view of the finished
@@ -123,6 +125,27 @@ def bench_pipeline(names: list[str]) -> None:
         print(f"- flat graph {name}: total {flat_total:.3f} s; per event max {_ms(max(flat_per_event))}")
 
 
+def bench_long_stream(deltas: int) -> None:
+    """One streamed answer of ``deltas`` text deltas (one block, the shape of a long LLM reply)
+    through both projectors: the per-event cost must not grow with the block (it did in the
+    hypergraph projector, which read a block record listing every chunk id on each delta)."""
+    print(f"## Long stream: one text block of {deltas} deltas, projected on every event")
+    events: list[Event] = [
+        parse_event({"type": "user", "runId": "u", "content": "hi"}),
+        parse_event({"type": "harness_start", "runId": "a", "parentId": "u:user"}),
+        *(parse_event({"type": "text", "runId": "a", "id": "t1", "content": "tok "}) for _ in range(deltas)),
+    ]
+    for label, projector in (("hypergraph", ConversationProjector()), ("flat graph", ThreadProjector())):
+        total, per_event = _pipeline(events, projector)
+        tenth = max(1, deltas // 10)
+        first = statistics.mean(per_event[2 : 2 + tenth])
+        last = statistics.mean(per_event[-tenth:])
+        print(
+            f"- {label}: total {total:.3f} s; mean per event, first 10% {first * 1e6:.1f} us, "
+            f"last 10% {last * 1e6:.1f} us (ratio {last / first:.2f})"
+        )
+
+
 def bench_repl(names: list[str], calls: int) -> None:
     print("## REPL view (upstream P2): median project_repl of the finished conversation")
     for name in names:
@@ -219,10 +242,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.quick:
         bench_pipeline(["w2-hg-100x50x1"])
+        bench_long_stream(2_000)
         bench_repl(["w2-hg-100x50x1"], calls=5)
         bench_one_shot(turns=200, repeat=1)
         return
     bench_pipeline(["w2-hg-100x50x1", "w2-hg-200x100x1"])
+    bench_long_stream(20_000)
     bench_repl(["w2-hg-100x50x1", "w2-hg-200x100x1", "w2-hg-50x200x3"], calls=20)
     bench_one_shot(turns=4546, repeat=args.repeat, pause_gc=args.caller_pauses_gc)
 

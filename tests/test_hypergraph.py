@@ -97,6 +97,10 @@ def test_streaming_deltas_join_one_block_and_keep_arrival_seq() -> None:
     assert [c.seq for c in chunks] == [1, 2]
     assert (block.first_seq, block.last_seq) == (1, 2)
     assert texts(conv, "msg:1") == ["Hello"]
+    assert q.chunk_message(conv, 2) == ("msg:1", "main", None)
+    for seq in (0, 3):
+        with pytest.raises(KeyError, match="no chunk"):
+            q.chunk_message(conv, seq)
 
 
 def test_upstream_generator_workload_counts_match_upstream() -> None:

@@ -358,6 +358,9 @@ def check_invariants(conv: Conversation) -> None:
 def check_bulk_readers(conv: Conversation) -> None:
     """The bulk readers say, for this version, what the per-chunk and per-run record queries say."""
     chunks = list(q.iter_chunks(conv))
+    for chunk in chunks:
+        message = q.get_message(conv, q.get_block(conv, chunk.block_id).message_id)
+        assert q.chunk_message(conv, chunk.seq) == (message.id, message.thread_id, message.parent_id)
     for start in {0, 1, len(chunks) // 2, len(chunks)}:
         columns = q.chunk_columns(conv, start)
         rows = [

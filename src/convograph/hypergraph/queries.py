@@ -65,6 +65,7 @@ __all__ = [
     "children_of",
     "chunk_columns",
     "chunk_event",
+    "chunk_message",
     "chunk_seqs",
     "chunks_of",
     "diagnostics",
@@ -304,6 +305,18 @@ def _message_record(conv: Conversation, message: _Message) -> Message:
 
 def get_chunk(conv: Conversation, cid: str) -> Chunk:
     return _chunk_record(conv, _chunk_index(conv, cid))
+
+
+def chunk_message(conv: Conversation, seq: int) -> tuple[str, str, str | None]:
+    """``(message id, thread id, parent message id or None)`` of the chunk with arrival number
+    ``seq``. O(1): no record (`get_block` and `get_message` list a block's chunk ids and a
+    message's block ids, O(their size): per chunk of a long stream that was quadratic)."""
+    s = conv._store
+    if not 0 < seq <= conv._n_chunks:
+        raise KeyError(f"no chunk {chunk_id(seq - 1)!r} in this conversation version")
+    message = s.messages[s.blocks[s.chunk_block[seq - 1]].message]
+    parent = s.messages[message.parent].id if message.parent >= 0 else None
+    return message.id, message.thread, parent
 
 
 def get_block(conv: Conversation, block_id: str) -> Block:

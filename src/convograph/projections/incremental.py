@@ -287,12 +287,11 @@ class ConversationProjector:
         self._seen_chunks = last
         for number in range(first, last + 1):
             chunk = q.get_chunk(new, f"chunk:{number}")
-            block = q.get_block(new, chunk.block_id)
-            message = q.get_message(new, block.message_id)
-            if message.thread_id == "main" and message.id != self._tip:
-                if message.parent_id != self._tip:
+            message_id, thread_id, parent_id = q.chunk_message(new, number)
+            if thread_id == "main" and message_id != self._tip:
+                if parent_id != self._tip:
                     return self._rebuild()
-                self._tip = message.id
+                self._tip = message_id
             if not feeder.feed(chunk) or feeder.builder.needs_rebuild:
                 return self._rebuild()
         if feeder.orphans:  # a late parent arrived: its child threads move under it
