@@ -304,7 +304,7 @@ def test_consecutive_signed_thinking_blocks_stay_apart() -> None:
     rule) and the Anthropic history sends both back verbatim. Flat graph, hypergraph and both
     incremental projectors agree, after every event."""
     from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
-    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
+    from convograph.projections import project_thread
 
     expected = [
         {"type": "thinking", "thinking": "first block", "signature": "sig-1"},
@@ -325,14 +325,24 @@ def test_consecutive_signed_thinking_blocks_stay_apart() -> None:
         if view.content.kind == "reasoning"
     ]
     assert texts == [("first block", "sig-1"), ("second block", "sig-2"), ("unsigned notes", None)]
+    flat, hyper = projectors_following(THINKING_BLOCKS)
+    assert _thinking(flat.messages("anthropic")) == _thinking(hyper.messages("anthropic")) == expected
+
+
+def projectors_following(events: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """A `ThreadProjector` and a `ConversationProjector` fed ``events``, each checked equal to the
+    one-shot thread of its graph / conversation after every event."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
+
     flat, hyper = ThreadProjector(), ConversationProjector()
-    for n, event in enumerate(THINKING_BLOCKS, start=1):
+    for n, event in enumerate(events, start=1):
         flat.apply(event)
         hyper.apply(event)
-        assert to_jsonable(flat.views) == to_jsonable(project_thread(graph_of(THINKING_BLOCKS[:n]))), n
-        done = reduce_conversation_events(create_conversation(), THINKING_BLOCKS[:n])
+        assert to_jsonable(flat.views) == to_jsonable(project_thread(graph_of(events[:n]))), n
+        done = reduce_conversation_events(create_conversation(), events[:n])
         assert to_jsonable(hyper.views) == to_jsonable(project_thread(done, default_active(done))), n
-    assert _thinking(flat.messages("anthropic")) == _thinking(hyper.messages("anthropic")) == expected
+    return flat, hyper
 
 
 def test_redacted_thinking_goes_back_as_sent() -> None:
@@ -385,9 +395,6 @@ def test_redacted_thinking_goes_back_as_sent() -> None:
 def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view() -> None:
     """Out of order: the signature of the first block arrives after a second block merged into
     it while both were unsigned. The projectors rebuild and agree with the one-shot views."""
-    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
-    from convograph.projections import ConversationProjector, ThreadProjector, project_thread
-
     events = [
         {"type": "user", "runId": "u1", "content": "hi"},
         {"type": "reasoning", "runId": "a1", "parentId": "u1:user", "id": "r1", "content": "one"},
@@ -395,13 +402,7 @@ def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view()
         {"type": "reasoning", "runId": "a1", "id": "r1", "content": "", "signature": "sig-1"},
         {"type": "reasoning", "runId": "a1", "id": "r2", "content": "", "signature": "sig-2"},
     ]
-    flat, hyper = ThreadProjector(), ConversationProjector()
-    for n, event in enumerate(events, start=1):
-        flat.apply(event)
-        hyper.apply(event)
-        assert to_jsonable(flat.views) == to_jsonable(project_thread(graph_of(events[:n]))), n
-        done = reduce_conversation_events(create_conversation(), events[:n])
-        assert to_jsonable(hyper.views) == to_jsonable(project_thread(done, default_active(done))), n
+    flat, _ = projectors_following(events)
     assert [view.content.text for view in flat.views[1:]] == ["one", "two"]
     assert flat.rebuilds >= 1
 
