@@ -63,6 +63,27 @@ def test_view_renders_the_thread_with_nested_branches(stream: Path) -> None:
     assert len(nested) - len(nested.lstrip()) > len(top) - len(top.lstrip())
 
 
+def test_view_says_a_thinking_block_was_redacted(tmp_path: Path) -> None:
+    events = [
+        {"type": "user", "runId": "u", "content": "Why?"},
+        {
+            "type": "reasoning",
+            "runId": "a",
+            "parentId": "u:user",
+            "id": "r1",
+            "content": "",
+            "redactedData": "EmwK",
+        },
+        {"type": "text", "runId": "a", "id": "t1", "content": "Because."},
+    ]
+    source = tmp_path / "redacted.ndjson"
+    source.write_text("".join(json.dumps(e) + "\n" for e in events))
+    result = runner.invoke(app, ["view", str(source)])
+    assert result.exit_code == 0, result.output
+    assert "[redacted by the provider]" in result.output
+    assert "EmwK" not in result.output
+
+
 def test_view_options(stream: Path) -> None:
     result = runner.invoke(app, ["view", str(stream), "--hide-reasoning", "--hide-subagents"])
     assert result.exit_code == 0

@@ -134,6 +134,8 @@ def _render_view(view: ViewNode) -> RenderableType:
     if isinstance(content, TextContent):
         return Group(Text.assemble(("assistant", "bold blue"), status), Text(content.text))
     if isinstance(content, ReasoningContent):
+        if content.redacted_data is not None:  # an encrypted payload, not text to show
+            return Text.assemble(("thinking ", "magenta"), ("[redacted by the provider]", "dim"))
         return Text.assemble(("thinking ", "magenta"), (content.text, "dim italic"))
     if isinstance(content, ToolCallContent):
         line = Text.assemble(
