@@ -676,7 +676,7 @@ class RunEventTable(NamedTuple):
     events: list[list[Any]]
     """Per run: its chunks' events in block order (`run_chunk_indexes`)."""
     blocks: list[Ints]
-    """Per run: its block indexes, in order."""
+    """Per run: its block indexes, in order (copies: later reduces leave them as they are)."""
     block_ids: list[str]
     """Block index -> block id."""
     block_kinds: list[str]
@@ -699,7 +699,7 @@ def run_event_table(conv: Conversation) -> RunEventTable:
     for run in tuple(s.runs.values()):
         if not 0 <= run.first_chunk < n_chunks:
             continue
-        blocks = prefix(run.blocks, n_blocks)
+        blocks = prefix(run.blocks, n_blocks)[:]  # (a copy: the run's own list grows with the head)
         out: list[Any] = []
         append = out.append
         extend = out.extend

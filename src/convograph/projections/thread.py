@@ -671,7 +671,7 @@ class ThreadBuilder:
                     if (
                         last.run_id == run_id
                         and type(content) is (ReasoningContent if is_reasoning else TextContent)
-                        # (a signed thinking block stays a view of its own: see `_add_text`)
+                        # (a signed or redacted thinking block stays a view of its own: `_add_text`)
                         and (not is_reasoning or _unsealed(signature, redacted, content))
                     ):
                         entry = pieces.get(id(last))
@@ -1018,7 +1018,7 @@ class ThreadBuilder:
                     if (
                         last.run_id == run_id
                         and type(content) is (ReasoningContent if is_reasoning else TextContent)
-                        # (a signed thinking block stays a view of its own: see `_add_text`)
+                        # (a signed or redacted thinking block stays a view of its own: `_add_text`)
                         and (not is_reasoning or _unsealed(signature, redacted, content))
                     ):
                         entry = pieces.get(id(last))
