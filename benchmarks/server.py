@@ -10,6 +10,9 @@
    subscriber must receive every event.
 3. **Reconnects**: 200 clients read a conversation while it is written, each dropping its connection
    at random points and resuming with ``Last-Event-ID``; counts gaps and duplicates (must be 0).
+4. **Long answer, watched**: one streamed answer (20k text deltas in one block, batches of 500)
+   posted to a conversation whose thread a viewer has opened (so the server keeps its projections
+   current); the first and last batch's round trip must be about the same.
 The server runs as a separate process (uvicorn), so client and server compete for the 2 cores.
 """
 
@@ -194,6 +197,33 @@ async def bench_reconnects(url: str, clients: int, total: int) -> dict[str, int]
     }
 
 
+async def bench_long_answer(url: str, deltas: int, batch: int = 500) -> tuple[float, float, float]:
+    """(total s, first batch ms, last batch ms) for one answer of ``deltas`` text deltas."""
+    cid = "bench-long-answer"
+    head = [
+        {"type": "user", "runId": "u", "content": "Write a long essay."},
+        {"type": "harness_start", "runId": "a", "parentId": "u:user"},
+    ]
+    delta = json.dumps({"type": "text", "runId": "a", "id": "t1", "content": "tok "}) + "\n"
+    body = (delta * batch).encode()
+    headers = {"content-type": "application/x-ndjson"}
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        (await client.post(f"/v1/conversations/{cid}/events", json=head)).raise_for_status()
+        (await client.get(f"/v1/conversations/{cid}/thread")).raise_for_status()  # a viewer is watching
+        rounds: list[float] = []
+        started = time.perf_counter()
+        for _ in range(deltas // batch):
+            t0 = time.perf_counter()
+            (
+                await client.post(f"/v1/conversations/{cid}/events", content=body, headers=headers)
+            ).raise_for_status()
+            rounds.append(time.perf_counter() - t0)
+        total = time.perf_counter() - started
+        thread = (await client.get(f"/v1/conversations/{cid}/thread")).json()
+        assert len(thread[-1]["content"]["text"]) == 4 * batch * (deltas // batch)
+    return total, rounds[0] * 1000, rounds[-1] * 1000
+
+
 def cpu_seconds(server: ServerProcess | None) -> float:
     """User + system CPU seconds of the server process (or of this process when None)."""
     pid = server.process.pid if server is not None else os.getpid()
@@ -239,6 +269,12 @@ def main() -> None:
             print(
                 f"reconnects: {rec['clients']} clients dropping at random over {rec['events']} events: "
                 f"gaps {rec['gaps']}, duplicates {rec['duplicates']} (target 0 and 0)"
+            )
+            deltas = 2_000 if args.quick else 20_000
+            total, first, last = asyncio.run(bench_long_answer(server.url, deltas))
+            print(
+                f"long answer, watched: {deltas:,} text deltas in one block, batches of 500: total "
+                f"{total:.2f} s; first batch {first:.0f} ms, last batch {last:.0f} ms (ratio {last / first:.2f})"
             )
         finally:
             server.stop()
