@@ -1,0 +1,96 @@
+"""The harness interfaces: what a model provider is, what a model call asks for, and where a
+harness's events go.
+
+Seed 003 and upstream (specs §1, §6.5-6.7) define the producers:
+
+- A **provider** makes one model call. ``invoke(request)`` is an async iterator of convograph
+  events for that call: ``text`` / ``reasoning`` chunks (one ``id`` per block, stable across its
+  chunks), raw ``tool_call`` events after the stream ends, one ``usage``, and ``error`` on failure.
+  Every event of one call carries the call's own fresh ``runId`` and ``parentId =
+  request.parent_id`` (the agent's run id). A provider never raises for an API failure: it yields
+  ``error`` and returns; it never stops without saying why.
+- The **agent harness** runs the tool loop on a provider; the **REPL harness** runs the
+  recursive-LM loop. Both read their history from, and write their events to, a `ConversationPort`.
+
+Messages in a `ModelRequest` are in the provider's `Provider.message_format` (``"openai"``: Chat
+Completions dicts; ``"anthropic"``: Messages-API dicts), i.e. exactly what
+`convograph.projections.project_messages(..., format=provider.message_format)` returns, so the
+history a model sees is convograph's own projection of the conversation's active path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from convograph.events import Event, RelayResolved
+
+__all__ = ["ConversationPort", "MessageFormat", "ModelRequest", "Provider", "ToolSpec"]
+
+MessageFormat = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: a name, a description and a JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON Schema of the arguments object (``{"type": "object", "properties": ..., ...}``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model call. ``messages`` are in the provider's `Provider.message_format`."""
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    system: str | None = None
+    tools: Sequence[ToolSpec] = ()
+    parent_id: str | None = None
+    """``parentId`` of every event of the call: the calling agent's run id (absent for a bare call)."""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Provider-specific extras passed through to the SDK call (e.g. Anthropic ``thinking``)."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model API behind one small interface (cf. httpx's transport)."""
+
+    @property
+    def message_format(self) -> MessageFormat:
+        """The message format `ModelRequest.messages` must be in."""
+        ...
+
+    def invoke(self, request: ModelRequest) -> AsyncIterator[Event]:
+        """The events of one model call (module docstring). Cancelling the iteration ends the call;
+        the provider yields nothing more after it."""
+        ...
+
+
+@runtime_checkable
+class ConversationPort(Protocol):
+    """Where a harness's events go and where its history comes from: an in-process event log, or a
+    ``convograph serve`` reached through the client. Every event a harness emits carries an
+    ``eventId``, so a retried ``emit`` is idempotent."""
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        """Append ``events`` to the conversation (durable, or queued for a durable write)."""
+        ...
+
+    async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
+        """The request history of the conversation's active path, after every event emitted so far
+        (`convograph.projections.project_messages`)."""
+        ...
+
+    async def relay_decision(self, relay_id: str) -> RelayResolved:
+        """Wait until the relay ``relay_id`` is decided and return the decision. The wait survives a
+        server restart (the decision is an event in the conversation's log)."""
+        ...
