@@ -112,7 +112,7 @@ def demo(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Where the server keeps its stores [default: a fresh temporary directory]."),
+        typer.Option(help="Where the server keeps its stores \\[default: a fresh temporary directory]."),
     ] = None,
     speed: Annotated[float, typer.Option(min=0.01, help="Playback speed (2.0 = twice as fast).")] = 1.0,
     fast: Annotated[bool, typer.Option("--fast", help="No delays: post every conversation at once.")] = False,
