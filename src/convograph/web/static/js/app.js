@@ -331,6 +331,7 @@ function conversationPage(cid, tab) {
     threadRoot.replaceChildren();
     threadRoot._rendered = 0;
     thread = new ThreadView(threadRoot, modelFromThread(json, model, Level), viewOptions);
+    threadRoot.dataset.source = "server";
     thread.flush();
     for (const id of open) {
       const details = id && threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"] > .branches > details.branch`);
