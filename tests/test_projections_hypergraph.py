@@ -63,12 +63,53 @@ def test_thread_matches_the_flat_graph_for_plain_streams() -> None:
     assert project_thread(conv) == views  # active defaults to default_active
 
 
+OPERATIONS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 50)), max_size=4)
+"""Steps after the stream: an edit, a regeneration, a branch switch, a summary, a closed stream,
+an appended user message, or more of the stream."""
+
+
+def _operate(conv: Any, events: list[dict[str, Any]], step: tuple[int, int]) -> Any:
+    """One of `OPERATIONS` on ``conv`` (an operation the conversation refuses changes nothing)."""
+    from convograph.hypergraph import OperationError, append_user_message, list_siblings, switch_branch
+    from convograph.hypergraph import queries as q
+
+    choice, pick = step
+    active = default_active(conv).message_ids
+    try:
+        if choice == 0 and active:
+            return edit_message(conv, active[pick % len(active)], f"edited {pick}")
+        if choice == 1 and active:
+            assistants = [m for m in active if q.get_message(conv, m).role == "assistant"]
+            if assistants:
+                return regenerate(conv, assistants[pick % len(assistants)])
+        if choice == 2 and active:
+            siblings = list_siblings(conv, active[pick % len(active)])
+            return switch_branch(conv, siblings[pick % len(siblings)].id)
+        if choice == 3 and len(active) >= 2:
+            first = pick % (len(active) - 1)
+            return summarize_range(conv, active[first], active[first + 1], f"summary {pick}")
+        if choice == 4:
+            return close_stream(conv)
+        if choice == 5:
+            return append_user_message(conv, f"note {pick}")
+    except OperationError:
+        return conv
+    return reduce_conversation_events(conv, events[pick % (len(events) + 1) :])  # some events again
+
+
 @settings(max_examples=80, deadline=None)
-@given(agent_streams())
-def test_histories_from_the_hypergraph_are_valid(events: list[dict[str, Any]]) -> None:
+@given(agent_streams(), OPERATIONS)
+def test_histories_from_the_hypergraph_are_valid(
+    events: list[dict[str, Any]], steps: list[tuple[int, int]]
+) -> None:
+    """Every version (after edits, regenerations, branch switches, summaries) projects to
+    histories the SDK types and the APIs' structural rules accept."""
     conv = conversation(events)
-    assert_valid_openai(project_messages(conv, format="openai"))
-    assert_valid_anthropic(project_messages(conv, format="anthropic"))
+    for step in [None, *steps]:
+        if step is not None:
+            conv = _operate(conv, events, step)
+        assert_valid_openai(project_messages(conv, format="openai"))
+        assert_valid_anthropic(project_messages(conv, format="anthropic"))
     assert not check_no_overlap(project_dag(conv).nodes)
 
 

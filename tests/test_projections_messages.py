@@ -16,6 +16,9 @@ from openai.types.chat import ChatCompletionMessageParam
 from convograph import create_graph, reduce_events, to_jsonable
 from convograph.projections import project_messages
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
+    EMPTY_USER_TEXT,
+    OPENING_USER_TEXT,
     PLACEHOLDER_OUTPUT,
     is_anthropic_tool_id,
     safe_tool_id,
@@ -40,9 +43,18 @@ def _materialise(value: Any) -> Any:
 
 
 def assert_valid_openai(messages: list[dict[str, Any]]) -> None:
-    """SDK types, plus the API's pairing rules: every call answered right after its message."""
+    """SDK types, plus the API's rules: a user message first (as Anthropic requires: one history
+    for every provider behind the Chat Completions API), every call answered right after its
+    message, no empty content (user, assistant text, tool result, text part)."""
+    assert not messages or messages[0]["role"] == "user", "a history opens with a user message"
     for message in messages:
         _materialise(OPENAI_MESSAGE.validate_python(message))
+        content = message.get("content")
+        if isinstance(content, list):
+            assert content, f"empty content: {message}"
+            assert all(part.get("text", "x") for part in content), f"empty text part: {message}"
+        elif message["role"] != "assistant" or content is not None:
+            assert content, f"empty content: {message}"
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -66,7 +78,9 @@ def assert_valid_openai(messages: list[dict[str, Any]]) -> None:
 
 
 def assert_valid_anthropic(messages: list[dict[str, Any]]) -> None:
-    """SDK types, alternation, tool_use/tool_result pairing, id pattern, no empty text."""
+    """SDK types, a user message first, alternation, tool_use/tool_result pairing, id pattern, no
+    empty message / text block / tool result, thinking blocks in assistant messages only."""
+    assert not messages or messages[0]["role"] == "user", "the first message must be a user message"
     for message in messages:
         _materialise(ANTHROPIC_MESSAGE.validate_python(message))
         assert message["content"], "empty message"
@@ -74,6 +88,10 @@ def assert_valid_anthropic(messages: list[dict[str, Any]]) -> None:
             _materialise(ANTHROPIC_BLOCK.validate_python(block))
             if block["type"] == "text":
                 assert block["text"], "empty text block"
+            elif block["type"] == "tool_result":
+                assert block["content"], "empty tool result"
+            elif block["type"] in ("thinking", "redacted_thinking"):
+                assert message["role"] == "assistant", "thinking outside an assistant message"
     for a, b in itertools.pairwise(messages):
         assert a["role"] != b["role"], "roles must alternate"
     for i, message in enumerate(messages):
@@ -250,9 +268,9 @@ def test_provider_runs_keep_their_turn_order() -> None:
         {"type": "harness_end", "runId": "A"},
     ]
     messages = project_messages(graph_of(events))
-    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant"]
-    assert messages[0]["content"] == "Let me check"
-    assert messages[2]["content"] == "Done"
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["content"] == "Let me check"
+    assert messages[3]["content"] == "Done"
 
 
 def test_thinking_survives_for_anthropic_with_its_signature() -> None:
@@ -405,6 +423,40 @@ def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view()
     flat, _ = projectors_following(events)
     assert [view.content.text for view in flat.views[1:]] == ["one", "two"]
     assert flat.rebuilds >= 1
+
+
+def test_a_history_without_a_user_message_opens_with_a_synthesised_one() -> None:
+    """A run nobody asked for (the shared w2-hg workloads: an RLM run with no user event) gives
+    a history whose first message is `OPENING_USER_TEXT`, in every format (the Messages API
+    rejects a list that opens with an assistant message). Empty user messages read
+    `EMPTY_USER_TEXT`; empty tool results `EMPTY_RESULT_TEXT`."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    events = [
+        {"type": "harness_start", "runId": "run-0", "agentId": "rlm-0", "maxIterations": 2},
+        {"type": "text", "id": "t0", "runId": "run-0", "content": "Reasoning for turn 0..."},
+        {"type": "tool_call", "runId": "run-0", "id": "c1", "name": "f", "input": {}},
+        {"type": "tool_result", "runId": "run-0", "id": "c1", "name": "f", "output": ""},
+        {"type": "user", "runId": "u1", "parentId": "run-0", "content": ""},
+        {"type": "text", "id": "t1", "runId": "run-1", "parentId": "u1:user", "content": "Answer."},
+        {"type": "harness_end", "runId": "run-0"},
+    ]
+    conversation = reduce_conversation_events(create_conversation(), events)
+    for source in (graph_of(events), conversation):
+        active = default_active(source) if source is conversation else None
+        anthropic = project_messages(source, active, format="anthropic")
+        assert anthropic[0] == {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]}
+        assert anthropic[2]["content"][0]["content"] == EMPTY_RESULT_TEXT
+        assert anthropic[2]["content"][1] == {"type": "text", "text": EMPTY_USER_TEXT}
+        assert_valid_anthropic(anthropic)
+        openai = project_messages(source, active, format="openai")
+        assert openai[0] == {"role": "user", "content": OPENING_USER_TEXT}
+        assert openai[2] == {"role": "tool", "tool_call_id": "c1", "content": EMPTY_RESULT_TEXT}
+        assert openai[3] == {"role": "user", "content": EMPTY_USER_TEXT}
+        assert_valid_openai(openai)
+        gateway = project_messages(source, active, format="gateway")
+        assert gateway[0] == {"role": "user", "content": OPENING_USER_TEXT}
+    assert project_messages(graph_of([]), format="anthropic") == []  # nothing to send yet
 
 
 def test_user_media_parts_map_to_each_api() -> None:
@@ -575,11 +627,21 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             events.append({"type": "harness_end", "runId": run})
 
+    opens_with_user = draw(st.booleans())
     for turn in range(draw(st.integers(1, 3))):
         user = f"user{turn}"
-        events.append({"type": "user", "runId": user, "content": draw(st.sampled_from(["q", ""]))})
+        if turn == 0 and not opens_with_user:  # a run nobody asked for (the w2-hg workloads' shape)
+            agent(f"agent{turn}", None, 0)
+            continue
+        events.append({"type": "user", "runId": user, "content": draw(USER_CONTENT)})
         agent(f"agent{turn}", f"{user}:user", 0)
     return events
+
+
+USER_CONTENT: Any = st.sampled_from(
+    ["q", "", [{"type": "text", "text": ""}], [{"type": "text", "text": "a"}, {"type": "text", "text": ""}]]
+)
+"""User message contents, the empty ones included."""
 
 
 @settings(max_examples=150, deadline=None)

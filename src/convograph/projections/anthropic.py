@@ -6,10 +6,11 @@ Shapes (``anthropic.types.MessageParam``): assistant content blocks ``thinking``
 starts with the matching ``tool_result`` blocks (``is_error`` for a denial or a placeholder),
 followed by any user text. Consecutive messages of one role are merged, so roles alternate.
 
-Rules the API enforces that this adapter keeps: every ``tool_use`` has a ``tool_result`` in the
-very next message and vice versa; ``tool_use.id`` matches ``^[a-zA-Z0-9_-]+$`` (other ids get a
+Rules the API enforces that this adapter keeps: the first message is a user message (the
+history opens with one: `convograph.projections.history`); every ``tool_use`` has a
+``tool_result`` in the very next message and vice versa; ``tool_use.id`` matches ``^[a-zA-Z0-9_-]+$`` (other ids get a
 stable stand-in from `safe_tool_id`); ``tool_use.input`` is an object (a non-object input is
-wrapped as ``{"input": value}``); no empty text blocks or empty messages. Thinking without a
+wrapped as ``{"input": value}``); no empty text blocks, tool results or messages. Thinking without a
 signature cannot be sent back (the API verifies signatures), so it is left out.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
     AssistantTurn,
     History,
     ThinkingBlock,
@@ -111,7 +113,7 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": call_id,
-                "content": (output if isinstance(output, str) else encode(output)) or "(empty)",
+                "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
             }
             # `call.missing or call.denied`, inline
             if call.missing or (

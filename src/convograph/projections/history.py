@@ -11,7 +11,11 @@ Repair, always at projection time (the log is never rewritten):
 - a tool result without a call is dropped, unless a relay asked permission for that call id: then
   the call is rebuilt from the relay (name and params) so the denial reaches the model, as it does
   in the harness's own history (spec §9 #3);
-- text or reasoning after tool calls starts a new assistant turn; results follow their turn.
+- text or reasoning after tool calls starts a new assistant turn; results follow their turn;
+- a history that does not open with a user turn gets `OPENING_USER_TEXT` as its first user turn
+  (the Messages API requires a user message first; the same for every format), and a user
+  message with no content (``""``, or only empty text parts) reads `EMPTY_USER_TEXT`: no API
+  takes an empty message, and dropping it would merge the assistant turns around it.
 
 Reasoning is kept as `ThinkingBlock` (with its signature when the provider sent one, or the
 opaque payload of a redacted block); errors,
@@ -32,7 +36,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET
 
-from convograph.events.types import ContentPart
+from convograph.events.types import ContentPart, TextPart
 from convograph.projections.view import (
     ReasoningContent,
     TextContent,
@@ -42,6 +46,9 @@ from convograph.projections.view import (
 )
 
 __all__ = [
+    "EMPTY_RESULT_TEXT",
+    "EMPTY_USER_TEXT",
+    "OPENING_USER_TEXT",
     "PLACEHOLDER_OUTPUT",
     "SUMMARY_RUN_PREFIX",
     "AssistantTurn",
@@ -64,6 +71,16 @@ SUMMARY_RUN_PREFIX: Final = "summary:"
 PLACEHOLDER_OUTPUT: Final = "Tool result unavailable."
 """Result given to a call that has none: neutral, so the model neither retries blindly nor assumes
 the user interrupted it."""
+
+OPENING_USER_TEXT: Final = "User message unavailable."
+"""The user turn put first when a history opens with assistant output (a run started without a
+recorded user message, a REPL run's workload): synthesised at projection time, never logged."""
+
+EMPTY_USER_TEXT: Final = "(empty message)"
+"""Stands for a user message with no content."""
+
+EMPTY_RESULT_TEXT: Final = "(empty)"
+"""Stands for a tool result whose text is empty (the APIs take no empty tool content)."""
 
 
 # The history types are msgspec Structs untracked by the cyclic GC (``gc=False``): a history is an
@@ -157,7 +174,8 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
         elif kind is TextContent:
             if view.run_id.startswith(SUMMARY_RUN_PREFIX):
                 close()  # a summary stands alone: it replaces whole turns
-                history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
+                if content.text:  # type: ignore[union-attr]
+                    history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
                 continue
             if is_open and calls:
                 close()
@@ -171,10 +189,20 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
             blocks.append(ThinkingBlock(content.text, content.signature, content.redacted_data))  # type: ignore[union-attr]
         elif kind is UserContent:
             close()
-            history.append(UserTurn(content=content.content))  # type: ignore[union-attr]
+            history.append(UserTurn(_user_content(content.content)))  # type: ignore[union-attr]
         # error, relay, pending: not model context
     close()
+    if history and type(history[0]) is not UserTurn:
+        history.insert(0, UserTurn(OPENING_USER_TEXT))
     return history
+
+
+def _user_content(content: str | list[ContentPart]) -> str | list[ContentPart]:
+    """``content`` without empty text parts; `EMPTY_USER_TEXT` when nothing is left."""
+    if isinstance(content, str):
+        return content or EMPTY_USER_TEXT
+    parts = [part for part in content if not (isinstance(part, TextPart) and not part.text)]
+    return parts or EMPTY_USER_TEXT
 
 
 COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)

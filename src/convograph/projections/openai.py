@@ -19,6 +19,7 @@ from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
     AssistantTurn,
     History,
     TextBlock,
@@ -86,7 +87,7 @@ def render_openai(history: History) -> list[dict[str, Any]]:
                 {
                     "role": "tool",
                     "tool_call_id": call_id,
-                    "content": output if isinstance(output, str) else encode(output),
+                    "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
                 }
             )
         append({"role": "assistant", "content": text, "tool_calls": tool_calls})

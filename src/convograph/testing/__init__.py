@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from convograph.events import Event, HarnessEnd, HarnessStart, Text, ToolCall, ToolResult, User
 from convograph.store.base import StoredEvent
 from convograph.store.memory import MemoryEventLog
+from convograph.testing.providers import ScriptedCall, ScriptedProvider, ScriptedTurn
 
-__all__ = ["MemoryEventLog", "collect", "sample_run"]
+__all__ = ["MemoryEventLog", "ScriptedCall", "ScriptedProvider", "ScriptedTurn", "collect", "sample_run"]
 
 
 async def collect(

@@ -63,10 +63,10 @@ function listPage() {
   const table = h(
     "table",
     { class: "table conversations", "aria-label": "Conversations" },
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num col-events" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
     body,
   );
-  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, table));
+  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, h("div", { class: "table-wrap" }, table)));
   let rows = [];
   const rowEls = new Map();
 
@@ -82,7 +82,7 @@ function listPage() {
       tr.replaceChildren(
         h("td", {}, h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true }, r.id)),
         h("td", {}, h("span", { class: `status status--${r.status}` }, r.status)),
-        h("td", { class: "num" }, (r.eventCount ?? 0).toLocaleString()),
+        h("td", { class: "num col-events" }, (r.eventCount ?? 0).toLocaleString()),
         h("td", { title: new Date((r.lastActivity ?? 0) * 1000).toLocaleString() }, relativeTime(r.lastActivity)),
       );
       return tr;
@@ -331,6 +331,7 @@ function conversationPage(cid, tab) {
     threadRoot.replaceChildren();
     threadRoot._rendered = 0;
     thread = new ThreadView(threadRoot, modelFromThread(json, model, Level), viewOptions);
+    threadRoot.dataset.source = "server";
     thread.flush();
     for (const id of open) {
       const details = id && threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"] > .branches > details.branch`);

@@ -197,7 +197,8 @@ export function modelFromThread(json, live, Level) {
       }
       level.items.push(view);
       for (const branch of v.branches ?? []) {
-        const sub = new Level(view, branch[0] ? branch[0].runId : null);
+        // The branch's run is the subagent's, not its first turn's (often a model call's run).
+        const sub = new Level(view, branch[0] ? live.branchRun(v.runId, branch[0].runId) : null);
         sub.attached = true;
         view.branches.push(sub);
         build(branch, sub);

@@ -428,7 +428,8 @@ export class ThreadView {
       h("span", { class: "branch__label" }, "Subagent"),
       h("span", { class: "branch__agent" }, agent),
       h("span", { class: `status status--${status}` }, STATUS_LABEL[status]),
-      h("span", { class: "branch__stats" }, `${steps} step${steps === 1 ? "" : "s"}${usage.calls ? ` · ${formatTokens(usage.input)} in / ${formatTokens(usage.output)} out` : ""}`),
+      h("span", { class: "branch__stats" }, `${steps} step${steps === 1 ? "" : "s"}`),
+      usage.calls ? h("span", { class: "branch__stats" }, `${formatTokens(usage.input)} in / ${formatTokens(usage.output)} out`) : null,
     );
   }
 
