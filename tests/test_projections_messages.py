@@ -459,6 +459,36 @@ def test_a_history_without_a_user_message_opens_with_a_synthesised_one() -> None
     assert project_messages(graph_of([]), format="anthropic") == []  # nothing to send yet
 
 
+def test_distinct_text_streams_stay_paragraphs_apart_in_every_format() -> None:
+    """Two text streams of one run (ids t1, t2) merge into one thread view, as the seed says, but
+    a request history keeps them apart with a blank line: "First.Second." was what the model saw.
+    Chunks of one stream (same id) still join as sent. Flat graph, hypergraph and both projectors."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    events = [
+        {"type": "user", "runId": "u1", "content": "go"},
+        {"type": "text", "runId": "a1", "parentId": "u1:user", "id": "t1", "content": "First "},
+        {"type": "text", "runId": "a1", "id": "t1", "content": "part."},
+        {"type": "text", "runId": "a1", "id": "t2", "content": "Second."},
+        {"type": "reasoning", "runId": "a1", "id": "r1", "content": "unsigned"},
+        {"type": "text", "runId": "a1", "id": "t3", "content": "Third."},
+        {"type": "tool_call", "runId": "a1", "id": "c1", "name": "f", "input": {}},
+        {"type": "tool_result", "runId": "a1", "id": "c1", "name": "f", "output": "ok"},
+    ]
+    text = "First part.\n\nSecond.\n\nThird."
+    conversation = reduce_conversation_events(create_conversation(), events)
+    flat, hyper = projectors_following(events)
+    for source, projector in ((graph_of(events), flat), (conversation, hyper)):
+        active = default_active(source) if source is conversation else None
+        openai = project_messages(source, active, format="openai")
+        assert openai[1]["content"] == text
+        assert project_messages(source, active, format="gateway")[1]["content"] == text
+        anthropic = project_messages(source, active, format="anthropic")
+        assert anthropic[1]["content"][0] == {"type": "text", "text": text}  # unsigned thinking left out
+        assert projector.messages("openai") == openai
+        assert projector.messages("anthropic") == anthropic
+
+
 def test_user_media_parts_map_to_each_api() -> None:
     events = [
         {
@@ -526,6 +556,7 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                         "subagent",
                         "error",
                         "user",
+                        "repl",
                     ]
                 )
             )
@@ -624,6 +655,31 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                 events.append({"type": "error", "runId": run, "message": "boom"})
             elif action == "user":
                 events.append({"type": "user", "runId": fresh("u"), "parentId": run, "content": "more"})
+            elif action == "repl":  # a REPL turn (the hypergraph keeps it; the flat graph has no repl_*)
+                turn = fresh("repl")
+                code = f"print({turn!r})"
+                if draw(st.booleans()):  # the model's own fenced block, as an RLM's text holds it
+                    fenced = f"Next:\n```python\n{code}\n```"
+                    events.append({"type": "text", "runId": run, "id": fresh("t"), "content": fenced})
+                events.append({"type": "repl_input", "runId": run, "id": turn, "code": code})
+                for stream in draw(st.lists(st.sampled_from(["stdout", "stderr"]), max_size=2)):
+                    chunk = {
+                        "type": "repl_progress",
+                        "runId": run,
+                        "id": turn,
+                        "chunk": "o\n",
+                        "stream": stream,
+                    }
+                    events.append(chunk)
+                if depth < 2 and draw(st.booleans()):  # a child run of the turn (`llm_query`)
+                    agent(fresh("child"), turn, depth + 1)
+                outcome = draw(st.sampled_from(["printed", "raised", "silent", "final", "running"]))
+                if outcome != "running":
+                    output: dict[str, Any] = {"type": "repl_output", "runId": run, "id": turn}
+                    output["stdout"] = "o\n" if outcome in ("printed", "final") else ""
+                    output["error"] = "NameError: x" if outcome == "raised" else None
+                    output["done"] = outcome == "final"
+                    events.append(output)
         if draw(st.booleans()):
             events.append({"type": "harness_end", "runId": run})
 

@@ -4,7 +4,8 @@ Shapes (``anthropic.types.MessageParam``): assistant content blocks ``thinking``
 ``signature``) or ``redacted_thinking`` (its ``data``, as the provider sent it), ``text``, then
 ``tool_use`` (always last in their message); the next user message
 starts with the matching ``tool_result`` blocks (``is_error`` for a denial or a placeholder),
-followed by any user text. Consecutive messages of one role are merged, so roles alternate.
+followed by any user text. Consecutive messages of one role are merged, so roles alternate. An
+assistant message's text streams are one ``text`` block, paragraphs apart (`PARAGRAPH_BREAK`).
 
 Rules the API enforces that this adapter keeps: the first message is a user message (the
 history opens with one: `convograph.projections.history`); every ``tool_use`` has a
@@ -21,6 +22,7 @@ from typing import Any
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
     EMPTY_RESULT_TEXT,
+    PARAGRAPH_BREAK,
     AssistantTurn,
     History,
     ThinkingBlock,
@@ -92,7 +94,11 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
                     blocks.append({"type": "redacted_thinking", "data": block.redacted_data})
                 elif block.signature:
                     blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
-            elif block.text:  # a TextBlock
+            elif not block.text:  # a TextBlock
+                continue
+            elif blocks and blocks[-1]["type"] == "text":  # (unsigned thinking left out between)
+                blocks[-1] = {"type": "text", "text": blocks[-1]["text"] + PARAGRAPH_BREAK + block.text}
+            else:
                 blocks.append({"type": "text", "text": block.text})
         calls = turn.calls
         results: list[dict[str, Any]] = []
