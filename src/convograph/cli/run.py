@@ -24,9 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 
 from convograph.cli.app import app, console, err_console
+from convograph.client import ApiError
 from convograph.events import Event, Relay
 from convograph.harness import (
     Agent,
@@ -319,6 +321,11 @@ async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None)
     if server is not None:
         base = server.rstrip("/")
         port: Any = RemotePort.connect(base, cid, api_key=api_key)
+        try:
+            await port.client.conversations()  # reachable, and the key (if any) is accepted
+        except (httpx.HTTPError, ApiError) as exc:
+            await port.aclose()
+            raise RuntimeError(f"cannot reach the convograph server at {base}: {exc}") from None
         console.print(
             f"conversation {cid}: watch it at {base}/c/{cid}", markup=False, highlight=False, soft_wrap=True
         )
