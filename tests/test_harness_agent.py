@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convograph.events import (
     Edit,
@@ -610,3 +612,59 @@ def test_bad_agent_configuration_is_refused() -> None:
         Agent(provider, model="m", permissions={"add": "maybe"})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="max_turns"):
         Budget(max_turns=0)
+
+
+# --- property: completion order does not change the history ----------------------------------------
+
+
+def _canonical_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every tool call id replaced by its rank of first appearance (run ids differ
+    between runs)."""
+    names: dict[str, str] = {}
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: names.setdefault(v, f"id-{len(names)}")
+                if k in ("id", "tool_call_id", "tool_use_id")
+                else rename(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        return value
+
+    return [rename(m) for m in messages]
+
+
+async def _history_after_completions(order: list[int], message_format: Any) -> list[dict[str, Any]]:
+    finished = 0
+    changed = asyncio.Condition()
+
+    @tool
+    async def step(k: int) -> str:
+        """Finish in the given order."""
+        nonlocal finished
+        async with changed:
+            await changed.wait_for(lambda: order[finished] == k)
+            finished += 1
+            changed.notify_all()
+        return f"step {k} done"
+
+    calls = [ScriptedCall("step", {"k": k}, id=f"c{k}") for k in range(len(order))]
+    provider = ScriptedProvider(
+        [turn_calling(*calls, text="Go."), ScriptedTurn(text="All done.")], message_format=message_format
+    )
+    async with LogPort(MemoryEventLog(), "prop") as port:
+        result = await Agent(provider, model="m", tools=[step]).run(port, "run the steps")
+        assert result.reason == "final"
+        results = [r.id.rsplit("/", 1)[1] for r in of_type(await events_of(port), ToolResult)]
+    assert results == [f"c{k}" for k in order]  # they did complete in that order
+    return _canonical_ids(list(provider.requests[1].messages))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(range(4)), st.sampled_from(["openai", "anthropic"]))
+def test_any_completion_order_of_parallel_tools_gives_the_same_history(order: list[int], fmt: str) -> None:
+    in_order = asyncio.run(_history_after_completions(sorted(order), fmt))
+    assert asyncio.run(_history_after_completions(list(order), fmt)) == in_order

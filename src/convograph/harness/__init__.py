@@ -12,6 +12,9 @@ from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
 from convograph.harness.permissions import AskCallback, Decision
 from convograph.harness.ports import ConversationState, LogPort, SubagentPort
+from convograph.harness.repl import ReplHarness, ReplResult, ReplRun
+from convograph.harness.runs import RunHandle
+from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, tool
 
 __all__ = [
@@ -23,11 +26,18 @@ __all__ = [
     "ConversationPort",
     "ConversationState",
     "Decision",
+    "ExecResult",
     "LogPort",
     "MessageFormat",
     "ModelRequest",
     "Policy",
     "Provider",
+    "ReplHarness",
+    "ReplResult",
+    "ReplRun",
+    "RunHandle",
+    "Sandbox",
+    "SandboxLimits",
     "SubagentPort",
     "Tool",
     "ToolArgumentError",

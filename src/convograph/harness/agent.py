@@ -36,8 +36,7 @@ namespacing left those colliding, spec §6.5).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, get_args
 
@@ -63,6 +62,7 @@ from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
 from convograph.harness.permissions import AskCallback, Decision, decision_event, resolve_policy
 from convograph.harness.ports import SubagentPort
+from convograph.harness.runs import RunControl, RunHandle, provider_events
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, to_output
 from convograph.harness.usage import UsageTotals
 
@@ -159,7 +159,8 @@ class Agent:
         the run continues the conversation's active path as it stands. ``parent_id`` sets the
         run's ``parentId`` (default: the task's user block, or none)."""
         loop = _Loop(self, port, parent_id=parent_id)
-        return AgentRun(loop, asyncio.create_task(loop.run(task), name=f"convograph-agent-{loop.run_id}"))
+        run = asyncio.create_task(loop.run(task), name=f"convograph-agent-{loop.run_id}")
+        return RunHandle(loop.run_id, loop.control, run)
 
     async def run(
         self, port: ConversationPort, task: str | None = None, *, parent_id: str | None = None
@@ -169,39 +170,8 @@ class Agent:
         return await self.start(port, task, parent_id=parent_id).wait()
 
 
-class AgentRun:
-    """Handle of a running agent: `wait` for its `AgentResult`, or `cancel` it."""
-
-    def __init__(self, loop: _Loop, task: asyncio.Task[AgentResult]) -> None:
-        self._loop = loop
-        self._task = task
-
-    @property
-    def run_id(self) -> str:
-        return self._loop.run_id
-
-    def done(self) -> bool:
-        return self._task.done()
-
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the run: it ends with ``harness_end`` (``reason``), never silently. Idempotent."""
-        self._loop.stop(reason)
-
-    async def wait(self) -> AgentResult:
-        """The result. If the waiting coroutine is cancelled, the run is cancelled too and its end
-        is awaited before the cancellation propagates."""
-        try:
-            return await asyncio.shield(self._task)
-        except asyncio.CancelledError:
-            if self._task.done():
-                raise
-            self.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            raise
-
-    def __await__(self) -> Any:
-        return self.wait().__await__()
+AgentRun = RunHandle[AgentResult]
+"""Handle of a running agent (`RunHandle`): ``wait()`` for its `AgentResult`, or ``cancel()``."""
 
 
 @dataclass(slots=True)
@@ -224,8 +194,7 @@ class _Loop:
         self.usage = UsageTotals()
         self.iterations = 0
         self.text = ""
-        self.stop_reason: str | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self.control = RunControl()
         self._tool_tasks: set[asyncio.Task[None]] = set()
         self._open_calls: dict[str, str] = {}  # namespaced call id -> tool name, until its result
         self._raw_uses: dict[str, int] = {}
@@ -233,11 +202,8 @@ class _Loop:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def run(self, task: str | None) -> AgentResult:
-        self._task = asyncio.current_task()
         budget = self.agent.budget
-        timer = None
-        if budget.max_seconds is not None:
-            timer = asyncio.get_running_loop().call_later(budget.max_seconds, self.stop, "max_seconds")
+        self.control.bind(budget.max_seconds)
         reason, error = "error", None
         try:
             if task is not None:
@@ -254,22 +220,12 @@ class _Loop:
             )
             reason, error = await self._turns()
         except asyncio.CancelledError:
-            reason = self.stop_reason or "cancelled"
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
+            reason = self.control.stopped()
         except Exception as exc:  # a port or harness failure: still end the run with an event
             reason, error = "error", f"{type(exc).__name__}: {exc}"
         finally:
-            if timer is not None:
-                timer.cancel()
+            self.control.release()
         return await self._finish(reason, error)
-
-    def stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            if self._task is not None and not self._task.done():
-                self._task.cancel()
 
     async def _finish(self, reason: str, error: str | None) -> AgentResult:
         for task in self._tool_tasks:
@@ -346,28 +302,19 @@ class _Loop:
         turn = _Turn()
         failed = False
         texts: list[str] = []
-        stream = provider.invoke(request)
-        try:
-            async for event in stream:
-                if isinstance(event, ToolCall):
-                    turn.calls.append(event)
-                    failed = False
-                    continue
-                await self.emit(event)
-                if isinstance(event, Error):
-                    failed, turn.error = True, event.message
-                elif isinstance(event, Usage):
-                    self.usage.add(event)
-                    failed = False
-                elif isinstance(event, Text):
-                    texts.append(event.content)
-                    failed = False
-                else:
-                    failed = False
-        finally:
-            close: Callable[[], Awaitable[None]] | None = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+        async for event in provider_events(provider, request):
+            if isinstance(event, ToolCall):
+                turn.calls.append(event)
+                failed = False
+                continue
+            await self.emit(event)
+            failed = isinstance(event, Error)
+            if isinstance(event, Error):
+                turn.error = event.message
+            elif isinstance(event, Usage):
+                self.usage.add(event)
+            elif isinstance(event, Text):
+                texts.append(event.content)
         turn.text = "".join(texts)
         if not failed:
             turn.error = None
