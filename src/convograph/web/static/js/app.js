@@ -272,6 +272,7 @@ function conversationPage(cid, tab) {
       steerProblem.hidden = !message;
       steerProblem.textContent = message ?? "";
     },
+    { agentActive: () => model.runSummary().streaming > 0 },
   );
   const throttle = (fn, { trailing = false } = {}) => {
     let timer = null;
@@ -374,7 +375,10 @@ function conversationPage(cid, tab) {
     if (model.errors) {
       stats.append(
         h("div", { class: "stat" }, h("span", { class: "stat__label" }, "Errors"),
-          h("button", { type: "button", class: "btn btn--link stat__value error-text", title: "Show the next error (x)", onclick: focusNextError }, String(model.errors))),
+          h("button", {
+            type: "button", class: "btn btn--link stat__value error-text", title: "Show the next error (x)",
+            "aria-label": `${model.errors} error${model.errors === 1 ? "" : "s"}: show the next one`, onclick: focusNextError,
+          }, String(model.errors))),
       );
     }
     relayBanner.hidden = pending.length === 0;
@@ -450,6 +454,11 @@ function conversationPage(cid, tab) {
     if (model.dirtyMeta) {
       model.dirtyMeta = false;
       renderStats();
+      // An agent picked up the message we were waiting on: its own "working…" turn shows now.
+      if (steering.awaiting && model.runSummary().streaming > 0) {
+        steering.awaiting.remove();
+        steering.awaiting = null;
+      }
     }
     if (dag && !graphPanel.hidden) scheduleDag();
   }, 50);
