@@ -87,3 +87,24 @@ def test_live_regions_are_few_and_the_errors_button_is_named(
     errors.click()
     assert page.evaluate("() => document.activeElement.dataset.kind") == "error"
     probe.shot("a11y-errors")
+
+
+def test_the_list_shows_titles(demo_server: ServerProcess, probe: PageProbe) -> None:
+    page = probe.page
+    page.goto(demo_server.url + "/")
+    research = page.locator('tr[data-id="demo-research"]')
+    research.locator("a.conv__title").wait_for()
+    assert research.locator("a").inner_text().startswith("We need a vector database for ~50M embeddings")
+    assert research.locator(".conv__id").inner_text() == "demo-research"
+    # A conversation created now gets its title live, and the filter matches titles.
+    post(demo_server.url, "e2e-titled", [{"type": "user", "runId": "u", "content": "Plan the  Q3\nmigration"}])
+    titled = page.locator('tr[data-id="e2e-titled"] a.conv__title')
+    titled.wait_for()
+    assert titled.inner_text() == "Plan the Q3 migration"
+    page.fill('input[type="search"]', "q3 migr")
+    page.wait_for_function("() => document.querySelectorAll('.conversations tbody tr').length === 1")
+    probe.shot("list-titles")
+    page.set_viewport_size({"width": 375, "height": 812})
+    page.fill('input[type="search"]', "")
+    probe.shot("375-list-titles")
+    assert httpx.delete(f"{demo_server.url}/v1/conversations/e2e-titled", timeout=10).status_code == 204
