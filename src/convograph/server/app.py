@@ -33,6 +33,7 @@ from convograph.server.conversations import ConversationController, live_convers
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
@@ -110,6 +111,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ConversationController,
         BranchController,
         live_conversation_list,
+        search_conversations,
         healthz,
         metrics,
         openapi_json,
