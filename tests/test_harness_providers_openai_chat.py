@@ -37,11 +37,24 @@ ANSWER = Reply(
     usage=ScriptUsage(input_tokens=200, output_tokens=40, cache_read_tokens=128),
 )
 
+MADE: list[OpenAIChatProvider] = []
+
 
 def provider(server: ModelServer, **kwargs: Any) -> OpenAIChatProvider:
     kwargs.setdefault("api_key", "sk-test")
     kwargs.setdefault("retry", FAST)
-    return OpenAIChatProvider(base_url=server.openai_base_url, **kwargs)
+    made = OpenAIChatProvider(base_url=server.openai_base_url, **kwargs)
+    MADE.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> Any:
+    """Close the SDK clients made by `provider` when the test ends (their connections belong to the
+    test's event loop)."""
+    yield
+    while MADE:
+        await MADE.pop().aclose()
 
 
 async def test_streams_reasoning_text_parallel_calls_and_usage() -> None:
@@ -177,7 +190,8 @@ async def test_401_names_the_environment_variable() -> None:
 async def test_no_key_at_all_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    (error,) = await run_call(OpenAIChatProvider(), REQUEST)
+    async with OpenAIChatProvider() as chat:
+        (error,) = await run_call(chat, REQUEST)
     assert isinstance(error, Error)
     assert "set OPENAI_API_KEY" in error.message
 
@@ -193,7 +207,7 @@ async def test_first_token_timeout_is_retried() -> None:
 
 async def test_task_cancellation_ends_with_an_error_event_then_cancels() -> None:
     slow = Reply(
-        content=[Say(text="one two three four five six", chunks=["one ", "two ", "three"])], chunk_delay=5
+        content=[Say(text="one two three", chunks=["one ", "two ", "three"])], stall_after=2, stall=30
     )
     seen: list[Any] = []
     async with ModelServer([slow]) as server:
@@ -216,7 +230,7 @@ async def test_task_cancellation_ends_with_an_error_event_then_cancels() -> None
 
 
 async def test_aclose_returns_the_event_that_ends_the_call() -> None:
-    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], chunk_delay=5)
+    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], stall_after=2, stall=30)
     async with ModelServer([slow]) as server:
         call = provider(server).invoke(REQUEST)
         first = await call.__anext__()
