@@ -262,3 +262,27 @@ async def test_events_project_into_one_assistant_turn_of_the_agent() -> None:
     assert history[1]["content"] == "Checking both cities."
     assert len(history[1]["tool_calls"]) == 2
     assert history[-1]["content"] == "Sunny, both."
+
+
+async def test_a_stream_cut_while_only_tool_arguments_streamed_is_retried() -> None:
+    cut = Reply(content=[ToolUse(name="weather", arguments={"city": "Paris"})], cut_after=3)
+    async with ModelServer([cut, ANSWER]) as server:
+        events = await run_call(provider(server), REQUEST)
+    assert len(server.requests) == 2
+    assert "retrying" in errors(events)[0].message
+    assert isinstance(events[-1], Usage)
+
+
+async def test_aclose_after_a_cancellation_re_raises_it() -> None:
+    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], stall_after=2, stall=30)
+    async with ModelServer([slow]) as server:
+        call = provider(server).invoke(REQUEST)
+        await call.__anext__()
+        reader = asyncio.create_task(call.__anext__())
+        await asyncio.sleep(0.2)
+        reader.cancel()
+        ended = await reader  # the cancelled pull returns the event that records the cancellation
+        with pytest.raises(asyncio.CancelledError):
+            await call.aclose()
+    assert isinstance(ended, Error)
+    assert ended.message.startswith("cancelled")
