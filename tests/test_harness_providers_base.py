@@ -3,6 +3,7 @@ protocol (driven through the Chat Completions provider and the real SDK)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -60,8 +61,6 @@ async def test_idle_limit_after_the_first_token() -> None:
 
 async def test_a_slow_consumer_is_not_idle_time() -> None:
     """The idle limit measures the server's silence, not the time the caller holds an event."""
-    import asyncio
-
     async with ModelServer([Reply(content=[Say(text="abcdef", chunks=["ab", "cd", "ef"])])]) as server:
         events = []
         async for event in provider(server, timeouts=Timeouts(idle=0.2)).invoke(REQUEST):

@@ -3,6 +3,7 @@ server, plus the model-spec factory."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -80,8 +81,17 @@ async def test_requests_and_the_next_turn_are_accepted() -> None:
     async with ModelServer([ANSWER, Reply(content=[Say(text="5 and 9.")])]) as server:
         responses = provider(server)
         first = await run_call(responses, REQUEST)
-        history = projections(agent_record("Add 2 and 3, and 4 and 5.", [first]))["openai"]
+        views = projections(agent_record("Add 2 and 3, and 4 and 5.", [first]))
+        history = views["openai"]
         second = await run_call(responses, _with(REQUEST, history))
+    assert [v.content.kind for v in views["thread"]] == [
+        "user",
+        "reasoning",
+        "text",
+        "tool_call",
+        "tool_call",
+    ]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool"]
     assert list(texts(second).values()) == ["5 and 9."]
     for record in server.requests:
         assert record.problems == []
@@ -203,3 +213,24 @@ def test_model_specs() -> None:
     claude, _ = make_provider("anthropic:claude-x", api_key="k")
     assert isinstance(claude, AnthropicProvider)
     assert claude.message_format == "anthropic"
+
+
+async def test_task_cancellation_ends_with_an_error_event() -> None:
+    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], stall_after=6, stall=30)
+    seen: list[Any] = []
+    async with ModelServer([slow]) as server:
+        responses = provider(server)
+
+        async def consume() -> None:
+            async for event in responses.invoke(REQUEST):
+                seen.append(event)
+
+        task = asyncio.create_task(consume())
+        while not seen:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert isinstance(seen[-1], Error)
+    assert seen[-1].message.startswith("cancelled")
+    assert seen[-1].run_id == seen[0].run_id
