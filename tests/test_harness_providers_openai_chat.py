@@ -286,3 +286,20 @@ async def test_aclose_after_a_cancellation_re_raises_it() -> None:
             await call.aclose()
     assert isinstance(ended, Error)
     assert ended.message.startswith("cancelled")
+
+
+async def test_an_error_chunk_before_any_content_is_retried() -> None:
+    async with ModelServer([Reply(content=[], stream_error="server_error"), ANSWER]) as server:
+        events = await run_call(provider(server), REQUEST)
+    assert "error in the stream (server_error" in errors(events)[0].message
+    assert isinstance(events[-1], Usage)
+
+
+async def test_a_call_without_an_id_gets_one() -> None:
+    """Some OpenAI-compatible servers send tool calls without ids; the agent needs one to pair the
+    result with."""
+    async with ModelServer([Reply(content=[ToolUse(name="weather", arguments={}, id="")])]) as server:
+        events = await run_call(provider(server), REQUEST)
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert call.id.startswith("call_")
+    assert len(call.id) == 29
