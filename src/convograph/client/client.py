@@ -17,7 +17,7 @@ import msgspec
 from convograph.client.sse import SSEDecoder
 from convograph.events import Event, encode_event, parse_event
 
-__all__ = ["ApiError", "ConvographClient"]
+__all__ = ["ApiError", "ConvographClient", "CursorPastHead"]
 
 
 class ApiError(Exception):
@@ -31,12 +31,26 @@ class ApiError(Exception):
         self.details = details
 
 
+class CursorPastHead(ApiError):
+    """409 ``cursor_past_head``: the seq to resume after is past the conversation's last seq
+    (``last_seq``), e.g. because the conversation was deleted and re-created, or the cursor belongs
+    to another conversation. Retrying cannot help: start again from ``after=0`` (or from a seq
+    at most ``last_seq``) knowing that the events seen so far are not this conversation's."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(status, code, message, details)
+        self.last_seq: int = int(details["lastSeq"])
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.is_success:
         return
     try:
         error = response.json()["error"]
-        raise ApiError(response.status_code, error["code"], error["message"], error.get("details"))
+        code, message, details = error["code"], error["message"], error.get("details")
+        if code == "cursor_past_head":
+            raise CursorPastHead(response.status_code, code, message, details)
+        raise ApiError(response.status_code, code, message, details)
     except (ValueError, KeyError, TypeError):
         raise ApiError(response.status_code, "http_error", response.text[:500]) from None
 
@@ -90,7 +104,8 @@ class ConvographClient:
         return items
 
     async def replay(self, conversation_id: str, after: int = 0) -> list[Event]:
-        """Stored events with seq > ``after`` (each carries its ``seq``)."""
+        """Stored events with seq > ``after`` (each carries its ``seq``). Raises `CursorPastHead`
+        when ``after`` is past the conversation's last seq."""
         response = await self._http.get(
             f"/v1/conversations/{conversation_id}/events", params={"after": after}
         )
@@ -127,8 +142,10 @@ class ConvographClient:
     ) -> AsyncIterator[Event]:
         """Every event with seq > ``after``, live, surviving disconnects (see the module docstring).
 
-        Raises `ApiError` for an HTTP error answer (not retried), and the last transport error once
-        ``max_reconnects`` consecutive reconnects failed.
+        Raises `ApiError` for an HTTP error answer (not retried): `CursorPastHead` (with the
+        conversation's ``last_seq``) when ``after``, or the last seq delivered, is past the
+        conversation's end, as after it was deleted and re-created; and the last transport error
+        once ``max_reconnects`` consecutive reconnects failed.
         """
         last_seq = after
         failures = 0

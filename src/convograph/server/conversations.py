@@ -89,15 +89,31 @@ def _json(data: Any, status: int = 200) -> Response[bytes]:
 
 
 def _parse_seq(raw: str | None, name: str) -> int | None:
+    """A seq given as text: ASCII digits only (no sign, ``_``, exponent or other scripts' digits,
+    all of which `int` would take); 400 naming ``name`` otherwise."""
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be a non-negative integer seq, got {raw!r}") from None
-    if value < 0 or value > MAX_SEQ:
+    if not (raw.isascii() and raw.isdigit()):
+        raise ApiError(400, f"{name} must be a non-negative integer seq (digits 0-9), got {raw!r}")
+    value = int(raw)
+    if value > MAX_SEQ:
         raise ApiError(400, f"{name} must be a seq between 0 and {MAX_SEQ}, got {raw!r}")
     return value
+
+
+def _check_cursor(after_seq: int, info: ConversationInfo | None, name: str) -> None:
+    """409 ``cursor_past_head`` when ``after_seq`` is past the conversation's last seq: nothing
+    would ever come (the conversation was deleted and re-created, or the cursor is another's)."""
+    last_seq = info.last_seq if info is not None else 0
+    if after_seq > last_seq:
+        raise ApiError(
+            409,
+            f"{name} {after_seq} is past this conversation's last seq {last_seq} (was it deleted and"
+            f" re-created?): resume after a seq at most {last_seq}, or after 0 to read it from the start",
+            code="cursor_past_head",
+            details={"lastSeq": last_seq, "requested": after_seq},
+            headers={"X-Convograph-Seq": str(last_seq)},
+        )
 
 
 def _model(model: str) -> str:
@@ -223,7 +239,7 @@ class ConversationController(Controller):
         "/{cid:str}/events",
         guards=[require("read")],
         summary="Replay events as NDJSON",
-        **documented(Event, media_type=NDJSON, description="One event per line", errors=(400, 404)),
+        **documented(Event, media_type=NDJSON, description="One event per line", errors=(400, 404, 409)),
     )
     async def replay(
         self,
@@ -237,8 +253,10 @@ class ConversationController(Controller):
     ) -> Stream:
         state = server_state(request)
         after_seq = _parse_seq(after, "after") or 0
-        if await state.log.get_conversation(cid) is None:
+        info = await state.log.get_conversation(cid)
+        if info is None:
             raise unknown_conversation(cid)
+        _check_cursor(after_seq, info, "after")
 
         async def lines() -> AsyncIterator[bytes]:
             cursor, remaining = after_seq, limit
@@ -258,7 +276,7 @@ class ConversationController(Controller):
         "/{cid:str}/stream",
         guards=[require("read")],
         summary="Live events (Server-Sent Events)",
-        **documented(str, media_type=SSE, description="An endless event stream", errors=(400,)),
+        **documented(str, media_type=SSE, description="An endless event stream", errors=(400, 409)),
     )
     async def stream(
         self,
@@ -268,10 +286,14 @@ class ConversationController(Controller):
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", schema_extra=_SEQ)] = None,
     ) -> Stream:
         """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
-        ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle."""
+        ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle.
+        A cursor past the conversation's last seq is a 409 carrying that seq."""
         state = server_state(request)
         resume = _parse_seq(last_event_id, "Last-Event-ID")
         after_seq = resume if resume is not None else (_parse_seq(after, "after") or 0)
+        if after_seq:
+            cursor_name = "Last-Event-ID" if resume is not None else "after"
+            _check_cursor(after_seq, await state.log.get_conversation(cid), cursor_name)
         heartbeat = state.config.sse_heartbeat_seconds
         metrics = state.metrics
 

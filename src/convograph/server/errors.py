@@ -41,12 +41,21 @@ _CODES = {
 class ApiError(Exception):
     """An error with its HTTP status, a stable machine ``code`` and optional ``details``."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None, details: Any = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or _CODES.get(status, "error")
         self.message = message
         self.details = details
+        self.headers = headers
 
 
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +89,7 @@ def _respond(
 
 
 def _api_error(_: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
-    return _respond(exc.status, exc.code, exc.message, exc.details)
+    return _respond(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
 
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
