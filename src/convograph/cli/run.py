@@ -79,7 +79,8 @@ def make_provider(spec: str, *, base_url: str | None) -> tuple[Provider, str]:
 
 def _scripted(name: str) -> Provider:
     """``echo``: answers each request with the last user message; a ``.json`` file: a list of turns
-    ``{"text", "reasoning", "tool_calls": [{"name", "arguments"}], "usage": [in, out]}``."""
+    ``{"text", "reasoning", "tool_calls": [{"name", "arguments"}], "usage": [in, out], "error",
+    "delay", "hang"}`` (`ScriptedTurn`'s fields)."""
     if name == "echo":
 
         def echo(request: Any) -> ScriptedTurn:
@@ -107,6 +108,7 @@ def _scripted(name: str) -> Provider:
                 usage=usage,  # type: ignore[arg-type]
                 error=item.get("error"),
                 delay=float(item.get("delay", 0.0)),
+                hang=bool(item.get("hang", False)),
             )
         )
     return ScriptedProvider(turns)
