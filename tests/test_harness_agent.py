@@ -17,8 +17,10 @@ from convograph.events import (
     Event,
     HarnessEnd,
     HarnessStart,
+    Regenerate,
     Relay,
     RelayResolved,
+    SwitchBranch,
     Text,
     ToolCall,
     ToolProgress,
@@ -668,3 +670,21 @@ async def _history_after_completions(order: list[int], message_format: Any) -> l
 def test_any_completion_order_of_parallel_tools_gives_the_same_history(order: list[int], fmt: str) -> None:
     in_order = asyncio.run(_history_after_completions(sorted(order), fmt))
     assert asyncio.run(_history_after_completions(list(order), fmt)) == in_order
+
+
+async def test_a_regenerate_in_the_log_makes_the_next_run_answer_again(port: LogPort) -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="First answer."), ScriptedTurn(text="Second answer.")])
+    agent = Agent(provider, model="m")
+    await agent.run(port, "Question?")
+    await port.emit([Regenerate(message_id="msg:2")])  # the viewer's "Regenerate" on the reply
+    await agent.run(port)
+    assert provider.requests[1].messages == [{"role": "user", "content": "Question?"}]
+    await port.sync()
+    conv = port.state.projector.conversation
+    history = project_messages(conv, default_active(conv))
+    assert history == [
+        {"role": "user", "content": "Question?"},
+        {"role": "assistant", "content": "Second answer."},
+    ]
+    await port.emit([SwitchBranch(message_id="msg:2")])  # back to the first answer
+    assert (await port.history("openai"))[-1] == {"role": "assistant", "content": "First answer."}

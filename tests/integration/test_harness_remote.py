@@ -18,7 +18,7 @@ from tests.support.server import ServerProcess, running_server, start_server
 
 from convograph.client import ApiError, ConvographClient
 from convograph.events import Event, HarnessEnd, Relay, Text, ToolResult, parse_event
-from convograph.harness import Agent, ToolContext, tool
+from convograph.harness import Agent, ReplHarness, SandboxLimits, ToolContext, tool
 from convograph.harness.remote import RemotePort, RemotePortError
 from convograph.hypergraph import create_conversation, default_active
 from convograph.hypergraph.commands import reduce_with_commands_events
@@ -298,3 +298,21 @@ def test_convograph_run_against_an_unreachable_server_fails_clearly(tmp_path: Pa
     )
     assert done.returncode == 1
     assert "cannot reach the convograph server at http://127.0.0.1:9" in done.stderr
+
+
+async def test_a_repl_run_streams_into_the_server(client: ConvographClient) -> None:
+    provider = ScriptedProvider(
+        [
+            ScriptedTurn(text="```python\nfor i in range(3):\n    print('line', i)\n```"),
+            ScriptedTurn(text="```python\nFINAL('three lines')\n```"),
+        ]
+    )
+    async with RemotePort(client, "remote-repl") as port:
+        result = await ReplHarness(provider, "m", limits=SandboxLimits(timeout=10)).run(port, "print lines")
+        await port.flush()
+    assert result.answer == "three lines"
+    thread = await client._http.get("/v1/conversations/remote-repl/thread", params={"repl": "1"})
+    assert thread.status_code == 200
+    body = json.dumps(thread.json())
+    assert "line 2" in body
+    assert "three lines" in body
