@@ -67,14 +67,24 @@ def make_provider(spec: str, *, base_url: str | None) -> tuple[Provider, str]:
     if kind == "scripted":
         return _scripted(model), model
     if kind in KEY_VARIABLES:
-        try:
-            providers = importlib.import_module("convograph.harness.providers")
-            factory = providers.provider_for
-        except (ImportError, AttributeError):
-            raise UsageError(f"the {kind} provider is not available in this build of convograph") from None
-        provider: Provider = factory(kind, base_url=base_url)
-        return provider, model
+        return _sdk_provider(kind, base_url), model
     raise UsageError(f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:")
+
+
+def _sdk_provider(kind: str, base_url: str | None) -> Provider:
+    """The provider over the official SDK for ``kind`` (keys from the SDK's environment variable;
+    the provider names the variable in its error when it is missing or rejected)."""
+    providers = importlib.import_module("convograph.harness.providers")
+    factory = getattr(providers, "provider_for", None)
+    if factory is not None:
+        made: Provider = factory(kind, base_url=base_url)
+        return made
+    names = {"openai": "OpenAIChatProvider", "anthropic": "AnthropicMessagesProvider"}
+    cls = getattr(providers, names[kind], None)
+    if cls is None:
+        raise UsageError(f"the {kind} provider is not available in this build of convograph")
+    provider: Provider = cls(base_url=base_url)
+    return provider
 
 
 def _scripted(name: str) -> Provider:
@@ -312,14 +322,14 @@ def run(
         return agent.start(port, task)
 
     try:
-        code = asyncio.run(_run(build, cid, server=server, api_key=api_key))
+        code = asyncio.run(_run(build, cid, server=server, api_key=api_key, provider=provider))
     except Exception as exc:  # the port failed (server unreachable for too long, events refused)
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
-async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None) -> int:
+async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None, provider: Provider) -> int:
     if server is not None:
         base = server.rstrip("/")
         port: Any = RemotePort.connect(base, cid, api_key=api_key)
@@ -354,6 +364,9 @@ async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None)
         await port.aclose()
         if server is None:
             await log.close()
+        close = getattr(provider, "aclose", None)
+        if close is not None:
+            await close()  # the SDK client's connections
     console.print()
     usage = result.usage
     console.print(

@@ -62,7 +62,7 @@ from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
 from convograph.harness.permissions import AskCallback, Decision, decision_event, resolve_policy
 from convograph.harness.ports import SubagentPort
-from convograph.harness.runs import RunControl, RunHandle, provider_events
+from convograph.harness.runs import RunControl, RunHandle, provider_call
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, to_output
 from convograph.harness.usage import UsageTotals
 
@@ -302,19 +302,20 @@ class _Loop:
         turn = _Turn()
         failed = False
         texts: list[str] = []
-        async for event in provider_events(provider, request):
-            if isinstance(event, ToolCall):
-                turn.calls.append(event)
-                failed = False
-                continue
-            await self.emit(event)
-            failed = isinstance(event, Error)
-            if isinstance(event, Error):
-                turn.error = event.message
-            elif isinstance(event, Usage):
-                self.usage.add(event)
-            elif isinstance(event, Text):
-                texts.append(event.content)
+        async with provider_call(provider, request, self.emit) as stream:
+            async for event in stream:
+                if isinstance(event, ToolCall):
+                    turn.calls.append(event)
+                    failed = False
+                    continue
+                await self.emit(event)
+                failed = isinstance(event, Error)
+                if isinstance(event, Error):
+                    turn.error = event.message
+                elif isinstance(event, Usage):
+                    self.usage.add(event)
+                elif isinstance(event, Text):
+                    texts.append(event.content)
         turn.text = "".join(texts)
         if not failed:
             turn.error = None

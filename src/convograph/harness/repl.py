@@ -54,7 +54,7 @@ from convograph.events import (
 from convograph.harness.base import ConversationPort, ModelRequest, Provider
 from convograph.harness.ids import new_id
 from convograph.harness.repl_prompt import extract_code, feedback, no_single_block, system_prompt
-from convograph.harness.runs import RunControl, RunHandle, provider_events
+from convograph.harness.runs import RunControl, RunHandle, provider_call
 from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits, Stream
 from convograph.harness.usage import UsageTotals
 
@@ -282,21 +282,26 @@ class _ReplLoop:
         turn = _ModelTurn()
         texts: list[str] = []
         failed = False
-        async for event in provider_events(agent.provider, request):
-            if not isinstance(event, Text | Reasoning | Usage | Error):
-                continue  # no tools are offered: a stray raw tool call is ignored
-            await self.emit(msgspec.structs.replace(event, run_id=self.run_id, parent_id=self.parent_id))
-            failed = isinstance(event, Error)
-            if isinstance(event, Error):
-                turn.error = event.message
-            elif isinstance(event, Usage):
-                self.usage.add(event)
-            elif isinstance(event, Text):
-                texts.append(event.content)
+        async with provider_call(agent.provider, request, self._record_model_event) as stream:
+            async for event in stream:
+                if not isinstance(event, Text | Reasoning | Usage | Error):
+                    continue  # no tools are offered: a stray raw tool call is ignored
+                await self._record_model_event(event)
+                failed = isinstance(event, Error)
+                if isinstance(event, Error):
+                    turn.error = event.message
+                elif isinstance(event, Usage):
+                    self.usage.add(event)
+                elif isinstance(event, Text):
+                    texts.append(event.content)
         turn.text = "".join(texts)
         if not failed:
             turn.error = None
         return turn
+
+    async def _record_model_event(self, event: Event) -> None:
+        """A root model event, re-tagged with this run's id (the REPL view folds it into the turn)."""
+        await self.emit(msgspec.structs.replace(event, run_id=self.run_id, parent_id=self.parent_id))
 
     async def _llm_query(self, prompt: str, call_id: str) -> str:
         """Answer one ``llm_query`` from the code: a child run (module docstring)."""
@@ -323,18 +328,17 @@ class _ReplLoop:
         )
         texts: list[str] = []
         error: str | None = None
-        async for event in provider_events(sub_provider, request):
-            if event.event_id is None:
-                event = msgspec.structs.replace(event, event_id=new_id())
-            await self.port.emit([event])
-            if isinstance(event, Error):
-                error = event.message
-            else:
-                error = None
-                if isinstance(event, Usage):
-                    self.usage.add(event)
-                elif isinstance(event, Text):
-                    texts.append(event.content)
+        async with provider_call(sub_provider, request, self.emit) as stream:
+            async for event in stream:
+                await self.emit(event)
+                if isinstance(event, Error):
+                    error = event.message
+                else:
+                    error = None
+                    if isinstance(event, Usage):
+                        self.usage.add(event)
+                    elif isinstance(event, Text):
+                        texts.append(event.content)
         if error is not None:
             raise RuntimeError(error)
         return "".join(texts)
