@@ -165,6 +165,9 @@ class TerminalPort:
         for event in events:
             self._show(event)
 
+    async def flush(self) -> None:
+        await self.inner.flush()
+
     async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
         return await self.inner.history(format)
 

@@ -247,6 +247,7 @@ class _Loop:
                 total_usage=total,
             )
         )
+        await self.port.flush()  # a finished run is in the log
         return AgentResult(self.run_id, reason, self.text, self.iterations, total, error)
 
     async def emit(self, event: Event) -> None:

@@ -207,6 +207,7 @@ class _ReplLoop:
                 total_usage=total,
             )
         )
+        await self.port.flush()  # a finished run is in the log
         return ReplResult(self.run_id, reason, self.answer, self.iterations, total, error)
 
     async def _iterate(self, sandbox: Sandbox, system: str) -> tuple[str, str | None]:
