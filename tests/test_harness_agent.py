@@ -688,3 +688,14 @@ async def test_a_regenerate_in_the_log_makes_the_next_run_answer_again(port: Log
     ]
     await port.emit([SwitchBranch(message_id="msg:2")])  # back to the first answer
     assert (await port.history("openai"))[-1] == {"role": "assistant", "content": "First answer."}
+
+
+async def test_a_run_without_a_task_on_an_empty_conversation_says_so(port: LogPort) -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="never")])
+    result = await Agent(provider, model="m").run(port)
+    assert result.reason == "error"
+    assert (
+        result.error
+        == "model call failed: the conversation has no message to answer (start the run with a task)"
+    )
+    assert provider.requests == []

@@ -287,8 +287,10 @@ class _Loop:
         agent = self.agent
         provider = agent.provider
         messages = await self.port.history(provider.message_format)
+        if not messages:
+            return _Turn(error="the conversation has no message to answer (start the run with a task)")
         system = agent.system
-        if last and agent.budget.max_turns > 1:
+        if last:
             system = f"{system}\n\n{LAST_TURN_NOTE}" if system else LAST_TURN_NOTE
         request = ModelRequest(
             model=agent.model,
