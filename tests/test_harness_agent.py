@@ -699,3 +699,61 @@ async def test_a_run_without_a_task_on_an_empty_conversation_says_so(port: LogPo
         == "model call failed: the conversation has no message to answer (start the run with a task)"
     )
     assert provider.requests == []
+
+
+# --- property: any mix of good and bad tool calls keeps every request valid -------------------------
+
+CALL_KINDS = st.sampled_from(["ok", "raises", "unknown", "malformed", "denied", "bad_type"])
+
+
+def _scripted_call(kind: str, n: int) -> ScriptedCall:
+    return {
+        "ok": ScriptedCall("add", {"a": n, "b": 1}),
+        "raises": ScriptedCall("fail", {"message": f"boom {n}"}),
+        "unknown": ScriptedCall("missing", {"n": n}),
+        "malformed": ScriptedCall("add", '{"a": ' + str(n)),
+        "denied": ScriptedCall("remove", {"path": f"/tmp/{n}"}),
+        "bad_type": ScriptedCall("add", {"a": "many", "b": n}),
+    }[kind]
+
+
+@tool
+def remove(path: str) -> str:
+    """Delete a file (denied by the agent's permissions in the property test)."""
+    return "deleted"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.lists(CALL_KINDS, min_size=1, max_size=3)), min_size=0, max_size=3),
+    st.sampled_from(["openai", "anthropic"]),
+)
+def test_any_mix_of_tool_calls_keeps_requests_valid_and_the_log_whole(
+    turns: list[tuple[bool, list[str]]], fmt: Any
+) -> None:
+    script = [
+        turn_calling(
+            *(_scripted_call(kind, i * 10 + j) for j, kind in enumerate(kinds)), text="Step." if said else ""
+        )
+        for i, (said, kinds) in enumerate(turns)
+    ]
+    script.append(ScriptedTurn(text="Finished."))
+
+    async def scenario() -> None:
+        provider = ScriptedProvider(script, message_format=fmt)  # refuses a request the API would refuse
+        async with LogPort(MemoryEventLog(), "prop-mix") as port:
+            agent = Agent(provider, model="m", tools=[add, fail, remove], permissions={"remove": "deny"})
+            result = await agent.run(port, "do things")
+            assert (result.reason, result.error) == ("final", None)
+            events = await events_of(port)
+            calls = [e.id for e in events if isinstance(e, ToolCall)]
+            results = [e.id for e in events if isinstance(e, ToolResult)]
+            assert sorted(calls) == sorted(results)
+            assert len(set(calls)) == len(calls)
+            assert len({e.event_id for e in events}) == len(events)
+            assert events[-1].type == "harness_end"
+            await port.sync()
+            live = port.state.projector.conversation
+            assert _conversation(events)[0] == live
+
+    asyncio.run(scenario())
