@@ -26,6 +26,7 @@ harness tells the model its variables are gone).
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -39,6 +40,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
+
+from convograph.harness.sandbox_child import SYNC_MARK
 
 __all__ = ["ExecResult", "Sandbox", "SandboxLimits", "network_namespace_available"]
 
@@ -274,10 +277,35 @@ async def _pump_messages(reader: asyncio.StreamReader, queue: asyncio.Queue[dict
 
 async def _pump_raw(process: asyncio.subprocess.Process, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
     """What the process writes to its own descriptors 1 and 2 (subprocesses, C extensions) as
-    ``out`` messages, so it reaches the output and never fills the pipe."""
+    ``out`` messages, so it reaches the output and never fills the pipe. The child writes
+    `SYNC_MARK` there after each execution; it becomes a ``synced`` message, so an execution is
+    finished only once everything written before it has been read (the two pipes race otherwise)."""
     assert process.stdout is not None
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = b""
     while data := await process.stdout.read(65536):
-        queue.put_nowait({"op": "out", "stream": "stdout", "data": data.decode(errors="replace")})
+        pending += data
+        while (at := pending.find(SYNC_MARK)) >= 0:
+            _put_raw(queue, decoder.decode(pending[:at]))
+            queue.put_nowait({"op": "synced"})
+            pending = pending[at + len(SYNC_MARK) :]
+        keep = _partial_mark(pending)
+        _put_raw(queue, decoder.decode(pending[: len(pending) - keep]))
+        pending = pending[len(pending) - keep :]
+    _put_raw(queue, decoder.decode(pending, final=True))
+
+
+def _put_raw(queue: asyncio.Queue[dict[str, Any] | None], text: str) -> None:
+    if text:
+        queue.put_nowait({"op": "out", "stream": "stdout", "data": text})
+
+
+def _partial_mark(data: bytes) -> int:
+    """Length of the longest tail of ``data`` that is a proper prefix of `SYNC_MARK`."""
+    for size in range(min(len(data), len(SYNC_MARK) - 1), 0, -1):
+        if SYNC_MARK.startswith(data[-size:]):
+            return size
+    return 0
 
 
 class _Crashed(Exception):
@@ -298,19 +326,25 @@ class _Execution:
         self.queries: set[asyncio.Task[None]] = set()
 
     async def follow(self) -> tuple[str | None, str | None]:
-        while True:
+        """Until the child's ``done`` and its raw-output ``synced`` mark have both arrived."""
+        done: dict[str, Any] | None = None
+        synced = False
+        while done is None or not synced:
             message = await self.sandbox._receive()
             if message is None:
                 raise _Crashed(f"the interpreter process died ({await self.sandbox._exit_status()})")
             op = message.get("op")
-            if op == "out":
+            if op == "synced":
+                synced = True
+            elif op == "out":
                 await self._output(message.get("stream", "stdout"), str(message.get("data", "")))
             elif op == "llm_query":
                 task = asyncio.create_task(self._answer(int(message["id"]), str(message.get("prompt", ""))))
                 self.queries.add(task)
                 task.add_done_callback(self.queries.discard)
             elif op == "done":
-                return message.get("error"), message.get("final")
+                done = message
+        return done.get("error"), done.get("final")
 
     async def _output(self, stream: Stream, data: str) -> None:
         limits = self.sandbox.limits

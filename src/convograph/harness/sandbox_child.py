@@ -24,7 +24,10 @@ import socket
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Any, Final
+
+SYNC_MARK: Final = b"\x00\x1b[convograph-sync]\x00"
+"""Written to descriptor 1 after each execution, behind everything the code wrote there."""
 
 
 class _Final(BaseException):
@@ -205,6 +208,7 @@ def main() -> None:
             error = _error_text(exc)
         stdout.flush()
         stderr.flush()
+        os.write(1, SYNC_MARK)  # after all raw output of the code: the parent reads up to here
         channel.send({"op": "done", "error": error, "final": answer})
 
 
