@@ -197,7 +197,7 @@ async def test_each_result_is_emitted_when_its_tool_finishes(port: LogPort) -> N
         [turn_calling(ScriptedCall("slow"), ScriptedCall("fast")), ScriptedTurn(text="ok")]
     )
     run = Agent(provider, model="m", tools=[slow, fast]).start(port, "go")
-    for _ in range(200):
+    for _ in range(2000):
         if of_type(await events_of(port), ToolResult):
             break
         await asyncio.sleep(0.01)
@@ -378,7 +378,7 @@ async def test_the_agent_permissions_override_the_tool_policy(port: LogPort) -> 
 
 
 async def _wait_for[E](port: LogPort, kind: type[E], count: int = 1) -> E:
-    for _ in range(500):
+    for _ in range(3000):
         found = of_type(await events_of(port), kind)
         if len(found) >= count:
             return found[count - 1]
