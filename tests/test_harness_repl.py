@@ -219,3 +219,17 @@ def test_bad_configuration_is_refused() -> None:
         ReplHarness(provider, "m", max_iterations=0)
     with pytest.raises(ValueError, match="max_depth"):
         ReplHarness(provider, "m", max_depth=-1)
+
+
+async def test_a_root_run_opens_with_the_conversations_history(port: LogPort) -> None:
+    from convograph.harness import Agent
+
+    chat = ScriptedProvider([ScriptedTurn(text="The data is in `context`.")])
+    await Agent(chat, model="m").run(port, "Where is the data?")
+    provider = ScriptedProvider([code("FINAL('ok')")])
+    await ReplHarness(provider, "m", limits=LIMITS).run(port, "Now count it.", context="a b")
+    assert [(m["role"], m["content"]) for m in provider.requests[0].messages] == [
+        ("user", "Where is the data?"),
+        ("assistant", "The data is in `context`."),
+        ("user", "Now count it."),
+    ]

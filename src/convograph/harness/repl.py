@@ -6,8 +6,9 @@ One run, as events into a `ConversationPort`:
 1. ``user`` (the task, for a root run), ``harness_start`` with ``maxIterations`` (and ``depth``
    when above 0).
 2. Each iteration ``i`` (0-based): the model is called with the REPL system prompt and the run's
-   own history (the task, then its turns and the REPL feedback: this history is the run's, not the
-   conversation's message projection, which leaves REPL cells out). Its ``text`` / ``reasoning`` /
+   history: for a root run, the conversation's messages projection of the active path as the run
+   starts (earlier turns, then the task), for a child run its prompt; then the run's own turns and
+   the REPL feedback (kept by the run: the projection shows no extraction errors or restarts). Its ``text`` / ``reasoning`` /
    ``usage`` are re-tagged with this run's id (the provider's block ids kept), as upstream does, so
    the REPL view folds them into the turn. Exactly one ```python (or ```repl) block is expected:
    none or several gives an ``error`` event and feedback, and the loop goes on. The code becomes
@@ -185,6 +186,8 @@ class _ReplLoop:
                 )
             )
             self.messages = [{"role": "user", "content": task}]
+            if root:  # earlier turns of the conversation (its active path), ending with the task
+                self.messages = await self.port.history(agent.provider.message_format) or self.messages
             system = system_prompt(context, agent.limits, extra=agent.system)
             async with Sandbox(agent.limits, context=context) as sandbox:
                 reason, error = await self._iterate(sandbox, system)
