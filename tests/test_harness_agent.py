@@ -757,3 +757,28 @@ def test_any_mix_of_tool_calls_keeps_requests_valid_and_the_log_whole(
             assert _conversation(events)[0] == live
 
     asyncio.run(scenario())
+
+
+async def test_an_agent_as_a_tool(port: LogPort) -> None:
+    researcher = Agent(ScriptedProvider([ScriptedTurn(text="It is 42.")]), model="m", name="researcher")
+    broken = Agent(ScriptedProvider([ScriptedTurn(error="500 down")]), model="m", name="broken")
+    as_tool = researcher.as_tool()
+    assert as_tool.name == "researcher"
+    assert as_tool.parameters["properties"]["task"]["description"].startswith("Everything the agent needs")
+    assert as_tool.parameters["required"] == ["task"]
+    provider = ScriptedProvider(
+        [
+            turn_calling(
+                ScriptedCall("researcher", {"task": "find it"}), ScriptedCall("broken", {"task": "try"})
+            ),
+            ScriptedTurn(text="Done."),
+        ]
+    )
+    lead = Agent(provider, model="m", tools=[as_tool, broken.as_tool(description="Unreliable.")], name="lead")
+    assert lead.tools["broken"].description == "Unreliable."
+    await lead.run(port, "go")
+    outputs = {r.name: r.output for r in of_type(await events_of(port), ToolResult)}
+    assert outputs["researcher"] == {"context": "It is 42.", "result": "It is 42."}
+    assert outputs["broken"] == {
+        "error": "RuntimeError: the broken agent ended without an answer (error: model call failed: 500 down)"
+    }
