@@ -48,8 +48,6 @@ from convograph.testing.providers import ScriptedCall, ScriptedProvider, Scripte
 
 __all__ = ["TerminalPort", "make_provider"]
 
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
 
 class UsageError(Exception):
     """A bad argument: printed, exit status 2."""
@@ -59,32 +57,32 @@ class UsageError(Exception):
 
 
 def make_provider(spec: str, *, base_url: str | None) -> tuple[Provider, str]:
-    """The provider and model name for ``--model`` (``openai:MODEL``, ``anthropic:MODEL``, or the
-    offline test models ``scripted:echo`` and ``scripted:FILE.json``)."""
+    """The provider and model name for ``--model``: ``API:MODEL`` for the SDK providers
+    (``openai:``, ``anthropic:``, and whatever else the providers' ``make_provider`` accepts), or
+    the offline test models ``scripted:echo`` and ``scripted:FILE.json``."""
     kind, _, model = spec.partition(":")
     if not model:
         raise UsageError(f"--model must look like openai:MODEL or anthropic:MODEL, got {spec!r}")
     if kind == "scripted":
         return _scripted(model), model
-    if kind in KEY_VARIABLES:
-        return _sdk_provider(kind, base_url), model
-    raise UsageError(f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:")
-
-
-def _sdk_provider(kind: str, base_url: str | None) -> Provider:
-    """The provider over the official SDK for ``kind`` (keys from the SDK's environment variable;
-    the provider names the variable in its error when it is missing or rejected)."""
     providers = importlib.import_module("convograph.harness.providers")
-    factory = getattr(providers, "provider_for", None)
-    if factory is not None:
-        made: Provider = factory(kind, base_url=base_url)
-        return made
-    names = {"openai": "OpenAIChatProvider", "anthropic": "AnthropicMessagesProvider"}
-    cls = getattr(providers, names[kind], None)
+    factory = getattr(providers, "make_provider", None)
+    if factory is not None:  # the providers' own parsing (keys from the SDKs' variables)
+        try:
+            made, name = factory(spec, base_url=base_url)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return made, name
+    classes = {"openai": "OpenAIChatProvider", "anthropic": "AnthropicProvider"}
+    if kind not in classes:
+        raise UsageError(
+            f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:"
+        )
+    cls = getattr(providers, classes[kind], None)
     if cls is None:
         raise UsageError(f"the {kind} provider is not available in this build of convograph")
     provider: Provider = cls(base_url=base_url)
-    return provider
+    return provider, model
 
 
 def _scripted(name: str) -> Provider:
