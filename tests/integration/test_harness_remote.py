@@ -316,3 +316,27 @@ async def test_a_repl_run_streams_into_the_server(client: ConvographClient) -> N
     body = json.dumps(thread.json())
     assert "line 2" in body
     assert "three lines" in body
+
+
+async def test_a_log_port_on_the_servers_database_gets_the_viewers_decision(tmp_path: Path) -> None:
+    """No --server: the agent writes to the SQLite file a `convograph serve` also serves; a decision
+    posted to that server reaches the agent through the shared log."""
+    from convograph.harness import LogPort
+    from convograph.store import open_event_log
+
+    data = tmp_path / "data"
+    server = start_server(data, env=FAST)
+    log = await open_event_log(f"sqlite:///{data / 'events.db'}")
+    provider = ScriptedProvider(
+        [calling(ScriptedCall("deploy", {"target": "local"})), ScriptedTurn(text="Done.")]
+    )
+    try:
+        async with ConvographClient(server.url) as client, LogPort(log, "shared-db") as port:
+            run = Agent(provider, model="m", tools=[deploy]).start(port, "ship")
+            relay = await wait_for(client, "shared-db", Relay)
+            await client.decide_relay("shared-db", relay.id, approved=True, reason="fine")
+            result = await asyncio.wait_for(run.wait(), 30)
+            assert (result.reason, result.text) == ("final", "Done.")
+    finally:
+        await log.close()
+        server.stop()
