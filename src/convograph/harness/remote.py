@@ -85,7 +85,6 @@ class RemotePort:
         self._retry_max = retry_max
         self._give_up_after = give_up_after
         self._owns_client = owns_client
-        self._acked_seq = 0
         self._relay_floor: dict[str, int] = {}
         self._decisions: dict[str, RelayResolved] = {}
         self._waiters: dict[str, asyncio.Future[RelayResolved]] = {}
@@ -148,7 +147,6 @@ class RemotePort:
                 for event in batch:
                     if event.type == "relay":
                         self._relay_floor[getattr(event, "id", "")] = floor
-                self._acked_seq = max(self._acked_seq, last_seq)
             return
 
     # -- history and relays ----------------------------------------------------------------------
