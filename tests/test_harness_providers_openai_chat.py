@@ -37,11 +37,24 @@ ANSWER = Reply(
     usage=ScriptUsage(input_tokens=200, output_tokens=40, cache_read_tokens=128),
 )
 
+MADE: list[OpenAIChatProvider] = []
+
 
 def provider(server: ModelServer, **kwargs: Any) -> OpenAIChatProvider:
     kwargs.setdefault("api_key", "sk-test")
     kwargs.setdefault("retry", FAST)
-    return OpenAIChatProvider(base_url=server.openai_base_url, **kwargs)
+    made = OpenAIChatProvider(base_url=server.openai_base_url, **kwargs)
+    MADE.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> Any:
+    """Close the SDK clients made by `provider` when the test ends (their connections belong to the
+    test's event loop)."""
+    yield
+    while MADE:
+        await MADE.pop().aclose()
 
 
 async def test_streams_reasoning_text_parallel_calls_and_usage() -> None:
@@ -177,7 +190,8 @@ async def test_401_names_the_environment_variable() -> None:
 async def test_no_key_at_all_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    (error,) = await run_call(OpenAIChatProvider(), REQUEST)
+    async with OpenAIChatProvider() as chat:
+        (error,) = await run_call(chat, REQUEST)
     assert isinstance(error, Error)
     assert "set OPENAI_API_KEY" in error.message
 
@@ -193,7 +207,7 @@ async def test_first_token_timeout_is_retried() -> None:
 
 async def test_task_cancellation_ends_with_an_error_event_then_cancels() -> None:
     slow = Reply(
-        content=[Say(text="one two three four five six", chunks=["one ", "two ", "three"])], chunk_delay=5
+        content=[Say(text="one two three", chunks=["one ", "two ", "three"])], stall_after=2, stall=30
     )
     seen: list[Any] = []
     async with ModelServer([slow]) as server:
@@ -216,7 +230,7 @@ async def test_task_cancellation_ends_with_an_error_event_then_cancels() -> None
 
 
 async def test_aclose_returns_the_event_that_ends_the_call() -> None:
-    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], chunk_delay=5)
+    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], stall_after=2, stall=30)
     async with ModelServer([slow]) as server:
         call = provider(server).invoke(REQUEST)
         first = await call.__anext__()
@@ -248,3 +262,44 @@ async def test_events_project_into_one_assistant_turn_of_the_agent() -> None:
     assert history[1]["content"] == "Checking both cities."
     assert len(history[1]["tool_calls"]) == 2
     assert history[-1]["content"] == "Sunny, both."
+
+
+async def test_a_stream_cut_while_only_tool_arguments_streamed_is_retried() -> None:
+    cut = Reply(content=[ToolUse(name="weather", arguments={"city": "Paris"})], cut_after=3)
+    async with ModelServer([cut, ANSWER]) as server:
+        events = await run_call(provider(server), REQUEST)
+    assert len(server.requests) == 2
+    assert "retrying" in errors(events)[0].message
+    assert isinstance(events[-1], Usage)
+
+
+async def test_aclose_after_a_cancellation_re_raises_it() -> None:
+    slow = Reply(content=[Say(text="abc", chunks=["a", "b", "c"])], stall_after=2, stall=30)
+    async with ModelServer([slow]) as server:
+        call = provider(server).invoke(REQUEST)
+        await call.__anext__()
+        reader = asyncio.create_task(call.__anext__())
+        await asyncio.sleep(0.2)
+        reader.cancel()
+        ended = await reader  # the cancelled pull returns the event that records the cancellation
+        with pytest.raises(asyncio.CancelledError):
+            await call.aclose()
+    assert isinstance(ended, Error)
+    assert ended.message.startswith("cancelled")
+
+
+async def test_an_error_chunk_before_any_content_is_retried() -> None:
+    async with ModelServer([Reply(content=[], stream_error="server_error"), ANSWER]) as server:
+        events = await run_call(provider(server), REQUEST)
+    assert "error in the stream (server_error" in errors(events)[0].message
+    assert isinstance(events[-1], Usage)
+
+
+async def test_a_call_without_an_id_gets_one() -> None:
+    """Some OpenAI-compatible servers send tool calls without ids; the agent needs one to pair the
+    result with."""
+    async with ModelServer([Reply(content=[ToolUse(name="weather", arguments={}, id="")])]) as server:
+        events = await run_call(provider(server), REQUEST)
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert call.id.startswith("call_")
+    assert len(call.id) == 29

@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "convograph.cli.view",
     "convograph.cli.export",
     "convograph.cli.run",
+    "convograph.cli.model_server",
 )
 
 for _name in _COMMAND_MODULES:

@@ -152,6 +152,9 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """Seconds between two streamed events (pacing for demos)."""
     first_delay: float = 0.0
     """Seconds before the first streamed event (time to first token)."""
+    stall_after: int | None = None
+    stall: float = 0.0
+    """Pause ``stall`` seconds after ``stall_after`` streamed events (a stream that stalls mid-answer)."""
     reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
     """Chat Completions delta field carrying thinking (vLLM / DeepSeek use ``reasoning_content``;
     newer vLLM, Ollama and OpenRouter ``reasoning``)."""
@@ -164,7 +167,7 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             raise ScriptError(f"chunk_size must be at least 1, got {self.chunk_size}")
         if self.status != 200 and not 400 <= self.status <= 599:
             raise ScriptError(f"status must be 200 or an HTTP error status (400-599), got {self.status}")
-        for name in ("cut_after", "end_after"):
+        for name in ("cut_after", "end_after", "stall_after"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ScriptError(f"{name} must be >= 0, got {value}")

@@ -115,6 +115,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -185,6 +186,10 @@ class ModelServer:
         server.close()
         for writer in list(self._writers):
             writer.transport.abort()
+        handlers = [task for task in self._handlers if not task.done()]
+        for task in handlers:
+            task.cancel()  # a handler may be pacing a reply (asleep); it has nobody to talk to now
+        await asyncio.gather(*handlers, return_exceptions=True)
         await server.wait_closed()
 
     async def serve_forever(self) -> None:
@@ -251,6 +256,10 @@ class ModelServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         try:
             while True:
                 request = await _read_request(reader)
@@ -260,6 +269,10 @@ class ModelServer:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass  # the client went away or sent something unreadable: drop the connection
+        except asyncio.CancelledError:
+            # `aclose` stops handlers that are pacing a reply. Ending normally keeps asyncio's
+            # connection callback from logging the cancellation as an error.
+            pass
         finally:
             self._writers.discard(writer)
             writer.close()
@@ -369,6 +382,9 @@ class ModelServer:
                 break
             if n and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
+            if n == reply.stall_after:
+                await writer.drain()
+                await asyncio.sleep(reply.stall)
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
             if reply.chunk_delay or n % 64 == 63:
                 await writer.drain()

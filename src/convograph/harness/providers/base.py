@@ -27,14 +27,26 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, Self
+
+import httpx2
 
 from convograph.events import Error, Event, Reasoning, Text, ToolCall, Usage
 from convograph.harness.base import MessageFormat, ModelRequest
 from convograph.harness.ids import new_id
-from convograph.harness.retry import RetryPolicy, Timeouts
+from convograph.harness.retry import RetryPolicy, Timeouts, retry_after_seconds
 
-__all__ = ["Failure", "ProviderCall", "StreamingProvider", "Translator", "tool_input"]
+__all__ = [
+    "Failure",
+    "ProviderCall",
+    "StreamingProvider",
+    "Translator",
+    "classify_status",
+    "classify_transport",
+    "detail_of",
+    "retryable_kind",
+    "tool_input",
+]
 
 
 class Failure(Exception):
@@ -183,6 +195,13 @@ class _Watchdog:
         if self.reader is not None:
             self.reader.cancel()
 
+    def first_item(self) -> None:
+        """The first streamed item arrived: from now on the idle limit applies (once per attempt)."""
+        self.first = False
+        self._handle.cancel()
+        now = self._loop.time()
+        self._handle = self._loop.call_at(min(self.deadline, now + self.timeouts.idle), self._fire)
+
     def failure(self) -> Failure:
         limits = self.timeouts
         if self.expired == "first_token":
@@ -264,6 +283,15 @@ class StreamingProvider:
         """The events of one model call (module docstring)."""
         return ProviderCall(self, request)
 
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (a subclass that holds one overrides this)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def _open(self, request: ModelRequest) -> AsyncIterator[Any]:
         """Start the SDK's streaming call; returns its stream of items."""
         raise NotImplementedError
@@ -298,7 +326,8 @@ class StreamingProvider:
                         break
                     finally:
                         watchdog.reader = None
-                    watchdog.first = False
+                    if watchdog.first:
+                        watchdog.first_item()
                     translator.feed(item, out)
                     if out:
                         translator.emitted = True
@@ -319,8 +348,6 @@ class StreamingProvider:
                 failure = exc
             except Exception as exc:
                 failure = self._classify(exc)
-                if translator.emitted and failure.retryable:
-                    failure.message += "; not retried: part of the answer had already streamed"
             finally:
                 watchdog.disarm()
                 await _close(stream)
@@ -345,7 +372,10 @@ class StreamingProvider:
         self, failure: Failure, translator: Translator, attempt: int, now: float, deadline: float
     ) -> float | None:
         """Seconds before the next attempt, or None when the call ends here."""
-        if not failure.retryable or translator.emitted or attempt >= self.retry.max_attempts:
+        if not failure.retryable or attempt >= self.retry.max_attempts:
+            return None
+        if translator.emitted:
+            failure.message += "; not retried: part of the answer had already streamed"
             return None
         if failure.retry_after is not None and failure.retry_after > self.retry.max_retry_after:
             failure.message += (
@@ -396,3 +426,43 @@ def detail_of(body: object, fallback: str) -> str:
     if isinstance(body, str) and body:
         return body[:500]
     return fallback
+
+
+def classify_status(status: int, detail: str, headers: Mapping[str, str] | None, key_env: str) -> Failure:
+    """A failed HTTP status as a `Failure` (shared by every provider)."""
+    where = f"HTTP {status}: {detail}"
+    if status == 401:
+        return Failure(f"the API key was rejected ({where}); set {key_env} to a valid key", retryable=False)
+    if status == 403:
+        return Failure(
+            f"permission denied ({where}); check that {key_env} may use this model", retryable=False
+        )
+    retry_after = retry_after_seconds(headers)
+    if status == 429:
+        return Failure(f"rate limited ({where})", retryable=True, retry_after=retry_after)
+    if status == 529:
+        return Failure(f"overloaded ({where})", retryable=True, retry_after=retry_after)
+    if status >= 500 or status in (408, 409):
+        return Failure(f"server error ({where})", retryable=True, retry_after=retry_after)
+    return Failure(f"request rejected ({where})", retryable=False)
+
+
+def retryable_kind(kind: str) -> bool:
+    """Mid-stream error types worth another attempt: server-side trouble, not a bad request."""
+    lowered = kind.lower()
+    return not any(
+        word in lowered for word in ("invalid", "context_length", "not_found", "permission", "auth")
+    )
+
+
+def classify_transport(exc: Exception, sdk: Any, base_url: str) -> Failure | None:
+    """A connect timeout or a failed / dropped connection, for either SDK: their ``APITimeoutError``
+    / ``APIConnectionError``, or the HTTP client's own transport error when an SDK lets one through
+    mid-stream (Anthropic's stream does). None otherwise."""
+    if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
+        return Failure(f"timed out talking to {base_url}", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
+        cause = exc if isinstance(exc, httpx2.TransportError) else exc.__cause__ or exc.__context__
+        reason = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+        return Failure(f"connection to {base_url} failed or was dropped{reason}", retryable=True)
+    return None
