@@ -17,8 +17,10 @@ from convograph.events import (
     Event,
     HarnessEnd,
     HarnessStart,
+    Regenerate,
     Relay,
     RelayResolved,
+    SwitchBranch,
     Text,
     ToolCall,
     ToolProgress,
@@ -195,7 +197,7 @@ async def test_each_result_is_emitted_when_its_tool_finishes(port: LogPort) -> N
         [turn_calling(ScriptedCall("slow"), ScriptedCall("fast")), ScriptedTurn(text="ok")]
     )
     run = Agent(provider, model="m", tools=[slow, fast]).start(port, "go")
-    for _ in range(200):
+    for _ in range(2000):
         if of_type(await events_of(port), ToolResult):
             break
         await asyncio.sleep(0.01)
@@ -376,7 +378,7 @@ async def test_the_agent_permissions_override_the_tool_policy(port: LogPort) -> 
 
 
 async def _wait_for[E](port: LogPort, kind: type[E], count: int = 1) -> E:
-    for _ in range(500):
+    for _ in range(3000):
         found = of_type(await events_of(port), kind)
         if len(found) >= count:
             return found[count - 1]
@@ -668,3 +670,115 @@ async def _history_after_completions(order: list[int], message_format: Any) -> l
 def test_any_completion_order_of_parallel_tools_gives_the_same_history(order: list[int], fmt: str) -> None:
     in_order = asyncio.run(_history_after_completions(sorted(order), fmt))
     assert asyncio.run(_history_after_completions(list(order), fmt)) == in_order
+
+
+async def test_a_regenerate_in_the_log_makes_the_next_run_answer_again(port: LogPort) -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="First answer."), ScriptedTurn(text="Second answer.")])
+    agent = Agent(provider, model="m")
+    await agent.run(port, "Question?")
+    await port.emit([Regenerate(message_id="msg:2")])  # the viewer's "Regenerate" on the reply
+    await agent.run(port)
+    assert provider.requests[1].messages == [{"role": "user", "content": "Question?"}]
+    await port.sync()
+    conv = port.state.projector.conversation
+    history = project_messages(conv, default_active(conv))
+    assert history == [
+        {"role": "user", "content": "Question?"},
+        {"role": "assistant", "content": "Second answer."},
+    ]
+    await port.emit([SwitchBranch(message_id="msg:2")])  # back to the first answer
+    assert (await port.history("openai"))[-1] == {"role": "assistant", "content": "First answer."}
+
+
+async def test_a_run_without_a_task_on_an_empty_conversation_says_so(port: LogPort) -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="never")])
+    result = await Agent(provider, model="m").run(port)
+    assert result.reason == "error"
+    assert (
+        result.error
+        == "model call failed: the conversation has no message to answer (start the run with a task)"
+    )
+    assert provider.requests == []
+
+
+# --- property: any mix of good and bad tool calls keeps every request valid -------------------------
+
+CALL_KINDS = st.sampled_from(["ok", "raises", "unknown", "malformed", "denied", "bad_type"])
+
+
+def _scripted_call(kind: str, n: int) -> ScriptedCall:
+    return {
+        "ok": ScriptedCall("add", {"a": n, "b": 1}),
+        "raises": ScriptedCall("fail", {"message": f"boom {n}"}),
+        "unknown": ScriptedCall("missing", {"n": n}),
+        "malformed": ScriptedCall("add", '{"a": ' + str(n)),
+        "denied": ScriptedCall("remove", {"path": f"/tmp/{n}"}),
+        "bad_type": ScriptedCall("add", {"a": "many", "b": n}),
+    }[kind]
+
+
+@tool
+def remove(path: str) -> str:
+    """Delete a file (denied by the agent's permissions in the property test)."""
+    return "deleted"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.lists(CALL_KINDS, min_size=1, max_size=3)), min_size=0, max_size=3),
+    st.sampled_from(["openai", "anthropic"]),
+)
+def test_any_mix_of_tool_calls_keeps_requests_valid_and_the_log_whole(
+    turns: list[tuple[bool, list[str]]], fmt: Any
+) -> None:
+    script = [
+        turn_calling(
+            *(_scripted_call(kind, i * 10 + j) for j, kind in enumerate(kinds)), text="Step." if said else ""
+        )
+        for i, (said, kinds) in enumerate(turns)
+    ]
+    script.append(ScriptedTurn(text="Finished."))
+
+    async def scenario() -> None:
+        provider = ScriptedProvider(script, message_format=fmt)  # refuses a request the API would refuse
+        async with LogPort(MemoryEventLog(), "prop-mix") as port:
+            agent = Agent(provider, model="m", tools=[add, fail, remove], permissions={"remove": "deny"})
+            result = await agent.run(port, "do things")
+            assert (result.reason, result.error) == ("final", None)
+            events = await events_of(port)
+            calls = [e.id for e in events if isinstance(e, ToolCall)]
+            results = [e.id for e in events if isinstance(e, ToolResult)]
+            assert sorted(calls) == sorted(results)
+            assert len(set(calls)) == len(calls)
+            assert len({e.event_id for e in events}) == len(events)
+            assert events[-1].type == "harness_end"
+            await port.sync()
+            live = port.state.projector.conversation
+            assert _conversation(events)[0] == live
+
+    asyncio.run(scenario())
+
+
+async def test_an_agent_as_a_tool(port: LogPort) -> None:
+    researcher = Agent(ScriptedProvider([ScriptedTurn(text="It is 42.")]), model="m", name="researcher")
+    broken = Agent(ScriptedProvider([ScriptedTurn(error="500 down")]), model="m", name="broken")
+    as_tool = researcher.as_tool()
+    assert as_tool.name == "researcher"
+    assert as_tool.parameters["properties"]["task"]["description"].startswith("Everything the agent needs")
+    assert as_tool.parameters["required"] == ["task"]
+    provider = ScriptedProvider(
+        [
+            turn_calling(
+                ScriptedCall("researcher", {"task": "find it"}), ScriptedCall("broken", {"task": "try"})
+            ),
+            ScriptedTurn(text="Done."),
+        ]
+    )
+    lead = Agent(provider, model="m", tools=[as_tool, broken.as_tool(description="Unreliable.")], name="lead")
+    assert lead.tools["broken"].description == "Unreliable."
+    await lead.run(port, "go")
+    outputs = {r.name: r.output for r in of_type(await events_of(port), ToolResult)}
+    assert outputs["researcher"] == {"context": "It is 42.", "result": "It is 42."}
+    assert outputs["broken"] == {
+        "error": "RuntimeError: the broken agent ended without an answer (error: model call failed: 500 down)"
+    }

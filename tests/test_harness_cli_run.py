@@ -170,3 +170,47 @@ def test_bad_arguments_exit_2_naming_the_problem(workdir: Path, args: list[str],
     result = runner.invoke(app, ["run", "x", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_ctrl_c_cancels_the_run_with_its_events_and_exits_130(workdir: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    path = workdir / "hang.json"
+    path.write_text(json.dumps([{"text": "thinking", "hang": True}]))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "convograph",
+            "run",
+            "wait",
+            "--model",
+            f"scripted:{path}",
+            "--conversation",
+            "int",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "thinking" not in seen and time.monotonic() < deadline:
+            seen += process.stdout.read(1)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "interrupted: the run was cancelled" in err
+    assert ": cancelled after 1 model calls" in out
+    types = stored_types(workdir, "int")
+    assert types[-1] == "harness_end"

@@ -13,7 +13,7 @@ from convograph.testing.providers import (
     ScriptedCall,
     ScriptedProvider,
     ScriptedTurn,
-    check_request,
+    check_model_request,
     parse_arguments,
 )
 
@@ -132,10 +132,12 @@ def test_openai_rules() -> None:
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
     ]
-    assert check_request(_request(good), "openai") is None
-    assert check_request(_request([]), "openai") == "messages must not be empty"
-    assert "have no tool message" in str(check_request(_request(good[:2]), "openai"))
-    assert "answers no preceding tool call" in str(check_request(_request([good[0], good[2]]), "openai"))
+    assert check_model_request(_request(good), "openai") is None
+    assert check_model_request(_request([]), "openai") == "messages must not be empty"
+    assert "have no tool message" in str(check_model_request(_request(good[:2]), "openai"))
+    assert "answers no preceding tool call" in str(
+        check_model_request(_request([good[0], good[2]]), "openai")
+    )
     bad_args = [
         good[0],
         {
@@ -145,9 +147,9 @@ def test_openai_rules() -> None:
         },
         good[2],
     ]
-    assert "no JSON arguments" in str(check_request(_request(bad_args), "openai"))
+    assert "no JSON arguments" in str(check_model_request(_request(bad_args), "openai"))
     spec = ToolSpec("f", "", {"type": "object"})
-    assert "unique" in str(check_request(_request(good, [spec, spec]), "openai"))
+    assert "unique" in str(check_model_request(_request(good, [spec, spec]), "openai"))
 
 
 def test_anthropic_rules() -> None:
@@ -158,12 +160,12 @@ def test_anthropic_rules() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "ok"}, use]},
         {"role": "user", "content": [result, {"type": "text", "text": "more"}]},
     ]
-    assert check_request(_request(good), "anthropic") is None
-    assert "have no tool_result" in str(check_request(_request(good[:2]), "anthropic"))
+    assert check_model_request(_request(good), "anthropic") is None
+    assert "have no tool_result" in str(check_model_request(_request(good[:2]), "anthropic"))
     late = [*good[:2], {"role": "user", "content": [{"type": "text", "text": "more"}, result]}]
-    assert "first in the message" in str(check_request(_request(late), "anthropic"))
+    assert "first in the message" in str(check_model_request(_request(late), "anthropic"))
     slash = [good[0], {"role": "assistant", "content": [{**use, "id": "run/1"}]}, good[2]]
-    assert "does not match" in str(check_request(_request(slash), "anthropic"))
+    assert "does not match" in str(check_model_request(_request(slash), "anthropic"))
     empty = [{"role": "user", "content": [{"type": "text", "text": ""}]}]
-    assert "must not be empty" in str(check_request(_request(empty), "anthropic"))
-    assert "roles alternate" in str(check_request(_request([good[0], good[0]]), "anthropic"))
+    assert "must not be empty" in str(check_model_request(_request(empty), "anthropic"))
+    assert "roles alternate" in str(check_model_request(_request([good[0], good[0]]), "anthropic"))

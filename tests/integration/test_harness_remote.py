@@ -18,7 +18,7 @@ from tests.support.server import ServerProcess, running_server, start_server
 
 from convograph.client import ApiError, ConvographClient
 from convograph.events import Event, HarnessEnd, Relay, Text, ToolResult, parse_event
-from convograph.harness import Agent, ToolContext, tool
+from convograph.harness import Agent, ReplHarness, SandboxLimits, ToolContext, tool
 from convograph.harness.remote import RemotePort, RemotePortError
 from convograph.hypergraph import create_conversation, default_active
 from convograph.hypergraph.commands import reduce_with_commands_events
@@ -298,3 +298,45 @@ def test_convograph_run_against_an_unreachable_server_fails_clearly(tmp_path: Pa
     )
     assert done.returncode == 1
     assert "cannot reach the convograph server at http://127.0.0.1:9" in done.stderr
+
+
+async def test_a_repl_run_streams_into_the_server(client: ConvographClient) -> None:
+    provider = ScriptedProvider(
+        [
+            ScriptedTurn(text="```python\nfor i in range(3):\n    print('line', i)\n```"),
+            ScriptedTurn(text="```python\nFINAL('three lines')\n```"),
+        ]
+    )
+    async with RemotePort(client, "remote-repl") as port:
+        result = await ReplHarness(provider, "m", limits=SandboxLimits(timeout=10)).run(port, "print lines")
+        await port.flush()
+    assert result.answer == "three lines"
+    thread = await client._http.get("/v1/conversations/remote-repl/thread", params={"repl": "1"})
+    assert thread.status_code == 200
+    body = json.dumps(thread.json())
+    assert "line 2" in body
+    assert "three lines" in body
+
+
+async def test_a_log_port_on_the_servers_database_gets_the_viewers_decision(tmp_path: Path) -> None:
+    """No --server: the agent writes to the SQLite file a `convograph serve` also serves; a decision
+    posted to that server reaches the agent through the shared log."""
+    from convograph.harness import LogPort
+    from convograph.store import open_event_log
+
+    data = tmp_path / "data"
+    server = start_server(data, env=FAST)
+    log = await open_event_log(f"sqlite:///{data / 'events.db'}")
+    provider = ScriptedProvider(
+        [calling(ScriptedCall("deploy", {"target": "local"})), ScriptedTurn(text="Done.")]
+    )
+    try:
+        async with ConvographClient(server.url) as client, LogPort(log, "shared-db") as port:
+            run = Agent(provider, model="m", tools=[deploy]).start(port, "ship")
+            relay = await wait_for(client, "shared-db", Relay)
+            await client.decide_relay("shared-db", relay.id, approved=True, reason="fine")
+            result = await asyncio.wait_for(run.wait(), 30)
+            assert (result.reason, result.text) == ("final", "Done.")
+    finally:
+        await log.close()
+        server.stop()

@@ -48,8 +48,6 @@ from convograph.testing.providers import ScriptedCall, ScriptedProvider, Scripte
 
 __all__ = ["TerminalPort", "make_provider"]
 
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
 
 class UsageError(Exception):
     """A bad argument: printed, exit status 2."""
@@ -59,27 +57,38 @@ class UsageError(Exception):
 
 
 def make_provider(spec: str, *, base_url: str | None) -> tuple[Provider, str]:
-    """The provider and model name for ``--model`` (``openai:MODEL``, ``anthropic:MODEL``, or the
-    offline test models ``scripted:echo`` and ``scripted:FILE.json``)."""
+    """The provider and model name for ``--model``: ``API:MODEL`` for the SDK providers
+    (``openai:``, ``anthropic:``, and whatever else the providers' ``make_provider`` accepts), or
+    the offline test models ``scripted:echo`` and ``scripted:FILE.json``."""
     kind, _, model = spec.partition(":")
     if not model:
         raise UsageError(f"--model must look like openai:MODEL or anthropic:MODEL, got {spec!r}")
     if kind == "scripted":
         return _scripted(model), model
-    if kind in KEY_VARIABLES:
+    providers = importlib.import_module("convograph.harness.providers")
+    factory = getattr(providers, "make_provider", None)
+    if factory is not None:  # the providers' own parsing (keys from the SDKs' variables)
         try:
-            providers = importlib.import_module("convograph.harness.providers")
-            factory = providers.provider_for
-        except (ImportError, AttributeError):
-            raise UsageError(f"the {kind} provider is not available in this build of convograph") from None
-        provider: Provider = factory(kind, base_url=base_url)
-        return provider, model
-    raise UsageError(f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:")
+            made, name = factory(spec, base_url=base_url)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return made, name
+    classes = {"openai": "OpenAIChatProvider", "anthropic": "AnthropicProvider"}
+    if kind not in classes:
+        raise UsageError(
+            f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:"
+        )
+    cls = getattr(providers, classes[kind], None)
+    if cls is None:
+        raise UsageError(f"the {kind} provider is not available in this build of convograph")
+    provider: Provider = cls(base_url=base_url)
+    return provider, model
 
 
 def _scripted(name: str) -> Provider:
     """``echo``: answers each request with the last user message; a ``.json`` file: a list of turns
-    ``{"text", "reasoning", "tool_calls": [{"name", "arguments"}], "usage": [in, out]}``."""
+    ``{"text", "reasoning", "tool_calls": [{"name", "arguments"}], "usage": [in, out], "error",
+    "delay", "hang"}`` (`ScriptedTurn`'s fields)."""
     if name == "echo":
 
         def echo(request: Any) -> ScriptedTurn:
@@ -107,6 +116,7 @@ def _scripted(name: str) -> Provider:
                 usage=usage,  # type: ignore[arg-type]
                 error=item.get("error"),
                 delay=float(item.get("delay", 0.0)),
+                hang=bool(item.get("hang", False)),
             )
         )
     return ScriptedProvider(turns)
@@ -152,6 +162,9 @@ class TerminalPort:
         await self.inner.emit(events)
         for event in events:
             self._show(event)
+
+    async def flush(self) -> None:
+        await self.inner.flush()
 
     async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
         return await self.inner.history(format)
@@ -310,14 +323,14 @@ def run(
         return agent.start(port, task)
 
     try:
-        code = asyncio.run(_run(build, cid, server=server, api_key=api_key))
+        code = asyncio.run(_run(build, cid, server=server, api_key=api_key, provider=provider))
     except Exception as exc:  # the port failed (server unreachable for too long, events refused)
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
-async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None) -> int:
+async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None, provider: Provider) -> int:
     if server is not None:
         base = server.rstrip("/")
         port: Any = RemotePort.connect(base, cid, api_key=api_key)
@@ -352,6 +365,9 @@ async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None)
         await port.aclose()
         if server is None:
             await log.close()
+        close = getattr(provider, "aclose", None)
+        if close is not None:
+            await close()  # the SDK client's connections
     console.print()
     usage = result.usage
     console.print(

@@ -36,6 +36,7 @@ namespacing left those colliding, spec §6.5).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, get_args
@@ -62,8 +63,8 @@ from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
 from convograph.harness.permissions import AskCallback, Decision, decision_event, resolve_policy
 from convograph.harness.ports import SubagentPort
-from convograph.harness.runs import RunControl, RunHandle, provider_events
-from convograph.harness.tools import Policy, Tool, ToolArgumentError, to_output
+from convograph.harness.runs import RunControl, RunHandle, provider_call
+from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, to_output, tool
 from convograph.harness.usage import UsageTotals
 
 __all__ = ["Agent", "AgentResult", "AgentRun", "Budget"]
@@ -149,6 +150,29 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.options = dict(options or {})
+
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None, policy: Policy = "allow"
+    ) -> Tool:
+        """This agent as a tool another agent can call: its one argument is the ``task``; the call
+        runs this agent as a subagent (`ToolContext.spawn`) and returns its answer (``{context,
+        result}`` = the answer text). A subagent that ends without an answer is an error result.
+        The call has no time limit of its own: the subagent's budget bounds it."""
+        agent = self
+        tool_name = name or self.name
+
+        async def run_subagent(task: str, ctx: ToolContext) -> ToolOutput:
+            result = await ctx.spawn(agent, task)
+            if not result.ok:
+                detail = f": {result.error}" if result.error else ""
+                raise RuntimeError(f"the {tool_name} agent ended without an answer ({result.reason}{detail})")
+            return ToolOutput(context=result.text, result=result.text)
+
+        run_subagent.__doc__ = (
+            description
+            or f"Hand a task to the {tool_name} agent, which works on it on its own and returns its answer."
+        ) + "\n\nArgs:\n    task: Everything the agent needs to know to do the task."
+        return tool(name=tool_name, policy=policy, timeout=math.inf)(run_subagent)
 
     def start(
         self, port: ConversationPort, task: str | None = None, *, parent_id: str | None = None
@@ -247,6 +271,7 @@ class _Loop:
                 total_usage=total,
             )
         )
+        await self.port.flush()  # a finished run is in the log
         return AgentResult(self.run_id, reason, self.text, self.iterations, total, error)
 
     async def emit(self, event: Event) -> None:
@@ -286,8 +311,10 @@ class _Loop:
         agent = self.agent
         provider = agent.provider
         messages = await self.port.history(provider.message_format)
+        if not messages:
+            return _Turn(error="the conversation has no message to answer (start the run with a task)")
         system = agent.system
-        if last and agent.budget.max_turns > 1:
+        if last:
             system = f"{system}\n\n{LAST_TURN_NOTE}" if system else LAST_TURN_NOTE
         request = ModelRequest(
             model=agent.model,
@@ -302,19 +329,20 @@ class _Loop:
         turn = _Turn()
         failed = False
         texts: list[str] = []
-        async for event in provider_events(provider, request):
-            if isinstance(event, ToolCall):
-                turn.calls.append(event)
-                failed = False
-                continue
-            await self.emit(event)
-            failed = isinstance(event, Error)
-            if isinstance(event, Error):
-                turn.error = event.message
-            elif isinstance(event, Usage):
-                self.usage.add(event)
-            elif isinstance(event, Text):
-                texts.append(event.content)
+        async with provider_call(provider, request, self.emit) as stream:
+            async for event in stream:
+                if isinstance(event, ToolCall):
+                    turn.calls.append(event)
+                    failed = False
+                    continue
+                await self.emit(event)
+                failed = isinstance(event, Error)
+                if isinstance(event, Error):
+                    turn.error = event.message
+                elif isinstance(event, Usage):
+                    self.usage.add(event)
+                elif isinstance(event, Text):
+                    texts.append(event.content)
         turn.text = "".join(texts)
         if not failed:
             turn.error = None
@@ -388,7 +416,7 @@ class _Loop:
             _progress=lambda content: self._progress(call_id, tool.name, content),
             _spawn=lambda agent, task: self._spawn(agent, task, call_id),
         )
-        limit = asyncio.timeout(timeout)
+        limit = asyncio.timeout(None if math.isinf(timeout) else timeout)
         try:
             async with limit:
                 value = await tool.call(arguments, context)

@@ -93,6 +93,11 @@ class ConversationPort(Protocol):
         """Append ``events`` to the conversation (durable, or queued for a durable write)."""
         ...
 
+    async def flush(self) -> None:
+        """Wait until every event emitted so far is stored (a harness calls it as its run ends, so
+        a finished run is in the log); raise if they cannot be."""
+        ...
+
     async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
         """The request history of the conversation's active path, after every event emitted so far
         (`convograph.projections.project_messages`)."""

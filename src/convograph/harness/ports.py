@@ -1,7 +1,10 @@
 """Where a harness's events go and where its history comes from (`ConversationPort` implementations).
 
 - `LogPort`: in process, over any convograph `EventLog` (``MemoryEventLog``, SQLite, Postgres,
-  Redis). Appends are awaited (durable under the log's policy). One follower task tails the
+  Redis). `emit` queues (bounded); one writer appends what has gathered as one batch, so while an
+  append is in flight (an fsync) the next events collect into the next one: one durable append per
+  batch, not per streamed chunk. `flush` waits until everything emitted is stored (`history`,
+  `relay_decision` and `aclose` flush first). One follower task tails the
   conversation and folds every event, the harness's own and anyone else's (a viewer's edit through
   a server on the same log), into a `ConversationState`: the hypergraph with user commands applied,
   kept by the incremental thread projector, so `history` costs O(new events) to catch up plus
@@ -23,6 +26,7 @@ import msgspec
 
 from convograph.events import Event, RelayResolved, User
 from convograph.harness.base import ConversationPort, MessageFormat
+from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
 from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
 from convograph.projections import ConversationProjector
@@ -76,9 +80,14 @@ class LogPort:
     Use as ``async with LogPort(log, "cid") as port``, or call `aclose` when done (it stops the
     follower; the log stays open: it is the caller's)."""
 
-    def __init__(self, log: EventLog, conversation_id: str) -> None:
+    def __init__(
+        self, log: EventLog, conversation_id: str, *, batch_size: int = 512, queue_size: int = 4096
+    ) -> None:
         self._log = log
         self._cid = validate_conversation_id(conversation_id)
+        self._writer = BatchWriter(
+            self._append, name=f"convograph-log-{self._cid}", batch_size=batch_size, queue_size=queue_size
+        )
         self.state = ConversationState()
         self._applied = 0
         self._advanced = asyncio.Event()
@@ -96,13 +105,22 @@ class LogPort:
         await self.aclose()
 
     async def emit(self, events: Sequence[Event]) -> None:
-        await self._log.append(self._cid, events)
+        """Queue ``events`` for the log (waits while the queue is full); raises once an append failed."""
+        await self._writer.put(events)
+
+    async def flush(self) -> None:
+        """Wait until every event emitted so far is stored."""
+        await self._writer.flush()
+
+    async def _append(self, batch: Sequence[Event]) -> None:
+        await self._log.append(self._cid, batch)
 
     async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
         await self.sync()
         return self.state.messages(format)
 
     async def relay_decision(self, relay_id: str) -> RelayResolved:
+        await self.flush()
         self._ensure_follower()
         follower = self._follower
         assert follower is not None
@@ -117,7 +135,8 @@ class LogPort:
         raise self._follow_error()
 
     async def sync(self) -> None:
-        """Wait until every event stored so far is folded into `state`."""
+        """Wait until every event emitted (or stored by anyone) so far is folded into `state`."""
+        await self.flush()
         self._ensure_follower()
         info = await self._log.get_conversation(self._cid)
         target = info.last_seq if info is not None else 0
@@ -136,6 +155,7 @@ class LogPort:
                 waiter.cancel()
 
     async def aclose(self) -> None:
+        await self._writer.aclose()
         follower, self._follower = self._follower, None
         if follower is not None:
             follower.cancel()
@@ -183,6 +203,9 @@ class SubagentPort:
             if event.parent_id == self._anchor:
                 event = msgspec.structs.replace(event, parent_id=self._task_block)
             self.state.apply(event)
+
+    async def flush(self) -> None:
+        await self._root.flush()
 
     async def history(self, format: MessageFormat) -> list[dict[str, Any]]:
         return self.state.messages(format)

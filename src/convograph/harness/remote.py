@@ -31,6 +31,7 @@ import msgspec
 from convograph.client import ApiError, ConvographClient
 from convograph.events import Event, RelayResolved
 from convograph.harness.base import MessageFormat
+from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
 from convograph.store import validate_conversation_id
 
@@ -39,6 +40,12 @@ __all__ = ["RemotePort", "RemotePortError"]
 
 class RemotePortError(RuntimeError):
     """The server refused the events, or could not be reached for too long."""
+
+
+def _as_port_error(exc: Exception) -> Exception:
+    if isinstance(exc, RemotePortError):
+        return exc
+    return RemotePortError(f"writing events failed: {type(exc).__name__}: {exc}")
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -64,20 +71,20 @@ class RemotePort:
         give_up_after: float = 300.0,
         owns_client: bool = False,
     ) -> None:
-        if batch_size < 1 or queue_size < 1:
-            raise ValueError("batch_size and queue_size must be at least 1")
         self.client = client
         self._cid = validate_conversation_id(conversation_id)
-        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=queue_size)
-        self._batch_size = batch_size
-        self._linger = linger
+        self._writer = BatchWriter(
+            self._post,
+            name=f"convograph-remote-{self._cid}",
+            batch_size=batch_size,
+            queue_size=queue_size,
+            linger=linger,
+            fail=_as_port_error,
+        )
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._give_up_after = give_up_after
         self._owns_client = owns_client
-        self._sender: asyncio.Task[None] | None = None
-        self._failure: RemotePortError | None = None
-        self._acked_seq = 0
         self._relay_floor: dict[str, int] = {}
         self._decisions: dict[str, RelayResolved] = {}
         self._waiters: dict[str, asyncio.Future[RelayResolved]] = {}
@@ -107,59 +114,16 @@ class RemotePort:
     async def emit(self, events: Sequence[Event]) -> None:
         """Queue ``events`` (waits while the queue is full). Raises `RemotePortError` once the port
         has failed."""
-        self._check()
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send_loop(), name=f"convograph-remote-{self._cid}")
-        for event in events:
-            if event.event_id is None:
-                event = msgspec.structs.replace(event, event_id=new_id())
-            await self._queue.put(event)
-            self._check()
+        stamped = [
+            e if e.event_id is not None else msgspec.structs.replace(e, event_id=new_id()) for e in events
+        ]
+        await self._writer.put(stamped)
 
     async def flush(self) -> None:
         """Wait until every queued event is stored (or the port failed: then raise)."""
-        if self._sender is not None:
-            join = asyncio.ensure_future(self._queue.join())
-            racing: list[asyncio.Future[Any]] = [join, self._sender]
-            try:
-                await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                join.cancel()
-        self._check()
+        await self._writer.flush()
 
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    async def _send_loop(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            deadline = time.monotonic() + self._linger
-            while len(batch) < self._batch_size:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except asyncio.QueueEmpty:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    try:
-                        batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                    except TimeoutError:
-                        break
-            try:
-                await self._post(batch)
-            except RemotePortError as exc:
-                self._failure = exc
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if self._failure is not None:
-                while not self._queue.empty():  # nothing more can be stored: release the waiters
-                    self._queue.get_nowait()
-                    self._queue.task_done()
-                return
-
-    async def _post(self, batch: list[Event]) -> None:
+    async def _post(self, batch: Sequence[Event]) -> None:
         """Post ``batch`` until it is stored (the same events every time: idempotent)."""
         started = time.monotonic()
         delay = self._retry_initial
@@ -183,7 +147,6 @@ class RemotePort:
                 for event in batch:
                     if event.type == "relay":
                         self._relay_floor[getattr(event, "id", "")] = floor
-                self._acked_seq = max(self._acked_seq, last_seq)
             return
 
     # -- history and relays ----------------------------------------------------------------------
@@ -222,13 +185,11 @@ class RemotePort:
                     waiter.set_result(event)
 
     async def aclose(self) -> None:
-        with contextlib.suppress(RemotePortError):
-            await self.flush()
-        for task in (self._sender, self._follower):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        self._sender = self._follower = None
+        await self._writer.aclose()
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._follower
+            self._follower = None
         if self._owns_client:
             await self.client.aclose()

@@ -6,8 +6,9 @@ One run, as events into a `ConversationPort`:
 1. ``user`` (the task, for a root run), ``harness_start`` with ``maxIterations`` (and ``depth``
    when above 0).
 2. Each iteration ``i`` (0-based): the model is called with the REPL system prompt and the run's
-   own history (the task, then its turns and the REPL feedback: this history is the run's, not the
-   conversation's message projection, which leaves REPL cells out). Its ``text`` / ``reasoning`` /
+   history: for a root run, the conversation's messages projection of the active path as the run
+   starts (earlier turns, then the task), for a child run its prompt; then the run's own turns and
+   the REPL feedback (kept by the run: the projection shows no extraction errors or restarts). Its ``text`` / ``reasoning`` /
    ``usage`` are re-tagged with this run's id (the provider's block ids kept), as upstream does, so
    the REPL view folds them into the turn. Exactly one ```python (or ```repl) block is expected:
    none or several gives an ``error`` event and feedback, and the loop goes on. The code becomes
@@ -54,7 +55,7 @@ from convograph.events import (
 from convograph.harness.base import ConversationPort, ModelRequest, Provider
 from convograph.harness.ids import new_id
 from convograph.harness.repl_prompt import extract_code, feedback, no_single_block, system_prompt
-from convograph.harness.runs import RunControl, RunHandle, provider_events
+from convograph.harness.runs import RunControl, RunHandle, provider_call
 from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits, Stream
 from convograph.harness.usage import UsageTotals
 
@@ -185,6 +186,8 @@ class _ReplLoop:
                 )
             )
             self.messages = [{"role": "user", "content": task}]
+            if root:  # earlier turns of the conversation (its active path), ending with the task
+                self.messages = await self.port.history(agent.provider.message_format) or self.messages
             system = system_prompt(context, agent.limits, extra=agent.system)
             async with Sandbox(agent.limits, context=context) as sandbox:
                 reason, error = await self._iterate(sandbox, system)
@@ -207,6 +210,7 @@ class _ReplLoop:
                 total_usage=total,
             )
         )
+        await self.port.flush()  # a finished run is in the log
         return ReplResult(self.run_id, reason, self.answer, self.iterations, total, error)
 
     async def _iterate(self, sandbox: Sandbox, system: str) -> tuple[str, str | None]:
@@ -282,21 +286,26 @@ class _ReplLoop:
         turn = _ModelTurn()
         texts: list[str] = []
         failed = False
-        async for event in provider_events(agent.provider, request):
-            if not isinstance(event, Text | Reasoning | Usage | Error):
-                continue  # no tools are offered: a stray raw tool call is ignored
-            await self.emit(msgspec.structs.replace(event, run_id=self.run_id, parent_id=self.parent_id))
-            failed = isinstance(event, Error)
-            if isinstance(event, Error):
-                turn.error = event.message
-            elif isinstance(event, Usage):
-                self.usage.add(event)
-            elif isinstance(event, Text):
-                texts.append(event.content)
+        async with provider_call(agent.provider, request, self._record_model_event) as stream:
+            async for event in stream:
+                if not isinstance(event, Text | Reasoning | Usage | Error):
+                    continue  # no tools are offered: a stray raw tool call is ignored
+                await self._record_model_event(event)
+                failed = isinstance(event, Error)
+                if isinstance(event, Error):
+                    turn.error = event.message
+                elif isinstance(event, Usage):
+                    self.usage.add(event)
+                elif isinstance(event, Text):
+                    texts.append(event.content)
         turn.text = "".join(texts)
         if not failed:
             turn.error = None
         return turn
+
+    async def _record_model_event(self, event: Event) -> None:
+        """A root model event, re-tagged with this run's id (the REPL view folds it into the turn)."""
+        await self.emit(msgspec.structs.replace(event, run_id=self.run_id, parent_id=self.parent_id))
 
     async def _llm_query(self, prompt: str, call_id: str) -> str:
         """Answer one ``llm_query`` from the code: a child run (module docstring)."""
@@ -323,18 +332,17 @@ class _ReplLoop:
         )
         texts: list[str] = []
         error: str | None = None
-        async for event in provider_events(sub_provider, request):
-            if event.event_id is None:
-                event = msgspec.structs.replace(event, event_id=new_id())
-            await self.port.emit([event])
-            if isinstance(event, Error):
-                error = event.message
-            else:
-                error = None
-                if isinstance(event, Usage):
-                    self.usage.add(event)
-                elif isinstance(event, Text):
-                    texts.append(event.content)
+        async with provider_call(sub_provider, request, self.emit) as stream:
+            async for event in stream:
+                await self.emit(event)
+                if isinstance(event, Error):
+                    error = event.message
+                else:
+                    error = None
+                    if isinstance(event, Usage):
+                        self.usage.add(event)
+                    elif isinstance(event, Text):
+                        texts.append(event.content)
         if error is not None:
             raise RuntimeError(error)
         return "".join(texts)

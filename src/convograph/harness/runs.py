@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any
 
 from convograph.events import Event
+from convograph.events.types import _Event
 from convograph.harness.base import ModelRequest, Provider
 
-__all__ = ["RunControl", "RunHandle", "provider_events"]
+__all__ = ["RunControl", "RunHandle", "provider_call"]
 
 
 class RunControl:
@@ -91,14 +92,20 @@ class RunHandle[R]:
         return self.wait().__await__()
 
 
-async def provider_events(provider: Provider, request: ModelRequest) -> AsyncIterator[Event]:
-    """``provider.invoke(request)``, its stream closed however the consumer's loop ends (a break,
-    an exception, a cancellation), so the provider stops its call at once."""
+@contextlib.asynccontextmanager
+async def provider_call(
+    provider: Provider, request: ModelRequest, record: Callable[[Event], Awaitable[None]]
+) -> AsyncIterator[AsyncIterator[Event]]:
+    """``provider.invoke(request)`` as a context: however the caller's loop ends (exhausted, a
+    break, an exception, a cancellation) the stream is closed, so the provider stops its call; an
+    event the provider returns from ``aclose`` (the ``error`` that ends an unfinished call) is
+    passed to ``record``, so the call's record never just stops."""
     stream = provider.invoke(request)
     try:
-        async for event in stream:
-            yield event
+        yield stream
     finally:
         close = getattr(stream, "aclose", None)
         if close is not None:
-            await close()
+            ended = await close()
+            if isinstance(ended, _Event):
+                await record(ended)  # type: ignore[arg-type]

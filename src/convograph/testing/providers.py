@@ -8,7 +8,7 @@ request.parent_id``; ``reasoning`` then ``text`` chunks (one ``id`` per block, s
 chunks); the raw ``tool_call`` events after the stream; one ``usage``; ``error`` on failure (then
 nothing more). No lifecycle events: providers never emit them.
 
-Like a real API, it checks every request first (`check_request`: the structural rules of the
+Like a real API, it checks every request first (`check_model_request`: the structural rules of the
 request's message format) and answers an invalid one with an ``error`` event naming the rule, as
 the API's 400 would. ``requests`` keeps every request received, for assertions.
 
@@ -32,7 +32,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedProvider",
     "ScriptedTurn",
-    "check_request",
+    "check_model_request",
     "parse_arguments",
 ]
 
@@ -115,7 +115,7 @@ class ScriptedProvider:
         self.requests.append(request)
         run_id = new_id()
         parent = request.parent_id
-        problem = check_request(request, self._format) if self._check else None
+        problem = check_model_request(request, self._format) if self._check else None
         if problem is not None:
             yield Error(run_id=run_id, parent_id=parent, message=f"invalid request: {problem}")
             return
@@ -197,7 +197,7 @@ def _usage(turn: ScriptedTurn, request: ModelRequest) -> tuple[int, int] | None:
 # --- request checks: the structural rules the real APIs enforce ------------------------------------
 
 
-def check_request(request: ModelRequest, message_format: MessageFormat) -> str | None:
+def check_model_request(request: ModelRequest, message_format: MessageFormat) -> str | None:
     """The first structural rule ``request`` breaks for its API, or None. O(messages).
 
     Both: at least one message; tool names unique. OpenAI Chat Completions: roles ``system``,
