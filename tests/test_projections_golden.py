@@ -14,7 +14,9 @@ own (was merged with the reasoning next to it, voiding its signature). Checked b
 every changed thread output equals the new one with consecutive reasoning views of a run merged
 back, and the OpenAI outputs did not change. And once more the same day: reasoning views gained
 ``redactedData`` (null in every case here); checked that nothing else changed in any thread or
-message output.
+message output. Re-recorded (shuffled-10, -12, -24) when chunks waiting for a late spawner started
+to keep their arrival order (`sources._drain`: a later chunk overtook an earlier one whose spawner
+was placed in the same retry pass); checked that only those views moved, to arrival order.
 
 A deliberate output change re-records them: ``python -m tests.test_projections_golden``.
 """
@@ -236,10 +238,10 @@ GOLDEN: dict[str, str] = {
     "shuffled-8": "05349c866339d191",
     "random-9": "e39ac658098fd47a",
     "random-10": "9c2f1115df61b054",
-    "shuffled-10": "a14c9babbe5c1c5e",
+    "shuffled-10": "e4015a1cab82932e",
     "random-11": "f7328cdc8feb99fe",
     "random-12": "93919df831babb87",
-    "shuffled-12": "9135e8f6c8193e68",
+    "shuffled-12": "8dd59cd208ae10aa",
     "random-13": "fd4e3cf35116c99e",
     "random-14": "034b8b52aa5a2398",
     "shuffled-14": "2cb247ff5b30f70f",
@@ -257,7 +259,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-22": "2484ba2181fa45ab",
     "random-23": "d4f9a53964330467",
     "random-24": "db7c7bb2458bf2b6",
-    "shuffled-24": "a9689cc42ec7fb29",
+    "shuffled-24": "b31e1e09f809b7f4",
     "random-25": "6e3e33f8f9d8b4fd",
     "random-26": "916e68a77a13a157",
     "shuffled-26": "ecfc22a8860a9a9d",
