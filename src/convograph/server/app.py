@@ -24,6 +24,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.routes import HTTPRoute
 
 from convograph import __version__
+from convograph.integrations.otlp.http import export_traces, open_receiver
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
@@ -84,8 +85,11 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                     state.retention = asyncio.create_task(
                         _retention_loop(state.intelligence, config), name="convograph-retention"
                     )
+            state.otlp = open_receiver(state)
             yield
         finally:
+            if state.otlp is not None:
+                await state.otlp.close()  # writes held spans before the log closes
             await state.close()
 
     allow_by_path: dict[str, bytes] = {}  # filled once the app's routes exist, below
@@ -108,6 +112,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ConversationController,
         BranchController,
         live_conversation_list,
+        export_traces,
         healthz,
         metrics,
         openapi_json,
