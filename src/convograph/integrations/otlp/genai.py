@@ -49,6 +49,8 @@ from convograph.events import (
     HarnessStart,
     ImagePart,
     Reasoning,
+    Relay,
+    RelayResolved,
     Text,
     TextPart,
     ToolCall,
@@ -92,6 +94,8 @@ USAGE_CACHE_CREATION: Final = (
 _USAGE_KEYS: Final = frozenset(USAGE_INPUT + USAGE_OUTPUT + USAGE_CACHE_READ + USAGE_CACHE_CREATION)
 TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_RESULT: Final = "gen_ai.tool.call.result"
+RELAY_EVENT: Final = "convograph.relay"
+"""A span event convograph's export puts on a tool span for a permission request (`encode`)."""
 
 Kind = Literal["agent", "inference", "tool", "genai", "other"]
 
@@ -249,11 +253,18 @@ def tool_events(span: Span) -> list[Event]:
             content={"status": "error" if failed else "ok", "durationMs": _duration_ms(span)},
             event_id=f"otel:{span.span_id}:exec",
             timestamp=_iso(span.end_ns),
-            extra={"otel": _meta(span, consumed, None)},
+            extra={"otel": _meta(span, consumed, None, skip_events=RELAY_EVENT)},
         ),
     ]
+    relays = _relay_events(span, run, parent, call, name)
+    events.extend(relays)
     if failed or TOOL_RESULT in attributes:
-        output = {"error": _error_message(span)} if failed else maybe_json(attributes[TOOL_RESULT])
+        # a recorded result wins (a denial is a result too); a failure without one is {"error"}
+        output = (
+            maybe_json(attributes[TOOL_RESULT])
+            if TOOL_RESULT in attributes
+            else {"error": _error_message(span)}
+        )
         events.append(
             ToolResult(
                 run_id=run,
@@ -266,6 +277,46 @@ def tool_events(span: Span) -> list[Event]:
             )
         )
     return events
+
+
+def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str) -> list[Event]:
+    """``convograph.relay`` span events (convograph's own export of a permission request and its
+    decision, `encode`) back as ``relay`` and ``relay_resolved``."""
+    out: list[Event] = []
+    for event in span.events:
+        if event.name != RELAY_EVENT:
+            continue
+        attributes = event.attributes
+        relay_id = _text(attributes.get("convograph.relay.id"))
+        if relay_id is None:
+            continue
+        params = maybe_json(attributes.get("convograph.relay.params"))
+        out.append(
+            Relay(
+                run_id=run,
+                parent_id=parent,
+                id=relay_id,
+                kind="permission",
+                tool_call_id=call,
+                tool=_text(attributes.get("convograph.relay.tool")) or name,
+                params=params if isinstance(params, dict) else {},
+                event_id=f"otel:relay:{relay_id}",
+                timestamp=_iso(event.time_ns),
+            )
+        )
+        approved = attributes.get("convograph.relay.approved")
+        if isinstance(approved, bool):
+            out.append(
+                RelayResolved(
+                    relay_id=relay_id,
+                    approved=approved,
+                    tool=_text(attributes.get("convograph.relay.tool")) or name,
+                    reason=_text(attributes.get("convograph.relay.reason")),
+                    event_id=f"relay-decision:{relay_id}",
+                    timestamp=_iso(event.time_ns),
+                )
+            )
+    return out
 
 
 # -- content: messages with chained identities --------------------------------------------------------
@@ -348,7 +399,13 @@ class _Writer:
             elif kind == "reasoning" and isinstance(part.get("content"), str):
                 n = counts["r"] = counts["r"] + 1
                 self._add(
-                    Reasoning(run_id=self.run, id=f"otel:r:{tag}:{n}", content=part["content"]),
+                    Reasoning(
+                        run_id=self.run,
+                        id=f"otel:r:{tag}:{n}",
+                        content=part["content"],
+                        signature=_text(part.get("signature")),
+                        redacted_data=_text(part.get("redacted_data")),
+                    ),
                     f"otel:{tag}:r{n}",
                     timestamp,
                 )
@@ -445,7 +502,9 @@ def _content_events(span: Span, found: SpanMessages) -> list[Event]:
 # -- metadata kept on the anchor events ---------------------------------------------------------------
 
 
-def _meta(span: Span, consumed: set[str] | frozenset[str], found: SpanMessages | None) -> dict[str, Any]:
+def _meta(
+    span: Span, consumed: set[str] | frozenset[str], found: SpanMessages | None, *, skip_events: str = ""
+) -> dict[str, Any]:
     """Everything about the span that is not mapped to an event field (the ``otel`` extra)."""
     meta: dict[str, Any] = {
         "traceId": span.trace_id,
@@ -469,7 +528,7 @@ def _meta(span: Span, consumed: set[str] | frozenset[str], found: SpanMessages |
     events = [
         {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
         for index, event in enumerate(span.events)
-        if index not in skip
+        if index not in skip and event.name != skip_events
     ]
     if events:
         meta["events"] = events
