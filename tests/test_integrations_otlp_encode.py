@@ -98,21 +98,13 @@ def test_what_the_export_looks_like() -> None:
             assert parent.start_ns <= span.start_ns <= span.end_ns <= parent.end_ns
     subagent = next(span for span in spans if span.attributes.get("gen_ai.agent.name") == "agent-research")
     tool = by_id[subagent.parent_span_id or ""]
-    assert (
-        tool.attributes["gen_ai.operation.name"] == "execute_tool"
-    )
-    assert (
-        tool.attributes["gen_ai.tool.name"] == "agent"
-    )
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "agent"
     denied = next(span for span in spans if span.attributes.get("gen_ai.tool.name") == "exec")
     assert denied.status_code == 2
     assert denied.attributes["error.type"] == "denied"
-    assert (
-        denied.events[0].name == "convograph.relay"
-    )
-    assert (
-        denied.events[0].attributes["convograph.relay.approved"] is False
-    )
+    assert denied.events[0].name == "convograph.relay"
+    assert denied.events[0].attributes["convograph.relay.approved"] is False
     failed = [
         span for span in spans if span.attributes["gen_ai.operation.name"] == "chat" and span.status_code == 2
     ]
