@@ -316,3 +316,84 @@ def test_demo_refuses_bad_arguments_at_once(args: list[str], message: str) -> No
     result = CliRunner().invoke(app, ["demo", "--no-browser", *args], env={"COLUMNS": "200"})
     assert result.exit_code == 2
     assert message in result.output
+
+
+def _start_demo(tmp_path: Path, *args: str, ignore_sigint: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """A `convograph demo` subprocess and its server URL, read from its "Open ..." line."""
+
+    def ignore() -> None:  # what a shell does to a background job
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "convograph", "demo", "--port", "0", "--no-browser", *args,
+         "--data-dir", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=ignore if ignore_sigint else None,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"Open (http://127\.0\.0\.1:\d+)/c/", line)
+        if match:
+            return process, match.group(1)
+    process.kill()
+    raise AssertionError("".join(lines))
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_ctrl_c_stops_a_demo_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A background job (`convograph demo &`, then `fg`) starts with SIGINT ignored; Ctrl-C did nothing."""
+    process, url = _start_demo(tmp_path, "--fast", ignore_sigint=True)
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not _answers(url)
+
+
+def test_a_killed_demo_takes_its_server_with_it(tmp_path: Path) -> None:
+    process, url = _start_demo(tmp_path, "--fast")
+    assert _answers(url)
+    process.kill()
+    process.wait(10)
+    deadline = time.monotonic() + 30
+    while _answers(url) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _answers(url), "the demo's server outlived the killed demo"
+
+
+def test_fast_into_a_running_server_ends_and_names_the_pending_relay(tmp_path: Path) -> None:
+    """`demo --url ... --fast` waited forever at the research conversation's relay, silently."""
+    from tests.support.server import start_server
+
+    server = start_server(tmp_path / "server", "--no-intelligence")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "convograph", "demo", "--url", server.url, "--fast", "--no-browser"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demo-research stops at permission request relay-write-report" in result.stdout
+    assert "Played 3 conversations" in result.stdout
+    assert "Still serving" not in result.stdout

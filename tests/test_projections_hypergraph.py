@@ -63,12 +63,53 @@ def test_thread_matches_the_flat_graph_for_plain_streams() -> None:
     assert project_thread(conv) == views  # active defaults to default_active
 
 
+OPERATIONS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 50)), max_size=4)
+"""Steps after the stream: an edit, a regeneration, a branch switch, a summary, a closed stream,
+an appended user message, or more of the stream."""
+
+
+def _operate(conv: Any, events: list[dict[str, Any]], step: tuple[int, int]) -> Any:
+    """One of `OPERATIONS` on ``conv`` (an operation the conversation refuses changes nothing)."""
+    from convograph.hypergraph import OperationError, append_user_message, list_siblings, switch_branch
+    from convograph.hypergraph import queries as q
+
+    choice, pick = step
+    active = default_active(conv).message_ids
+    try:
+        if choice == 0 and active:
+            return edit_message(conv, active[pick % len(active)], f"edited {pick}")
+        if choice == 1 and active:
+            assistants = [m for m in active if q.get_message(conv, m).role == "assistant"]
+            if assistants:
+                return regenerate(conv, assistants[pick % len(assistants)])
+        if choice == 2 and active:
+            siblings = list_siblings(conv, active[pick % len(active)])
+            return switch_branch(conv, siblings[pick % len(siblings)].id)
+        if choice == 3 and len(active) >= 2:
+            first = pick % (len(active) - 1)
+            return summarize_range(conv, active[first], active[first + 1], f"summary {pick}")
+        if choice == 4:
+            return close_stream(conv)
+        if choice == 5:
+            return append_user_message(conv, f"note {pick}")
+    except OperationError:
+        return conv
+    return reduce_conversation_events(conv, events[pick % (len(events) + 1) :])  # some events again
+
+
 @settings(max_examples=80, deadline=None)
-@given(agent_streams())
-def test_histories_from_the_hypergraph_are_valid(events: list[dict[str, Any]]) -> None:
+@given(agent_streams(), OPERATIONS)
+def test_histories_from_the_hypergraph_are_valid(
+    events: list[dict[str, Any]], steps: list[tuple[int, int]]
+) -> None:
+    """Every version (after edits, regenerations, branch switches, summaries) projects to
+    histories the SDK types and the APIs' structural rules accept."""
     conv = conversation(events)
-    assert_valid_openai(project_messages(conv, format="openai"))
-    assert_valid_anthropic(project_messages(conv, format="anthropic"))
+    for step in [None, *steps]:
+        if step is not None:
+            conv = _operate(conv, events, step)
+        assert_valid_openai(project_messages(conv, format="openai"))
+        assert_valid_anthropic(project_messages(conv, format="anthropic"))
     assert not check_no_overlap(project_dag(conv).nodes)
 
 
@@ -464,6 +505,82 @@ def test_repl_cells_show_each_turn_with_its_output_and_the_runs_it_spawned() -> 
     assert not [v for v in plain if v.content.kind == "repl"]
     assert [v.id for v in plain] == ["run-user-rlm:user", "rlm-text-1", "child-text-1", "rlm-text-4"]
     assert to_jsonable(cells["repl-5"])["content"]["result"]["done"] is True
+
+
+def test_repl_turns_reach_the_history_as_code_and_feedback() -> None:
+    """A recursive-LM run's history, in every format: each turn's think text with its code as a
+    fenced ```python block (assistant), then what the REPL reported (user: ``stdout:`` /
+    ``error:``), as the RLM harness feeds it back; the child run spawned inside turn 3 stays
+    out (its answer reaches the model through the turn's output); the final answer closes it.
+    The projectors agree (one without REPL cells builds the history one-shot)."""
+    from convograph.projections.history import fenced_code
+
+    events = rlm_events()
+    conv = conversation(events)
+    inputs = [e for e in events if e["type"] == "repl_input"]
+    outputs = {e["id"]: e for e in events if e["type"] == "repl_output"}
+    expected: list[tuple[str, str]] = [("user", events[0]["content"])]
+    for turn in inputs:
+        think = "".join(e["content"] for e in events if e.get("id") == f"rlm-text-{turn['iteration']}")
+        expected.append(("assistant", f"{think}\n\n{fenced_code(turn['code'])}"))
+        output = outputs[turn["id"]]
+        lines = [f"stdout:\n{output['stdout'].rstrip()}"] if output["stdout"] else []
+        lines += [f"error: {output['error']}"] if output.get("error") else []
+        expected.append(("user", "\n".join(lines)))
+    final = "".join(e["content"] for e in events if e.get("id") == "rlm-final")
+    expected.append(("assistant", final))
+    assert fenced_code(inputs[0]["code"]).startswith("```python\nconsole.log(context.length)\n")
+    assert expected[8] == ("user", "error: " + outputs["repl-4"]["error"])
+    for fmt in ("openai", "gateway", "anthropic"):
+        messages = project_messages(conv, format=fmt)
+        if fmt == "anthropic":
+            assert_valid_anthropic(messages)
+            got = [(m["role"], "".join(b["text"] for b in m["content"])) for m in messages]
+        else:
+            got = [(m["role"], m["content"]) for m in messages]
+        assert got == expected, fmt
+        assert "Classifying 40 billing tickets" not in str(messages)
+        for projector in (ConversationProjector(), ConversationProjector(repl_cells=True)):
+            for event in events:
+                projector.apply(event)
+            assert projector.messages(fmt) == messages
+    assert_valid_openai(project_messages(conv, format="openai"))
+
+
+def test_repl_feedback_and_fences_in_the_edge_cases() -> None:
+    """Code the model already wrote in its text is not repeated; a turn still running shows what
+    it printed so far and says its output is unavailable; a turn that printed nothing says so; a
+    truncated stdout says so; a fence outgrows the backticks inside the code."""
+    from convograph.projections.history import (
+        REPL_NO_OUTPUT,
+        REPL_PENDING_OUTPUT,
+        fenced_code,
+        repl_feedback,
+    )
+    from convograph.projections.view import ReplContent, ReplResult
+
+    code = "print(1)"
+    events = [
+        {"type": "user", "runId": "u", "content": "count"},
+        {"type": "harness_start", "runId": "r", "parentId": "u:user"},
+        {"type": "text", "runId": "r", "id": "t1", "content": f"Counting:\n```python\n{code}\n```"},
+        {"type": "repl_input", "runId": "r", "id": "i1", "code": code, "iteration": 0},
+        {"type": "repl_output", "runId": "r", "id": "i1", "stdout": "", "done": False},
+        {"type": "repl_input", "runId": "r", "id": "i2", "code": "print(2)", "iteration": 1},
+        {"type": "repl_progress", "runId": "r", "id": "i2", "chunk": "2\n"},
+    ]
+    messages = project_messages(conversation(events), format="openai")
+    assert [m["content"] for m in messages] == [
+        "count",
+        f"Counting:\n```python\n{code}\n```",
+        REPL_NO_OUTPUT,
+        fenced_code("print(2)"),
+        f"stdout:\n2\n{REPL_PENDING_OUTPUT}",
+    ]
+    assert_valid_anthropic(project_messages(conversation(events), format="anthropic"))
+    truncated = ReplContent(code="x", result=ReplResult(stdout="abc\n", truncated=True))
+    assert repl_feedback(truncated) == "stdout:\nabc\n(stdout truncated)"
+    assert fenced_code("s = '```'\n") == "````python\ns = '```'\n````"
 
 
 def test_repl_progress_with_a_fresh_id_goes_to_the_runs_latest_turn() -> None:

@@ -16,6 +16,9 @@ from openai.types.chat import ChatCompletionMessageParam
 from convograph import create_graph, reduce_events, to_jsonable
 from convograph.projections import project_messages
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
+    EMPTY_USER_TEXT,
+    OPENING_USER_TEXT,
     PLACEHOLDER_OUTPUT,
     is_anthropic_tool_id,
     safe_tool_id,
@@ -40,9 +43,18 @@ def _materialise(value: Any) -> Any:
 
 
 def assert_valid_openai(messages: list[dict[str, Any]]) -> None:
-    """SDK types, plus the API's pairing rules: every call answered right after its message."""
+    """SDK types, plus the API's rules: a user message first (as Anthropic requires: one history
+    for every provider behind the Chat Completions API), every call answered right after its
+    message, no empty content (user, assistant text, tool result, text part)."""
+    assert not messages or messages[0]["role"] == "user", "a history opens with a user message"
     for message in messages:
         _materialise(OPENAI_MESSAGE.validate_python(message))
+        content = message.get("content")
+        if isinstance(content, list):
+            assert content, f"empty content: {message}"
+            assert all(part.get("text", "x") for part in content), f"empty text part: {message}"
+        elif message["role"] != "assistant" or content is not None:
+            assert content, f"empty content: {message}"
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -66,7 +78,9 @@ def assert_valid_openai(messages: list[dict[str, Any]]) -> None:
 
 
 def assert_valid_anthropic(messages: list[dict[str, Any]]) -> None:
-    """SDK types, alternation, tool_use/tool_result pairing, id pattern, no empty text."""
+    """SDK types, a user message first, alternation, tool_use/tool_result pairing, id pattern, no
+    empty message / text block / tool result, thinking blocks in assistant messages only."""
+    assert not messages or messages[0]["role"] == "user", "the first message must be a user message"
     for message in messages:
         _materialise(ANTHROPIC_MESSAGE.validate_python(message))
         assert message["content"], "empty message"
@@ -74,6 +88,10 @@ def assert_valid_anthropic(messages: list[dict[str, Any]]) -> None:
             _materialise(ANTHROPIC_BLOCK.validate_python(block))
             if block["type"] == "text":
                 assert block["text"], "empty text block"
+            elif block["type"] == "tool_result":
+                assert block["content"], "empty tool result"
+            elif block["type"] in ("thinking", "redacted_thinking"):
+                assert message["role"] == "assistant", "thinking outside an assistant message"
     for a, b in itertools.pairwise(messages):
         assert a["role"] != b["role"], "roles must alternate"
     for i, message in enumerate(messages):
@@ -250,9 +268,9 @@ def test_provider_runs_keep_their_turn_order() -> None:
         {"type": "harness_end", "runId": "A"},
     ]
     messages = project_messages(graph_of(events))
-    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant"]
-    assert messages[0]["content"] == "Let me check"
-    assert messages[2]["content"] == "Done"
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["content"] == "Let me check"
+    assert messages[3]["content"] == "Done"
 
 
 def test_thinking_survives_for_anthropic_with_its_signature() -> None:
@@ -407,6 +425,70 @@ def test_a_thinking_block_signed_after_others_merged_into_it_gets_its_own_view()
     assert flat.rebuilds >= 1
 
 
+def test_a_history_without_a_user_message_opens_with_a_synthesised_one() -> None:
+    """A run nobody asked for (the shared w2-hg workloads: an RLM run with no user event) gives
+    a history whose first message is `OPENING_USER_TEXT`, in every format (the Messages API
+    rejects a list that opens with an assistant message). Empty user messages read
+    `EMPTY_USER_TEXT`; empty tool results `EMPTY_RESULT_TEXT`."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    events = [
+        {"type": "harness_start", "runId": "run-0", "agentId": "rlm-0", "maxIterations": 2},
+        {"type": "text", "id": "t0", "runId": "run-0", "content": "Reasoning for turn 0..."},
+        {"type": "tool_call", "runId": "run-0", "id": "c1", "name": "f", "input": {}},
+        {"type": "tool_result", "runId": "run-0", "id": "c1", "name": "f", "output": ""},
+        {"type": "user", "runId": "u1", "parentId": "run-0", "content": ""},
+        {"type": "text", "id": "t1", "runId": "run-1", "parentId": "u1:user", "content": "Answer."},
+        {"type": "harness_end", "runId": "run-0"},
+    ]
+    conversation = reduce_conversation_events(create_conversation(), events)
+    for source in (graph_of(events), conversation):
+        active = default_active(source) if source is conversation else None
+        anthropic = project_messages(source, active, format="anthropic")
+        assert anthropic[0] == {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]}
+        assert anthropic[2]["content"][0]["content"] == EMPTY_RESULT_TEXT
+        assert anthropic[2]["content"][1] == {"type": "text", "text": EMPTY_USER_TEXT}
+        assert_valid_anthropic(anthropic)
+        openai = project_messages(source, active, format="openai")
+        assert openai[0] == {"role": "user", "content": OPENING_USER_TEXT}
+        assert openai[2] == {"role": "tool", "tool_call_id": "c1", "content": EMPTY_RESULT_TEXT}
+        assert openai[3] == {"role": "user", "content": EMPTY_USER_TEXT}
+        assert_valid_openai(openai)
+        gateway = project_messages(source, active, format="gateway")
+        assert gateway[0] == {"role": "user", "content": OPENING_USER_TEXT}
+    assert project_messages(graph_of([]), format="anthropic") == []  # nothing to send yet
+
+
+def test_distinct_text_streams_stay_paragraphs_apart_in_every_format() -> None:
+    """Two text streams of one run (ids t1, t2) merge into one thread view, as the seed says, but
+    a request history keeps them apart with a blank line: "First.Second." was what the model saw.
+    Chunks of one stream (same id) still join as sent. Flat graph, hypergraph and both projectors."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+
+    events = [
+        {"type": "user", "runId": "u1", "content": "go"},
+        {"type": "text", "runId": "a1", "parentId": "u1:user", "id": "t1", "content": "First "},
+        {"type": "text", "runId": "a1", "id": "t1", "content": "part."},
+        {"type": "text", "runId": "a1", "id": "t2", "content": "Second."},
+        {"type": "reasoning", "runId": "a1", "id": "r1", "content": "unsigned"},
+        {"type": "text", "runId": "a1", "id": "t3", "content": "Third."},
+        {"type": "tool_call", "runId": "a1", "id": "c1", "name": "f", "input": {}},
+        {"type": "tool_result", "runId": "a1", "id": "c1", "name": "f", "output": "ok"},
+    ]
+    text = "First part.\n\nSecond.\n\nThird."
+    conversation = reduce_conversation_events(create_conversation(), events)
+    flat, hyper = projectors_following(events)
+    for source, projector in ((graph_of(events), flat), (conversation, hyper)):
+        active = default_active(source) if source is conversation else None
+        openai = project_messages(source, active, format="openai")
+        assert openai[1]["content"] == text
+        assert project_messages(source, active, format="gateway")[1]["content"] == text
+        anthropic = project_messages(source, active, format="anthropic")
+        assert anthropic[1]["content"][0] == {"type": "text", "text": text}  # unsigned thinking left out
+        assert projector.messages("openai") == openai
+        assert projector.messages("anthropic") == anthropic
+
+
 def test_user_media_parts_map_to_each_api() -> None:
     events = [
         {
@@ -474,6 +556,7 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                         "subagent",
                         "error",
                         "user",
+                        "repl",
                     ]
                 )
             )
@@ -572,14 +655,49 @@ def agent_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
                 events.append({"type": "error", "runId": run, "message": "boom"})
             elif action == "user":
                 events.append({"type": "user", "runId": fresh("u"), "parentId": run, "content": "more"})
+            elif action == "repl":  # a REPL turn (the hypergraph keeps it; the flat graph has no repl_*)
+                turn = fresh("repl")
+                code = f"print({turn!r})"
+                if draw(st.booleans()):  # the model's own fenced block, as an RLM's text holds it
+                    fenced = f"Next:\n```python\n{code}\n```"
+                    events.append({"type": "text", "runId": run, "id": fresh("t"), "content": fenced})
+                events.append({"type": "repl_input", "runId": run, "id": turn, "code": code})
+                for stream in draw(st.lists(st.sampled_from(["stdout", "stderr"]), max_size=2)):
+                    chunk = {
+                        "type": "repl_progress",
+                        "runId": run,
+                        "id": turn,
+                        "chunk": "o\n",
+                        "stream": stream,
+                    }
+                    events.append(chunk)
+                if depth < 2 and draw(st.booleans()):  # a child run of the turn (`llm_query`)
+                    agent(fresh("child"), turn, depth + 1)
+                outcome = draw(st.sampled_from(["printed", "raised", "silent", "final", "running"]))
+                if outcome != "running":
+                    output: dict[str, Any] = {"type": "repl_output", "runId": run, "id": turn}
+                    output["stdout"] = "o\n" if outcome in ("printed", "final") else ""
+                    output["error"] = "NameError: x" if outcome == "raised" else None
+                    output["done"] = outcome == "final"
+                    events.append(output)
         if draw(st.booleans()):
             events.append({"type": "harness_end", "runId": run})
 
+    opens_with_user = draw(st.booleans())
     for turn in range(draw(st.integers(1, 3))):
         user = f"user{turn}"
-        events.append({"type": "user", "runId": user, "content": draw(st.sampled_from(["q", ""]))})
+        if turn == 0 and not opens_with_user:  # a run nobody asked for (the w2-hg workloads' shape)
+            agent(f"agent{turn}", None, 0)
+            continue
+        events.append({"type": "user", "runId": user, "content": draw(USER_CONTENT)})
         agent(f"agent{turn}", f"{user}:user", 0)
     return events
+
+
+USER_CONTENT: Any = st.sampled_from(
+    ["q", "", [{"type": "text", "text": ""}], [{"type": "text", "text": "a"}, {"type": "text", "text": ""}]]
+)
+"""User message contents, the empty ones included."""
 
 
 @settings(max_examples=150, deadline=None)

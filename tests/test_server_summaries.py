@@ -11,6 +11,7 @@ import pytest
 
 from convograph.client.sse import SSEDecoder
 from convograph.events import parse_event
+from convograph.server.digests import DigestIndex
 from convograph.server.summaries import ConversationListFeed
 from convograph.store import EventLog
 from convograph.store.memory import MemoryEventLog
@@ -137,4 +138,60 @@ async def test_no_work_without_subscribers(log: EventLog) -> None:
     await asyncio.sleep(0.05)
     assert feed.listener_count == 0
     assert feed._task is None  # nothing was started for nobody
+    await feed.close()
+
+
+def user(content: str) -> Any:
+    return parse_event({"type": "user", "runId": "u", "content": content})
+
+
+async def test_rows_carry_their_digest(log: EventLog) -> None:
+    await log.append("a", [user("Compare Qdrant and Milvus"), text(1)])
+    feed = ConversationListFeed(log, digests=DigestIndex(log), refresh_seconds=60, coalesce_seconds=0.01)
+    reader = Reader(feed.frames(lambda cid: True, heartbeat=30))
+    await reader.until(lambda r: r.messages)
+    row = reader.rows()["a"]
+    assert (row["title"], row["tools"], row["agents"], row["errors"]) == (
+        "Compare Qdrant and Milvus",
+        [],
+        [],
+        0,
+    )
+    await log.append("a", [parse_event({"type": "tool_call", "runId": "r", "id": "c", "name": "exec"})])
+    feed.mark("a")
+    await reader.until(lambda r: r.rows()["a"]["tools"] == ["exec"])
+    await feed.close()
+
+
+class SlowReads:
+    """An event log whose reads take 30 ms (a slow backend)."""
+
+    def __init__(self, inner: EventLog) -> None:
+        self.inner = inner
+
+    async def read(self, conversation_id: str, after_seq: int = 0, limit: int | None = None) -> Any:
+        await asyncio.sleep(0.03)
+        return await self.inner.read(conversation_id, after_seq, limit)
+
+
+async def test_digests_that_miss_the_snapshot_follow_as_rows(log: EventLog) -> None:
+    """With no time to fold before the snapshot, rows go out without their digest, then again
+    with it, once it is folded."""
+    for n in range(5):
+        await log.append(f"c{n}", [user(f"question {n}")])
+    feed = ConversationListFeed(
+        log,
+        digests=DigestIndex(SlowReads(log)),
+        refresh_seconds=60,
+        coalesce_seconds=0.01,
+        digest_budget_seconds=0.05,
+    )
+    reader = Reader(feed.frames(lambda cid: True, heartbeat=30))
+    await reader.until(lambda r: r.messages)
+    snapshot = reader.messages[0][1]["conversations"]
+    assert len(snapshot) == 5
+    assert any("title" not in row for row in snapshot)
+    await reader.until(
+        lambda r: all(row.get("title") == f"question {cid[1]}" for cid, row in r.rows().items())
+    )
     await feed.close()

@@ -285,7 +285,8 @@ const live = new ConversationModel();
 for (const event of input.events) live.apply(event);
 const built = modelFromThread(input.server, live, Level);
 const views = (level) => level.items.map((v) => ({ id: v.id, kind: v.kind, progress: v.progress ?? null,
-  stdout: v.stdout ?? null, stderr: v.stderr ?? null, result: v.result ?? null, branches: v.branches.map(views) }));
+  stdout: v.stdout ?? null, stderr: v.stderr ?? null, result: v.result ?? null,
+  branchRuns: v.branches.map((b) => b.runId), branches: v.branches.map(views) }));
 process.stdout.write(JSON.stringify({ server: views(built.top), client: views(live.top) }));
 """
 
@@ -368,3 +369,16 @@ def test_server_mode_thread_shows_repl_cells_where_the_client_model_does() -> No
             mine["stderr"],
             mine["result"],
         )
+
+
+@needs_node
+@pytest.mark.parametrize("cid", ["demo-research", "demo-retry-policies", "demo-rlm"])
+def test_server_mode_branches_belong_to_the_subagent_run(cid: str) -> None:
+    """A subagent's branch in the server's thread starts with a turn of one of its model calls (a
+    run below the subagent's): the branch still belongs to the subagent's run, as in the client
+    model, so its summary names that agent and sums its tokens (issue 28 item 6)."""
+    result = server_mode_views(demo_events()[cid])
+    client = {v["id"]: v["branchRuns"] for v in walk(result["client"]) if v["branchRuns"]}
+    server = {v["id"]: v["branchRuns"] for v in walk(result["server"]) if v["branchRuns"]}
+    assert server
+    assert server == {view_id: client[view_id] for view_id in server}

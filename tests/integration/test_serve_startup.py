@@ -72,6 +72,17 @@ def test_a_postgres_refusal_names_its_reason(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_missing_postgres_database_says_how_to_create_it(tmp_path: Path) -> None:
+    """docs/server.md's example names a database that a fresh Postgres does not have."""
+    require_service("PostgreSQL", PG_HOST, PG_PORT)
+    url = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/convograph_never_created"
+    result = _serve(tmp_path, "--database-url", url)
+    assert result.returncode == 1, result.stderr
+    stderr = " ".join(result.stderr.split())
+    assert 'database "convograph_never_created" does not exist' in stderr
+    assert f"createdb -h {PG_HOST} -p {PG_PORT} -U postgres convograph_never_created" in stderr
+
+
 async def test_the_library_raises_backend_unavailable_with_the_reason() -> None:
     require_service("PostgreSQL", PG_HOST, PG_PORT)
     with pytest.raises(BackendUnavailable, match='role "no_such_role" does not exist'):

@@ -16,6 +16,8 @@ _COMMAND_MODULES = (
     "convograph.cli.demo",
     "convograph.cli.view",
     "convograph.cli.export",
+    "convograph.cli.run",
+    "convograph.cli.model_server",
 )
 
 for _name in _COMMAND_MODULES:

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from convograph._process import die_with_parent
 from convograph.cli.app import app, console, err_console
 
 __all__ = ["demo"]
@@ -71,14 +72,25 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, not SIGINT: a demo started as a background job inherits SIGINT ignored."""
     if process.poll() is not None:
         return
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGTERM)
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _say_waiting(base_url: str, cid: str, relay_id: str) -> None:
+    console.print(
+        f"  {cid} waits for a decision on permission request {relay_id}: Allow or Deny it at "
+        f"{base_url}/c/{cid} (Ctrl-C stops the demo)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    sys.stdout.flush()
 
 
 def _envelopes(base_url: str, scripts: list[Any], headers: dict[str, str] | None) -> list[dict[str, Any]]:
@@ -112,7 +124,7 @@ def demo(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Where the server keeps its stores [default: a fresh temporary directory]."),
+        typer.Option(help="Where the server keeps its stores \\[default: a fresh temporary directory]."),
     ] = None,
     speed: Annotated[float, typer.Option(min=0.01, help="Playback speed (2.0 = twice as fast).")] = 1.0,
     fast: Annotated[bool, typer.Option("--fast", help="No delays: post every conversation at once.")] = False,
@@ -153,12 +165,16 @@ def demo(
             sys.executable, "-m", "convograph", "serve",
             "--host", host, "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning",
         ]  # fmt: skip
-        process = subprocess.Popen(command)
+        # The server dies with the demo even when the demo is killed outright (no finally runs then).
+        process = subprocess.Popen(command, preexec_fn=die_with_parent)
     else:
         base_url = url.rstrip("/")
 
     scripts = [factory() for factory in DEMO_CONVERSATIONS]
     signal.signal(signal.SIGTERM, _interrupt)  # stop the server and clean up on SIGTERM as on Ctrl-C
+    # A shell starts a background job with SIGINT ignored, and Python keeps it ignored: Ctrl-C after
+    # `fg` would do nothing. The demo always stops on Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _wait_ready(base_url, process)
         first = f"{base_url}/c/{scripts[0].conversation_id}"
@@ -184,12 +200,32 @@ def demo(
             webbrowser.open(first)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         envelopes = _envelopes(base_url, scripts, headers)
+        # Into someone else's server, --fast loads the conversations and ends: it does not sit at a
+        # permission request (it says which are pending instead).
+        wait_for_relays = not (fast and process is None)
         results = asyncio.run(
-            play_all(base_url, scripts, speed=None if fast else speed, headers=headers, envelopes=envelopes)
+            play_all(
+                base_url,
+                scripts,
+                speed=None if fast else speed,
+                headers=headers,
+                envelopes=envelopes,
+                wait_for_relays=wait_for_relays,
+                on_relay=lambda cid, relay_id: _say_waiting(base_url, cid, relay_id),
+            )
         )
         total = sum(r.posted for r in results)
+        for result in results:
+            if result.pending_relay is not None:
+                console.print(
+                    f"  {result.conversation_id} stops at permission request {result.pending_relay}: "
+                    f"decide it at {base_url}/c/{result.conversation_id}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+        still = f" Still serving {base_url}/ — Ctrl-C to stop." if process is not None else ""
         console.print(
-            f"Played {len(results)} conversations ({total} new events). Still serving {base_url}/ — Ctrl-C to stop.",
+            f"Played {len(results)} conversations ({total} new events).{still}",
             highlight=False,
             soft_wrap=True,
         )

@@ -18,7 +18,8 @@ from urllib.parse import quote
 import httpx
 import typer
 
-from convograph.cli.app import app, console, err_console
+from convograph.cli.app import app, console, err_console, print_error
+from convograph.cli.errors import server_refused, server_unreachable
 
 __all__ = ["forget"]
 
@@ -28,8 +29,7 @@ def _error(response: httpx.Response) -> str:
         body: Any = response.json()
         return f"{body['error']['code']}: {body['error']['message']}"
     except (ValueError, KeyError, TypeError):
-        text = " ".join(response.text.split())  # an HTML error page is many lines
-        return f"HTTP {response.status_code}: {text[:200]}"
+        return " ".join(response.text.split())[:200]  # an HTML error page is many lines
 
 
 def _json_object(response: httpx.Response, url: str) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def forget(
                 path, params["idle_days"] = "/sessions", str(idle_days)
             response = http.delete(path, params=params)
             if response.status_code != 202:
-                err_console.print(f"[red]{_error(response)}")
+                print_error(server_refused(url, response.status_code, _error(response)))
                 raise typer.Exit(1)
             result = _json_object(response, url)
             what = (
@@ -103,5 +103,5 @@ def forget(
                 time.sleep(0.25)
             console.print("graph updated")
     except httpx.HTTPError as exc:
-        err_console.print(f"[red]cannot reach {url}: {exc}")
+        print_error(server_unreachable(url, exc))
         raise typer.Exit(2) from None

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from convograph.cli.app import app, console, err_console
+from convograph.cli.app import app, console, print_error
+from convograph.cli.errors import server_refused, server_unreachable
 from convograph.intelligence.tools import HttpBackend, ToolError, graph_query
 
 __all__ = ["parse_params", "query", "render_table"]
@@ -80,7 +81,7 @@ def query(
             try:
                 engine = connect_engine(graph_url)
             except (EngineUnavailable, ValueError) as exc:
-                err_console.print(f"[red]cannot reach {graph_url}: {exc}")
+                print_error(f"cannot reach {graph_url}: {exc}")
                 raise typer.Exit(2) from None
             try:
                 found = run_cypher(
@@ -91,7 +92,7 @@ def query(
                     workspace,
                 )
             except (QueryError, AccessDenied) as exc:
-                err_console.print(f"[red]{exc.code}: {exc.message}")
+                print_error(f"query refused: {exc.message}")
                 raise typer.Exit(1) from None
             finally:
                 engine.close()
@@ -103,8 +104,14 @@ def query(
             finally:
                 backend.close()
     except ToolError as exc:
-        err_console.print(f"[red]{exc.code}: {exc.message}")
-        raise typer.Exit(2 if exc.code in ("connection_error", "timeout") else 1) from None
+        unreachable = exc.code in ("connection_error", "timeout")
+        message = (
+            server_unreachable(url, exc.message)
+            if unreachable
+            else server_refused(url, exc.status, exc.message)
+        )
+        print_error(message)
+        raise typer.Exit(2 if unreachable else 1) from None
     if as_json:
         console.print_json(json.dumps(result, ensure_ascii=False))
         return

@@ -40,16 +40,16 @@ def _check_settings(config: ServerConfig, log_level: str) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [default: 8321].")] = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind \\[default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port \\[default: 8321].")] = None,
     data_dir: Annotated[
-        Path | None, typer.Option(help="Where embedded stores live [default: ./.convograph].")
+        Path | None, typer.Option(help="Where embedded stores live \\[default: ./.convograph].")
     ] = None,
     database_url: Annotated[
         str | None, typer.Option(help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…")
     ] = None,
     graph_url: Annotated[
-        str | None, typer.Option(help="FalkorDB server, falkordb://host:port [default: embedded].")
+        str | None, typer.Option(help="FalkorDB server, falkordb://host:port \\[default: embedded].")
     ] = None,
     api_key_file: Annotated[
         Path | None, typer.Option(help="JSON key file (see `convograph keys create`).")

@@ -74,9 +74,11 @@ async def play_script(
     wait_for_relays: bool = True,
     relay_poll: float = 0.5,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_relay: Callable[[str, str], None] | None = None,
 ) -> PlayResult:
     """Post ``script`` into the server behind ``client`` (its ``base_url``). ``speed=None`` is fast
-    mode. Returns once the script (and every decided relay continuation) has been played."""
+    mode. Returns once the script (and every decided relay continuation) has been played.
+    ``on_relay(conversation_id, relay_id)`` is called when the player starts waiting on a relay."""
     cid = script.conversation_id
     posted = duplicates = 0
     batch: list[dict[str, Any]] = []
@@ -90,6 +92,8 @@ async def play_script(
             posted, duplicates, batch = posted + accepted, duplicates + dup, []
             if not wait_for_relays:
                 return PlayResult(cid, posted, duplicates, step.relay_id)
+            if on_relay is not None:
+                on_relay(cid, step.relay_id)
             approved = await _decision(client, cid, step.relay_id, relay_poll)
             steps, index = (step.approved if approved else step.denied), 0
             continue
@@ -127,6 +131,7 @@ async def play_all(
     stagger: float = 1.5,
     headers: dict[str, str] | None = None,
     envelopes: Sequence[dict[str, Any]] = (),
+    on_relay: Callable[[str, str], None] | None = None,
 ) -> list[PlayResult]:
     """Play every script concurrently, each starting ``stagger`` seconds (at speed 1) after the
     previous one, so the conversation list fills up the way a busy server's would. ``envelopes``
@@ -138,6 +143,8 @@ async def play_all(
         async def delayed(n: int, script: Script) -> PlayResult:
             if speed is not None and n:
                 await asyncio.sleep(n * stagger / speed)
-            return await play_script(client, script, speed=speed, wait_for_relays=wait_for_relays)
+            return await play_script(
+                client, script, speed=speed, wait_for_relays=wait_for_relays, on_relay=on_relay
+            )
 
         return list(await asyncio.gather(*(delayed(n, s) for n, s in enumerate(scripts))))

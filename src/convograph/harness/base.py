@@ -6,9 +6,13 @@ Seed 003 and upstream (specs §1, §6.5-6.7) define the producers:
 - A **provider** makes one model call. ``invoke(request)`` is an async iterator of convograph
   events for that call: ``text`` / ``reasoning`` chunks (one ``id`` per block, stable across its
   chunks), raw ``tool_call`` events after the stream ends, one ``usage``, and ``error`` on failure.
-  Every event of one call carries the call's own fresh ``runId`` and ``parentId =
-  request.parent_id`` (the agent's run id). A provider never raises for an API failure: it yields
-  ``error`` and returns; it never stops without saying why.
+  Every event carries ``parentId = request.parent_id`` (the agent's run id) and the ``runId`` of
+  its attempt: each HTTP attempt is a fresh run, so a call without retries is one run, and a
+  retried call is one run per attempt, each failed one ending with its ``error``. A provider never
+  raises for an API failure: it yields ``error`` and returns; it never stops without saying why.
+  **The call failed if and only if its last event is an** ``error``; earlier ``error`` events
+  are attempts that were retried. Providers emit no ``harness_start`` / ``harness_end``
+  (docs/harness.md).
 - The **agent harness** runs the tool loop on a provider; the **REPL harness** runs the
   recursive-LM loop. Both read their history from, and write their events to, a `ConversationPort`.
 
@@ -67,8 +71,12 @@ class Provider(Protocol):
         ...
 
     def invoke(self, request: ModelRequest) -> AsyncIterator[Event]:
-        """The events of one model call (module docstring). Cancelling the iteration ends the call;
-        the provider yields nothing more after it."""
+        """The events of one model call (module docstring).
+
+        Cancelling the task that iterates ends the call with one ``error`` event ("cancelled ...")
+        returned by the interrupted pull; the next pull (or ``aclose()``) re-raises
+        `asyncio.CancelledError`. The providers in `convograph.harness.providers` return a
+        `ProviderCall`, whose ``aclose()`` on an unfinished call returns that ``error`` event."""
         ...
 
 

@@ -160,9 +160,9 @@ class HttpBackend:
         try:
             response = self._client.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
-            raise ToolError("timeout", f"request timed out: {exc}") from None
+            raise ToolError("timeout", f"{self._client.base_url} did not answer in time: {exc}") from None
         except httpx.TransportError as exc:
-            raise ToolError("connection_error", f"cannot reach the server: {exc}") from None
+            raise ToolError("connection_error", f"cannot reach {self._client.base_url}: {exc}") from None
         if response.status_code >= 400:
             message = f"HTTP {response.status_code} from {response.request.url}: {_excerpt(response.text)}"
             try:

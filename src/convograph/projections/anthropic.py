@@ -4,12 +4,14 @@ Shapes (``anthropic.types.MessageParam``): assistant content blocks ``thinking``
 ``signature``) or ``redacted_thinking`` (its ``data``, as the provider sent it), ``text``, then
 ``tool_use`` (always last in their message); the next user message
 starts with the matching ``tool_result`` blocks (``is_error`` for a denial or a placeholder),
-followed by any user text. Consecutive messages of one role are merged, so roles alternate.
+followed by any user text. Consecutive messages of one role are merged, so roles alternate. An
+assistant message's text streams are one ``text`` block, paragraphs apart (`PARAGRAPH_BREAK`).
 
-Rules the API enforces that this adapter keeps: every ``tool_use`` has a ``tool_result`` in the
-very next message and vice versa; ``tool_use.id`` matches ``^[a-zA-Z0-9_-]+$`` (other ids get a
+Rules the API enforces that this adapter keeps: the first message is a user message (the
+history opens with one: `convograph.projections.history`); every ``tool_use`` has a
+``tool_result`` in the very next message and vice versa; ``tool_use.id`` matches ``^[a-zA-Z0-9_-]+$`` (other ids get a
 stable stand-in from `safe_tool_id`); ``tool_use.input`` is an object (a non-object input is
-wrapped as ``{"input": value}``); no empty text blocks or empty messages. Thinking without a
+wrapped as ``{"input": value}``); no empty text blocks, tool results or messages. Thinking without a
 signature cannot be sent back (the API verifies signatures), so it is left out.
 """
 
@@ -19,6 +21,8 @@ from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
+    PARAGRAPH_BREAK,
     AssistantTurn,
     History,
     ThinkingBlock,
@@ -90,7 +94,11 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
                     blocks.append({"type": "redacted_thinking", "data": block.redacted_data})
                 elif block.signature:
                     blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature})
-            elif block.text:  # a TextBlock
+            elif not block.text:  # a TextBlock
+                continue
+            elif blocks and blocks[-1]["type"] == "text":  # (unsigned thinking left out between)
+                blocks[-1] = {"type": "text", "text": blocks[-1]["text"] + PARAGRAPH_BREAK + block.text}
+            else:
                 blocks.append({"type": "text", "text": block.text})
         calls = turn.calls
         results: list[dict[str, Any]] = []
@@ -111,7 +119,7 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": call_id,
-                "content": (output if isinstance(output, str) else encode(output)) or "(empty)",
+                "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
             }
             # `call.missing or call.denied`, inline
             if call.missing or (

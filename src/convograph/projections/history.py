@@ -11,7 +11,18 @@ Repair, always at projection time (the log is never rewritten):
 - a tool result without a call is dropped, unless a relay asked permission for that call id: then
   the call is rebuilt from the relay (name and params) so the denial reaches the model, as it does
   in the harness's own history (spec §9 #3);
-- text or reasoning after tool calls starts a new assistant turn; results follow their turn.
+- text or reasoning after tool calls starts a new assistant turn; results follow their turn;
+- distinct text streams (text nodes of different ids, which the thread merges into one view, or
+  consecutive text views) are paragraphs: joined with `PARAGRAPH_BREAK`, never run together;
+- a REPL turn (a `ReplContent` view: hypergraph, ``ViewOptions(repl_cells=True)``) is the
+  assistant's code, as a fenced ```python block after the turn's text (unless that text already
+  holds the code, as a model's own fenced block does), and its output as the next user message
+  (`repl_feedback`), which is what the REPL harness feeds back (upstream's RLM pushes the
+  feedback as a user message, spec §6.7);
+- a history that does not open with a user turn gets `OPENING_USER_TEXT` as its first user turn
+  (the Messages API requires a user message first; the same for every format), and a user
+  message with no content (``""``, or only empty text parts) reads `EMPTY_USER_TEXT`: no API
+  takes an empty message, and dropping it would merge the assistant turns around it.
 
 Reasoning is kept as `ThinkingBlock` (with its signature when the provider sent one, or the
 opaque payload of a redacted block); errors,
@@ -32,9 +43,10 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET
 
-from convograph.events.types import ContentPart
+from convograph.events.types import ContentPart, TextPart
 from convograph.projections.view import (
     ReasoningContent,
+    ReplContent,
     TextContent,
     ToolCallContent,
     UserContent,
@@ -42,7 +54,14 @@ from convograph.projections.view import (
 )
 
 __all__ = [
+    "EMPTY_RESULT_TEXT",
+    "EMPTY_USER_TEXT",
+    "OPENING_USER_TEXT",
+    "PARAGRAPH_BREAK",
     "PLACEHOLDER_OUTPUT",
+    "REPL_FENCE_LANGUAGE",
+    "REPL_NO_OUTPUT",
+    "REPL_PENDING_OUTPUT",
     "SUMMARY_RUN_PREFIX",
     "AssistantTurn",
     "History",
@@ -52,7 +71,9 @@ __all__ = [
     "UserTurn",
     "build_history",
     "compact_json_encoder",
+    "fenced_code",
     "is_anthropic_tool_id",
+    "repl_feedback",
     "safe_tool_id",
     "serialize_output",
     "stand_in_tool_id",
@@ -64,6 +85,29 @@ SUMMARY_RUN_PREFIX: Final = "summary:"
 PLACEHOLDER_OUTPUT: Final = "Tool result unavailable."
 """Result given to a call that has none: neutral, so the model neither retries blindly nor assumes
 the user interrupted it."""
+
+OPENING_USER_TEXT: Final = "User message unavailable."
+"""The user turn put first when a history opens with assistant output (a run started without a
+recorded user message, a REPL run's workload): synthesised at projection time, never logged."""
+
+EMPTY_USER_TEXT: Final = "(empty message)"
+"""Stands for a user message with no content."""
+
+EMPTY_RESULT_TEXT: Final = "(empty)"
+"""Stands for a tool result whose text is empty (the APIs take no empty tool content)."""
+
+PARAGRAPH_BREAK: Final = "\n\n"
+"""Between two text streams of one assistant message (a blank line: a paragraph break)."""
+
+REPL_FENCE_LANGUAGE: Final = "python"
+"""The info string of a REPL turn's code fence: the REPL harness runs Python and the model writes
+its code in a ```python block (``repl_input`` events name no language)."""
+
+REPL_NO_OUTPUT: Final = "(no output)"
+"""The feedback of a REPL turn that printed nothing and raised nothing (upstream's words)."""
+
+REPL_PENDING_OUTPUT: Final = "REPL output unavailable."
+"""Ends the feedback of a REPL turn with no ``repl_output`` yet (running, or interrupted)."""
 
 
 # The history types are msgspec Structs untracked by the cyclic GC (``gc=False``): a history is an
@@ -107,8 +151,9 @@ class AssistantTurn(msgspec.Struct, gc=False):
 
     @property
     def text(self) -> str | None:
+        """The text blocks as one string, paragraphs apart (formats with one string per message)."""
         texts = [block.text for block in self.blocks if isinstance(block, TextBlock)]
-        return "".join(texts) if texts else None
+        return PARAGRAPH_BREAK.join(texts) if texts else None
 
 
 class UserTurn(msgspec.Struct, gc=False):
@@ -120,19 +165,34 @@ History = list[UserTurn | AssistantTurn]
 Format = Literal["openai", "anthropic", "gateway"]
 
 
-def build_history(views: list[ViewNode], *, include_call: Any = None) -> History:
+def build_history(
+    views: list[ViewNode],
+    *,
+    include_call: Any = None,
+    text_parts: Callable[[ViewNode], list[str] | None] | None = None,
+) -> History:
     """The neutral history of a top-level thread.
 
     ``include_call(call_id) -> bool`` decides whether a tool_call view known only from its result
     is a real call (denied, with a relay) or an orphan to drop; ``None`` keeps every call.
+    ``text_parts(view)``: the texts of the nodes merged into a text view
+    (`ThreadBuilder.text_parts`), kept apart as paragraphs; ``None``: each view one paragraph.
+    An assistant turn's consecutive paragraphs make one `TextBlock`.
     """
     history: History = []
     blocks: list[TextBlock | ThinkingBlock] = []
+    paragraphs: list[str] = []  # the open turn's text since its last thinking block
     calls: list[ToolExchange] = []
-    is_open = False  # a turn is open (its blocks and calls are collected in the two lists)
+    is_open = False  # a turn is open (its blocks and calls are collected in the lists)
+
+    def flush_text() -> None:
+        if paragraphs:
+            blocks.append(TextBlock(PARAGRAPH_BREAK.join(paragraphs)))
+            paragraphs.clear()
 
     def close() -> None:
         nonlocal blocks, calls, is_open
+        flush_text()
         if is_open and (blocks or calls):
             history.append(AssistantTurn(tuple(blocks), tuple(calls)))
             blocks = []
@@ -157,24 +217,76 @@ def build_history(views: list[ViewNode], *, include_call: Any = None) -> History
         elif kind is TextContent:
             if view.run_id.startswith(SUMMARY_RUN_PREFIX):
                 close()  # a summary stands alone: it replaces whole turns
-                history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
+                if content.text:  # type: ignore[union-attr]
+                    history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
                 continue
             if is_open and calls:
                 close()
             is_open = True
-            if content.text:  # type: ignore[union-attr]
-                blocks.append(TextBlock(content.text))  # type: ignore[union-attr]
+            parts = text_parts(view) if text_parts is not None else None
+            if parts is not None:
+                paragraphs.extend(part for part in parts if part)
+            elif content.text:  # type: ignore[union-attr]
+                paragraphs.append(content.text)  # type: ignore[union-attr]
         elif kind is ReasoningContent:
             if is_open and calls:
                 close()
             is_open = True
+            flush_text()
             blocks.append(ThinkingBlock(content.text, content.signature, content.redacted_data))  # type: ignore[union-attr]
         elif kind is UserContent:
             close()
-            history.append(UserTurn(content=content.content))  # type: ignore[union-attr]
+            history.append(UserTurn(_user_content(content.content)))  # type: ignore[union-attr]
+        elif kind is ReplContent:
+            if is_open and calls:
+                close()
+            is_open = True
+            code = content.code  # type: ignore[union-attr]
+            written = any(code in text for text in paragraphs) or any(
+                type(block) is TextBlock and code in block.text for block in blocks
+            )
+            if code and not written:  # (a model's own fenced block already shows it)
+                paragraphs.append(fenced_code(code))
+            close()
+            history.append(UserTurn(repl_feedback(content)))  # type: ignore[arg-type]
         # error, relay, pending: not model context
     close()
+    if history and type(history[0]) is not UserTurn:
+        history.insert(0, UserTurn(OPENING_USER_TEXT))
     return history
+
+
+def fenced_code(code: str, language: str = REPL_FENCE_LANGUAGE) -> str:
+    """``code`` as a Markdown fenced block, the fence longer than any backtick run inside."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code.rstrip(chr(10))}\n{fence}"
+
+
+def repl_feedback(content: ReplContent) -> str:
+    """What a REPL turn gives back to the model, as upstream's RLM harness words it (spec §6.7):
+    ``stdout:\n<stdout>`` and ``error: <message>`` lines, or `REPL_NO_OUTPUT`; a truncated stdout
+    says so. Without a ``repl_output`` yet, the stdout streamed so far, then `REPL_PENDING_OUTPUT`.
+    """
+    result = content.result
+    stdout = (content.stdout if result is None else result.stdout).rstrip("\n")
+    lines = [f"stdout:\n{stdout}"] if stdout else []
+    if result is None:
+        lines.append(REPL_PENDING_OUTPUT)
+        return "\n".join(lines)
+    if result.truncated:
+        lines.append("(stdout truncated)")
+    if result.error:
+        lines.append(f"error: {result.error}")
+    return "\n".join(lines) if lines else REPL_NO_OUTPUT
+
+
+def _user_content(content: str | list[ContentPart]) -> str | list[ContentPart]:
+    """``content`` without empty text parts; `EMPTY_USER_TEXT` when nothing is left."""
+    if isinstance(content, str):
+        return content or EMPTY_USER_TEXT
+    parts = [part for part in content if not (isinstance(part, TextPart) and not part.text)]
+    return parts or EMPTY_USER_TEXT
 
 
 COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)

@@ -35,7 +35,7 @@ from convograph.events.types import (
 from convograph.graph.model import Graph, create_graph
 from convograph.graph.reducer import STREAM_RUN_ID, reduce_event
 from convograph.projections.dag import DAGLayout, project_graph_dag
-from convograph.projections.messages import render_views
+from convograph.projections.messages import project_messages, render_views
 from convograph.projections.progress import ProgressRegistry
 from convograph.projections.thread import ThreadBuilder, build_thread, copy_views
 from convograph.projections.view import ViewNode, ViewOptions
@@ -191,7 +191,7 @@ class ConversationProjector:
         self._registry = registry
         self._repl_cells = repl_cells
         """The conversation's own view options plus ``ViewOptions.repl_cells`` (REPL turns as
-        views; `messages` then leaves them out, as it does errors and relays)."""
+        views; `messages` renders them as code and feedback, as `project_messages` does)."""
         self._repl: Any = None
         """The `ReplProjector` behind `repl`, once asked."""
         self.rebuilds = 0
@@ -229,7 +229,12 @@ class ConversationProjector:
         return copy_views(self._builder.views)
 
     def messages(self, format: str = "openai") -> list[dict[str, Any]]:
-        return render_views(self._builder, format)
+        """The current request history (see `project_messages`): from the live views, O(views),
+        unless REPL turns were shown and this projector's views have no cells for them; then
+        one-shot, O(N)."""
+        if self._repl_cells or not self._feeder.saw_repl:
+            return render_views(self._builder, format)
+        return project_messages(self._conversation, format=format)
 
     def to_jsonable(self) -> Any:
         from convograph.jsonable import to_jsonable

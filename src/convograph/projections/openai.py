@@ -9,6 +9,7 @@ Shapes (``openai.types.chat.ChatCompletionMessageParam``):
   only when there are calls, ``content`` ``None`` only then;
 - tool: ``{"role": "tool", "tool_call_id", "content": str}``, right after its assistant message.
 
+An assistant message's text streams are one string, paragraphs apart (`PARAGRAPH_BREAK`).
 Reasoning has no place in a Chat Completions request and is left out. Tool call ids longer than the
 API's 40 characters are replaced by a stable stand-in (`safe_tool_id`), call and result alike.
 """
@@ -19,6 +20,8 @@ from typing import Any
 
 from convograph.events.types import ContentPart, DocumentPart, ImagePart, TextPart
 from convograph.projections.history import (
+    EMPTY_RESULT_TEXT,
+    PARAGRAPH_BREAK,
     AssistantTurn,
     History,
     TextBlock,
@@ -58,7 +61,7 @@ def render_openai(history: History) -> list[dict[str, Any]]:
             )
             continue
         texts = [block.text for block in turn.blocks if type(block) is TextBlock]  # `turn.text`
-        text = "".join(texts) if texts else None
+        text = PARAGRAPH_BREAK.join(texts) if texts else None
         calls = turn.calls
         if not calls:
             if text is not None:  # else reasoning only
@@ -86,7 +89,7 @@ def render_openai(history: History) -> list[dict[str, Any]]:
                 {
                     "role": "tool",
                     "tool_call_id": call_id,
-                    "content": output if isinstance(output, str) else encode(output),
+                    "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
                 }
             )
         append({"role": "assistant", "content": text, "tool_calls": tool_calls})

@@ -162,6 +162,9 @@ class ConversationFeeder:
         """The conversation ``_statuses`` was computed for (a run's status is fixed per version)."""
         self.orphans: set[str] = set()
         """Threads shown at the top because their parent had not arrived (re-placed on arrival)."""
+        self.saw_repl = False
+        """A ``repl_*`` chunk was fed (placed as a REPL cell only with ``ViewOptions.repl_cells``):
+        a request history must then be built with the cells (`ConversationProjector.messages`)."""
         self.link_runs = True
         """Tell the builder which run spawned which (`ThreadBuilder.link_run`): it re-stamps the
         views of lifecycle-less child runs when a status changes. A one-shot build over one version
@@ -353,8 +356,10 @@ class ConversationFeeder:
                 tool=event.tool,
                 params=event.params,
             )
-        if kind.startswith("repl_") and self.builder.options.repl_cells:
-            return self._repl_node(event, kind, run)
+        if kind.startswith("repl_"):
+            self.saw_repl = True
+            if self.builder.options.repl_cells:
+                return self._repl_node(event, kind, run)
         return None  # repl_* (unless ``repl_cells``) and anything else: structural, no node
 
     def _repl_node(self, event: Any, kind: str, run: str) -> Node | None:

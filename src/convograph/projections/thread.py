@@ -244,6 +244,8 @@ class ThreadBuilder:
         self._members: dict[int, list[str]] = {}
         self._texts: dict[str, str] = {}
         self._pieces: dict[int, tuple[TextContent | ReasoningContent, list[str]]] = {}
+        self._joined: dict[int, list[str]] = {}
+        """The pieces `_join_pieces` joined, by view (`text_parts`)."""
         self._signatures: dict[str, str | None] = {}
         self.needs_rebuild = False
         """Set by `update` when a change cannot be patched in place (a reasoning node signed after
@@ -299,6 +301,22 @@ class ThreadBuilder:
         result came before or without its call), so that every call is real (`build_history`'s
         ``include_call``)."""
         return self.call_is_real if self._calls_from_results else None
+
+    def text_parts(self) -> Callable[[ViewNode], list[str] | None]:
+        """``parts(view)``: the texts of the nodes merged into a text or reasoning ``view``, in
+        order (``None``: one node), so a request history can keep distinct text streams apart
+        (`build_history`). O(merged views) to take; O(parts) per merged view asked."""
+        if self.track_changes:
+            members, texts = self._members, self._texts
+
+            def merged(view: ViewNode) -> list[str] | None:
+                ids = members.get(id(view))
+                return [texts[i] for i in ids] if ids is not None and len(ids) > 1 else None
+
+            return merged
+        if self._pieces:
+            self._join_pieces()
+        return lambda view: self._joined.get(id(view))
 
     # -- runs and status -----------------------------------------------------------------------------
 
@@ -1323,6 +1341,7 @@ class ThreadBuilder:
     def _join_pieces(self) -> None:
         for content, pieces in self._pieces.values():
             content.text = "".join(pieces)
+        self._joined.update((key, entry[1]) for key, entry in self._pieces.items())
         self._pieces.clear()
 
     def _update_text(self, node: TextNode | ReasoningNode) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -26,12 +27,14 @@ from litestar.routes import HTTPRoute
 from convograph import __version__
 from convograph.integrations.otlp.http import export_traces, open_receiver
 from convograph.server.auth import KeyRing, Scope
+from convograph.server.banner import startup_banner
 from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
@@ -112,6 +115,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ConversationController,
         BranchController,
         live_conversation_list,
+        search_conversations,
         export_traces,
         healthz,
         metrics,
@@ -187,9 +191,18 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
     import uvicorn
 
     asyncio.run(check_backends(config))
+    keys = KeyRing.load(config.api_key_file)
     gc.set_threshold(SERVE_GC_THRESHOLDS[0], SERVE_GC_THRESHOLDS[1], SERVE_GC_THRESHOLDS[2])
 
     class GracefulServer(uvicorn.Server):
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers and self.servers[0].sockets:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                shown = config.host if config.host not in ("0.0.0.0", "::") else host
+                base_url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
+                print(startup_banner(config, base_url, key_count=len(keys)), file=sys.stderr, flush=True)
+
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
             state = app.state.get("convograph")
             if isinstance(state, ServerState):

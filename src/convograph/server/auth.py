@@ -96,6 +96,9 @@ class KeyRing:
         """False in local mode (no keys configured)."""
         return bool(self._by_hash)
 
+    def __len__(self) -> int:
+        return len(self._by_hash)
+
     @classmethod
     def load(cls, path: Path | None) -> KeyRing:
         """Read a key file; a missing path means local mode. Raises ValueError naming the problem."""

@@ -12,6 +12,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from convograph.server.auth import LOCAL_PRINCIPAL, KeyRing, Principal, Scope
 from convograph.server.config import ServerConfig
+from convograph.server.digests import DigestIndex
 from convograph.server.errors import ApiError
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.live import HubRegistry, LiveConversations, LiveState
@@ -42,7 +43,8 @@ class ServerState:
         self.metrics = Metrics()
         self.hubs = HubRegistry(log, buffer_size=config.sse_client_buffer)
         self.conversations = LiveConversations(log, capacity=config.conversation_cache_size)
-        self.conversation_list = ConversationListFeed(log)
+        self.digests = DigestIndex(log)
+        self.conversation_list = ConversationListFeed(log, digests=self.digests)
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
         self.retention: asyncio.Task[None] | None = None
@@ -51,6 +53,7 @@ class ServerState:
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
+        self.metrics.gauges["convograph_conversation_digests"] = lambda: len(self.digests)
 
     def appended(self, conversation_id: str, result: AppendResult) -> None:
         """Bring the caches and the live conversation list up to date after an append here."""

@@ -6,6 +6,11 @@ changes (event count, last activity, status) and a ``deleted`` frame when one is
 is state-based, not event-based: a reconnecting client simply gets a fresh snapshot, so there is no
 cursor to resume from and nothing can be missed.
 
+A row is a `ConversationInfo` plus, with a `DigestIndex`, its digest (``title``, ``tools``,
+``agents``, ``errors``: `convograph.server.digests`). A snapshot waits for the digests it lacks
+for at most ``digest_budget_seconds`` (the first snapshot after a start folds every conversation
+once); rows whose digest comes later go out again as ``conversation`` frames when it is done.
+
 Where changes come from:
 
 - appends made by this process (`mark`): the changed rows are re-read with one
@@ -27,10 +32,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import msgspec
 
 from convograph.jsonable import to_jsonable
+from convograph.server.digests import DigestIndex
 from convograph.server.live import Wakeable
 from convograph.server.sse import HEARTBEAT_FRAME
 from convograph.store import ConversationInfo, EventLog
@@ -71,12 +78,23 @@ class ListListener(Wakeable):
 class ConversationListFeed:
     """Pushes conversation summary rows to subscribers (see the module docstring)."""
 
-    def __init__(self, log: EventLog, *, refresh_seconds: float = 5.0, coalesce_seconds: float = 0.1) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        digests: DigestIndex | None = None,
+        refresh_seconds: float = 5.0,
+        coalesce_seconds: float = 0.1,
+        digest_budget_seconds: float = 0.5,
+    ) -> None:
         self._log = log
+        self._digests = digests
         self._refresh = refresh_seconds
         self._coalesce = coalesce_seconds
+        self._digest_budget = digest_budget_seconds
+        self._digesting: set[asyncio.Task[None]] = set()
         self._listeners: set[ListListener] = set()
-        self._sent: dict[str, ConversationInfo] = {}
+        self._sent: dict[str, dict[str, Any]] = {}
         """Rows as last sent (or snapshotted); valid only while someone listens."""
         self._dirty: set[str] = set()
         self._kick = asyncio.Event()
@@ -95,6 +113,8 @@ class ConversationListFeed:
 
     def deleted(self, conversation_id: str) -> None:
         """``conversation_id`` was deleted by this process."""
+        if self._digests is not None:
+            self._digests.forget(conversation_id)
         if self._listeners:
             self._sent.pop(conversation_id, None)
             self._dirty.discard(conversation_id)
@@ -110,11 +130,12 @@ class ConversationListFeed:
         self._listeners.add(listener)  # before reading the list: no change can fall in between
         try:
             rows = await self._log.list_conversations()
-            if first:
-                self._sent = {info.id: info for info in rows}
-            self._ensure_running()
             visible = [info for info in rows if can_see(info.id)]
-            yield _frame("snapshot", {"conversations": to_jsonable(visible)})
+            await self._digest(visible)
+            if first:
+                self._sent = {info.id: self._row(info) for info in rows}
+            self._ensure_running()
+            yield _frame("snapshot", {"conversations": [self._row(info) for info in visible]})
             while not self.closed.is_set():
                 if listener.pending:
                     yield listener.take()
@@ -144,6 +165,8 @@ class ConversationListFeed:
                     for conversation_id in dirty:
                         info = await self._log.get_conversation(conversation_id)
                         if info is not None:
+                            if self._digests is not None:
+                                await self._digests.catch_up(info.id, info.last_seq)
                             self._publish(info)
                 if loop.time() >= next_reconcile:  # also while this server's own appends keep coming
                     next_reconcile = loop.time() + self._refresh
@@ -155,16 +178,55 @@ class ConversationListFeed:
     async def _reconcile(self) -> None:
         """Diff the whole list against what was sent: catches other processes' appends."""
         rows = {info.id: info for info in await self._log.list_conversations()}
+        if self._digests is not None:
+            await self._digests.catch_up_all(list(rows.values()))
         for info in rows.values():
             self._publish(info)
         for conversation_id in [cid for cid in self._sent if cid not in rows]:
             self.deleted(conversation_id)
 
-    def _publish(self, info: ConversationInfo) -> None:
-        if self._sent.get(info.id) == info:
+    def _row(self, info: ConversationInfo) -> dict[str, Any]:
+        """The row sent for ``info``: the summary, plus its digest when there is one."""
+        row: dict[str, Any] = to_jsonable(info)
+        digest = self._digests.get(info.id) if self._digests is not None else None
+        if digest is not None:
+            row.update(digest.row_fields())
+        return row
+
+    async def _digest(self, rows: list[ConversationInfo]) -> None:
+        """Catch the digests of ``rows`` up, waiting at most the budget; the rest continue in the
+        background, and each row finished after the wait is marked, so it goes out again."""
+        if self._digests is None:
             return
-        self._sent[info.id] = info
-        frame = _frame("conversation", to_jsonable(info))
+        stale = [info for info in rows if not self._digests.current(info)]
+        if not stale:
+            return
+        late = asyncio.Event()
+        task = asyncio.create_task(self._catch_up(stale, late), name="convograph-list-digests")
+        self._digesting.add(task)
+        task.add_done_callback(self._digesting.discard)
+        await asyncio.wait({task}, timeout=self._digest_budget)
+        late.set()
+
+    async def _catch_up(self, rows: list[ConversationInfo], late: asyncio.Event) -> None:
+        assert self._digests is not None
+        for info in rows:
+            try:
+                await self._digests.catch_up(info.id, info.last_seq)
+            except Exception:  # the backend may be down: the rows go out without their digest
+                log.warning(
+                    "conversation list feed: reading %r for its digest failed", info.id, exc_info=True
+                )
+                return
+            if late.is_set():
+                self.mark(info.id)
+
+    def _publish(self, info: ConversationInfo) -> None:
+        row = self._row(info)
+        if self._sent.get(info.id) == row:
+            return
+        self._sent[info.id] = row
+        frame = _frame("conversation", row)
         for listener in tuple(self._listeners):
             listener.offer(info.id, frame)
 
@@ -173,8 +235,8 @@ class ConversationListFeed:
         self._kick.set()
         for listener in tuple(self._listeners):
             listener.wake()
-        task = self._task
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in (self._task, *self._digesting):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

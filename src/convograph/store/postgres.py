@@ -179,7 +179,10 @@ class PostgresEventLog:
                     conninfo, connect_timeout=max(1, round(connect_timeout))
                 )
             except psycopg.Error as exc:
-                raise BackendUnavailable("postgres", " ".join(str(exc).split())) from exc
+                message = " ".join(str(exc).split())
+                raise BackendUnavailable(
+                    "postgres", message + _missing_database_hint(conninfo, message)
+                ) from exc
             await probe.close()
         pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
             conninfo,
@@ -665,3 +668,17 @@ def _info(row: Sequence[Any]) -> ConversationInfo:
         last_activity=float(row[3]),
         status=RunTally(tuple(row[4]), row[5]).status,
     )
+
+
+def _missing_database_hint(conninfo: str, message: str) -> str:
+    """How to create the database when ``message`` says it does not exist, else ``""``."""
+    if "does not exist" not in message or 'database "' not in message:
+        return ""
+    params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    name = str(params.get("dbname", ""))
+    where = " ".join(
+        f"-{flag} {params[key]}"
+        for flag, key in (("h", "host"), ("p", "port"), ("U", "user"))
+        if key in params
+    )
+    return f". Create it first: createdb {where} {name}".replace("  ", " ")

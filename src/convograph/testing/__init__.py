@@ -1,7 +1,12 @@
-"""Public testing helpers: an in-memory event log as a test double, and small stream helpers.
+"""Public testing helpers: an in-memory event log as a test double, small stream helpers, and the
+scripted local model server.
 
 ``MemoryEventLog`` is a supported backend, so tests of code built on an `EventLog` can use it instead
 of a server; the same contract suite runs against it and every other backend.
+
+``ModelServer`` speaks the OpenAI Chat Completions, OpenAI Responses and Anthropic Messages wire
+formats over real HTTP, answering each request with the next scripted `Reply`
+(`convograph.testing.model_server`); ``check_request`` checks a request body as the API would.
 """
 
 from __future__ import annotations
@@ -12,8 +17,45 @@ from collections.abc import AsyncIterator
 from convograph.events import Event, HarnessEnd, HarnessStart, Text, ToolCall, ToolResult, User
 from convograph.store.base import StoredEvent
 from convograph.store.memory import MemoryEventLog
+from convograph.testing.model_script import (
+    Match,
+    RedactedThinking,
+    Reply,
+    Say,
+    Script,
+    ScriptError,
+    ScriptUsage,
+    Think,
+    ToolUse,
+    load_script,
+    parse_script,
+)
+from convograph.testing.model_server import ModelServer, RecordedRequest
+from convograph.testing.providers import ScriptedCall, ScriptedProvider, ScriptedTurn
+from convograph.testing.request_check import check_request
 
-__all__ = ["MemoryEventLog", "collect", "sample_run"]
+__all__ = [
+    "Match",
+    "MemoryEventLog",
+    "ModelServer",
+    "RecordedRequest",
+    "RedactedThinking",
+    "Reply",
+    "Say",
+    "Script",
+    "ScriptError",
+    "ScriptUsage",
+    "ScriptedCall",
+    "ScriptedProvider",
+    "ScriptedTurn",
+    "Think",
+    "ToolUse",
+    "check_request",
+    "collect",
+    "load_script",
+    "parse_script",
+    "sample_run",
+]
 
 
 async def collect(

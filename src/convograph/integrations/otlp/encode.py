@@ -46,6 +46,7 @@ from convograph.integrations.otlp.model import (
 )
 from convograph.projections import project_thread
 from convograph.projections.history import (
+    OPENING_USER_TEXT,
     AssistantTurn,
     TextBlock,
     ThinkingBlock,
@@ -66,8 +67,6 @@ from convograph.projections.view import (
 __all__ = ["conversation_spans", "to_otlp_json", "to_otlp_protobuf", "trace_id_for"]
 
 TICK_NS: Final = 1_000_000
-_OPENING_USER_TEXT: Final = "User message unavailable."
-"""What the projection puts first in a history that opens with assistant output (never said)."""
 SCOPE: Final = "convograph"
 _json = msgspec.json.Encoder()
 
@@ -223,7 +222,7 @@ class _Exporter:
         turn_index = 0
         for position, turn in enumerate(history):
             if isinstance(turn, UserTurn):
-                if position == 0 and turn.content == _OPENING_USER_TEXT:
+                if position == 0 and turn.content == OPENING_USER_TEXT:
                     continue  # put there by the projection, never said by anyone
                 messages.append(_user_message(turn))
                 continue

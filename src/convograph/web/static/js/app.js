@@ -57,32 +57,34 @@ document.getElementById("help-button").addEventListener("click", () => help.show
 
 function listPage() {
   document.title = "Conversations · convograph";
-  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by id", "aria-label": "Filter conversations by id" });
+  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by title or id", "aria-label": "Filter conversations by title or id" });
   const state = h("p", { class: "muted", role: "status", "aria-live": "polite" }, "Loading…");
   const body = h("tbody");
   const table = h(
     "table",
     { class: "table conversations", "aria-label": "Conversations" },
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num col-events" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
     body,
   );
-  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, table));
+  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, h("div", { class: "table-wrap" }, table)));
   let rows = [];
   const rowEls = new Map();
 
   function render() {
     const needle = filter.value.trim().toLowerCase();
-    const shown = rows.filter((r) => !needle || r.id.toLowerCase().includes(needle));
+    const shown = rows.filter((r) => !needle || r.id.toLowerCase().includes(needle) || (r.title ?? "").toLowerCase().includes(needle));
     const els = shown.map((r) => {
       let tr = rowEls.get(r.id);
       if (!tr) {
         tr = h("tr", { "data-id": r.id });
         rowEls.set(r.id, tr);
       }
+      // The title (the first user message, from the server's digest) when there is one, the id below.
+      const link = h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true, class: r.title ? "conv__title" : "conv__id", title: r.title || null }, r.title || r.id);
       tr.replaceChildren(
-        h("td", {}, h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true }, r.id)),
+        h("td", {}, link, r.title ? h("div", { class: "conv__id muted" }, r.id) : null),
         h("td", {}, h("span", { class: `status status--${r.status}` }, r.status)),
-        h("td", { class: "num" }, (r.eventCount ?? 0).toLocaleString()),
+        h("td", { class: "num col-events" }, (r.eventCount ?? 0).toLocaleString()),
         h("td", { title: new Date((r.lastActivity ?? 0) * 1000).toLocaleString() }, relativeTime(r.lastActivity)),
       );
       return tr;
@@ -272,6 +274,7 @@ function conversationPage(cid, tab) {
       steerProblem.hidden = !message;
       steerProblem.textContent = message ?? "";
     },
+    { agentActive: () => model.runSummary().streaming > 0 },
   );
   const throttle = (fn, { trailing = false } = {}) => {
     let timer = null;
@@ -331,6 +334,7 @@ function conversationPage(cid, tab) {
     threadRoot.replaceChildren();
     threadRoot._rendered = 0;
     thread = new ThreadView(threadRoot, modelFromThread(json, model, Level), viewOptions);
+    threadRoot.dataset.source = "server";
     thread.flush();
     for (const id of open) {
       const details = id && threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"] > .branches > details.branch`);
@@ -373,7 +377,10 @@ function conversationPage(cid, tab) {
     if (model.errors) {
       stats.append(
         h("div", { class: "stat" }, h("span", { class: "stat__label" }, "Errors"),
-          h("button", { type: "button", class: "btn btn--link stat__value error-text", title: "Show the next error (x)", onclick: focusNextError }, String(model.errors))),
+          h("button", {
+            type: "button", class: "btn btn--link stat__value error-text", title: "Show the next error (x)",
+            "aria-label": `${model.errors} error${model.errors === 1 ? "" : "s"}: show the next one`, onclick: focusNextError,
+          }, String(model.errors))),
       );
     }
     relayBanner.hidden = pending.length === 0;
@@ -449,6 +456,11 @@ function conversationPage(cid, tab) {
     if (model.dirtyMeta) {
       model.dirtyMeta = false;
       renderStats();
+      // An agent picked up the message we were waiting on: its own "working…" turn shows now.
+      if (steering.awaiting && model.runSummary().streaming > 0) {
+        steering.awaiting.remove();
+        steering.awaiting = null;
+      }
     }
     if (dag && !graphPanel.hidden) scheduleDag();
   }, 50);

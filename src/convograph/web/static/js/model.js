@@ -524,6 +524,20 @@ export class ConversationModel {
     return null;
   }
 
+  /** The run a branch of a view in run `ownerRunId` belongs to, given the run of the branch's
+   * first turn: that run's ancestor (or itself) whose parent is `ownerRunId`. A subagent's first
+   * turn usually comes from one of its model calls (a run of its own below the subagent's run), so
+   * the first turn's run is not the branch's. Falls back to `firstRunId` when the runs are not
+   * linked (unknown to this model). O(depth). */
+  branchRun(ownerRunId, firstRunId) {
+    const seen = new Set();
+    for (let run = this.runs.get(firstRunId); run && !seen.has(run.id); run = this.runs.get(run.parent)) {
+      seen.add(run.id);
+      if (run.parent === ownerRunId) return run.id;
+    }
+    return firstRunId;
+  }
+
   /** Usage summed over a run and every run below it (a subagent's total). */
   usageBelow(runId) {
     const total = { input: 0, output: 0, calls: 0 };

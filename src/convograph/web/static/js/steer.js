@@ -14,8 +14,9 @@ import { api, cidPath, h } from "./util.js";
 export class Steering {
   /** @param {string} cid  @param {() => void} onCommand called after a command was recorded
    *  @param {(message: string|null) => void} onProblem shows (or clears) a refusal */
-  constructor(cid, onCommand, onProblem) {
+  constructor(cid, onCommand, onProblem, { agentActive = () => false } = {}) {
     this.cid = cid;
+    this.agentActive = agentActive; // () => true while a run of the conversation is streaming
     this.onCommand = onCommand;
     this.onProblem = onProblem;
     this.available = null; // unknown until the first /path answer
@@ -23,6 +24,7 @@ export class Steering {
     this.unanchored = false; // a message of the path had no rendered turn at the last decorate
     this.busy = false;
     this.problem = null;
+    this.awaiting = null; // the "waiting for the agent's reply" placeholder, while shown
   }
 
   async refresh() {
@@ -39,26 +41,21 @@ export class Steering {
 
   /** Attach controls to the rendered views of `root`. Idempotent and O(DOM turns + path): one
    * pass indexes the rendered turns; a message whose controls are already in place (same anchor,
-   * same branch position) is left alone, so a refresh of a large path touches almost nothing. */
+   * same branch position) is left alone, so a refresh of a large path touches almost nothing.
+   * Placeholders ("waiting for the agent") stay in place while they say the same thing. */
   decorate(root) {
-    for (const loose of root.querySelectorAll(":scope > .steer-loose")) loose.remove();
+    const loose = new Map([...root.querySelectorAll(":scope > .steer-loose")].map((el) => [el.dataset.sig, el]));
     if (!this.available) {
-      for (const old of root.querySelectorAll(".steer")) old.remove();
+      for (const old of root.querySelectorAll(".steer, :scope > .steer-loose")) old.remove();
       return;
     }
     const byId = new Map();
     for (const el of root.querySelectorAll("article[data-id]")) byId.set(el.dataset.id, el);
     const keep = new Set();
+    const placeholders = [];
     this.unanchored = false;
     for (const message of this.path) {
-      let anchor = null;
-      for (const id of message.viewIds) {
-        const el = byId.get(id);
-        if (el && !el.hidden) {
-          anchor = el;
-          break;
-        }
-      }
+      const anchor = anchorOf(message, byId);
       const signature = `${message.id}|${message.role}|${message.index}/${message.siblings.length}|${this.busy}`;
       if (anchor) {
         const existing = anchor.querySelector(":scope > .steer");
@@ -70,7 +67,8 @@ export class Steering {
         const controls = this._controls(message);
         if (!controls) continue;
         controls.dataset.sig = signature;
-        anchor.querySelector(":scope > .turn__meta").after(controls);
+        // Below the message's text, where a reader who has just read it looks for what to do next.
+        anchor.querySelector(":scope > .switcher").before(controls);
         keep.add(controls);
       } else if (message.viewIds.length) {
         // Its turns are not rendered yet (rendering is coalesced; flush retries), or hidden by the
@@ -78,13 +76,30 @@ export class Steering {
         this.unanchored = true;
       } else {
         this.unanchored = true;
-        const controls = this._controls(message);
-        if (!controls) continue;
         // A regenerated turn with nothing in it yet: show where it is.
-        root.append(h("div", { class: "turn steer-loose", role: "status" }, h("p", { class: "muted" }, "New reply requested — waiting for the agent's next run."), controls));
-        keep.add(controls);
+        placeholders.push([`regenerated|${signature}`, () => this._controls(message), "New reply requested — waiting for the agent's next run."]);
       }
     }
+    // The path ends with your message (an edit, or a question not answered yet) and no agent is
+    // working: a reply is expected.
+    const last = this.path[this.path.length - 1];
+    if (last && last.role === "user" && !this.agentActive()) {
+      placeholders.push([`awaiting|${last.id}`, () => null, "Waiting for the agent's reply to your message."]);
+    }
+    const kept = new Set();
+    for (const [sig, controls, text] of placeholders) {
+      let el = loose.get(sig);
+      if (!el || el.nextElementSibling) {
+        if (el) el.remove();
+        el = h("div", { class: "turn steer-loose", role: "status", "data-sig": sig }, h("p", { class: "muted" }, text), controls());
+        root.append(el);
+      }
+      kept.add(el);
+      const inner = el.querySelector(".steer");
+      if (inner) keep.add(inner);
+    }
+    for (const el of loose.values()) if (!kept.has(el)) el.remove();
+    this.awaiting = [...kept].find((el) => el.dataset.sig.startsWith("awaiting|")) ?? null;
     for (const old of root.querySelectorAll(".steer")) if (!keep.has(old)) old.remove();
   }
 
@@ -161,6 +176,20 @@ export class Steering {
   }
 }
 
+/** Where a message's controls go: the first rendered, visible turn of a user message; for a reply,
+ * its answer (the last text turn), not the reasoning or tool calls before it. */
+function anchorOf(message, byId) {
+  const shown = [];
+  for (const id of message.viewIds) {
+    const el = byId.get(id);
+    if (el && !el.hidden) shown.push(el);
+  }
+  if (!shown.length) return null;
+  if (message.role !== "assistant") return shown[0];
+  for (let i = shown.length - 1; i >= 0; i--) if (shown[i].dataset.kind === "text") return shown[i];
+  return shown.find((el) => el.dataset.kind !== "reasoning") ?? shown[0];
+}
+
 /** Thread views from the server's /thread JSON, shaped like ConversationModel views (for the
  * renderer), reading run status, usage and relay decisions from the live client model.
  *
@@ -197,7 +226,8 @@ export function modelFromThread(json, live, Level) {
       }
       level.items.push(view);
       for (const branch of v.branches ?? []) {
-        const sub = new Level(view, branch[0] ? branch[0].runId : null);
+        // The branch's run is the subagent's, not its first turn's (often a model call's run).
+        const sub = new Level(view, branch[0] ? live.branchRun(v.runId, branch[0].runId) : null);
         sub.attached = true;
         view.branches.push(sub);
         build(branch, sub);

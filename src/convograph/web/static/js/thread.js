@@ -7,7 +7,7 @@
 // lazily the first time their <details> opens, so a 10k-node conversation with collapsed
 // subagents creates only the elements on screen.
 
-import { formatTokens, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
+import { announce, formatTokens, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
@@ -115,7 +115,8 @@ export class ThreadView {
 
   _build(view, el) {
     const parts = view.parts;
-    parts.status = h("span", { class: "status", role: "status" });
+    // Not a live region: a status per turn would make screen readers read every change.
+    parts.status = h("span", { class: "status" });
     const meta = h(
       "div",
       { class: "turn__meta" },
@@ -137,10 +138,10 @@ export class ThreadView {
         break;
       }
       case "pending":
-        el.append(h("div", { class: "pending", "aria-live": "polite" }, h("span", { class: "dots", "aria-hidden": "true" }), "working…"));
+        el.append(h("div", { class: "pending" }, h("span", { class: "dots", "aria-hidden": "true" }), "working…"));
         break;
       case "error":
-        parts.body = h("div", { class: "error__message", role: "alert" });
+        parts.body = h("div", { class: "error__message" });
         el.append(parts.body);
         break;
       case "tool_call":
@@ -202,8 +203,9 @@ export class ThreadView {
     parts.allow = h("button", { type: "button", class: "btn btn--allow", onclick: () => this._decide(view, true) }, "Allow");
     parts.deny = h("button", { type: "button", class: "btn btn--deny", onclick: () => this._decide(view, false) }, "Deny");
     parts.actions = h("div", { class: "relay__actions", role: "group", "aria-label": "Permission decision" }, parts.reason, parts.allow, parts.deny);
-    parts.outcome = h("div", { class: "relay__outcome", role: "status" });
-    parts.problem = h("div", { class: "relay__problem", role: "alert" });
+    parts.outcome = h("div", { class: "relay__outcome" });
+    // An alert only while it says something (an empty alert per relay is noise to screen readers).
+    parts.problem = h("div", { class: "relay__problem", hidden: true });
     el.append(h("div", { class: "relay" }, parts.title, parts.params, parts.actions, parts.outcome, parts.problem));
   }
 
@@ -226,14 +228,15 @@ export class ThreadView {
     const parts = view.parts;
     parts.allow.disabled = true;
     parts.deny.disabled = true;
-    parts.problem.textContent = "";
+    showProblem(parts.problem, "");
     parts.outcome.textContent = approved ? "Sending approval…" : "Sending denial…";
     try {
       await this.options.onRelay(view.id, approved, parts.reason.value.trim() || null);
       if (!view.decision) parts.outcome.textContent = "Decision recorded; waiting for the event…";
+      announce(`${approved ? "Allowed" : "Denied"} ${view.tool}.`);
     } catch (error) {
       parts.outcome.textContent = "";
-      parts.problem.textContent = `Could not record the decision: ${error.message}`;
+      showProblem(parts.problem, `Could not record the decision: ${error.message}`);
       if (!view.decision) {
         parts.allow.disabled = false;
         parts.deny.disabled = false;
@@ -314,7 +317,7 @@ export class ThreadView {
     view.el.dataset.decision = decision ? (decision.approved ? "allowed" : "denied") : "pending";
     if (decision) {
       parts.actions.hidden = true;
-      parts.problem.textContent = "";
+      showProblem(parts.problem, "");
       parts.outcome.className = `relay__outcome relay__outcome--${decision.approved ? "allowed" : "denied"}`;
       parts.outcome.textContent = `${decision.approved ? "Allowed" : "Denied"}${decision.reason ? ` — ${decision.reason}` : ""}`;
     } else {
@@ -428,7 +431,8 @@ export class ThreadView {
       h("span", { class: "branch__label" }, "Subagent"),
       h("span", { class: "branch__agent" }, agent),
       h("span", { class: `status status--${status}` }, STATUS_LABEL[status]),
-      h("span", { class: "branch__stats" }, `${steps} step${steps === 1 ? "" : "s"}${usage.calls ? ` · ${formatTokens(usage.input)} in / ${formatTokens(usage.output)} out` : ""}`),
+      h("span", { class: "branch__stats" }, `${steps} step${steps === 1 ? "" : "s"}`),
+      usage.calls ? h("span", { class: "branch__stats" }, `${formatTokens(usage.input)} in / ${formatTokens(usage.output)} out`) : null,
     );
   }
 
@@ -450,6 +454,14 @@ export class ThreadView {
   collapseAll() {
     for (const details of this.root.querySelectorAll("details.branch")) details.open = false;
   }
+}
+
+/** Show `message` in a relay's problem line as an alert, or hide the line when it is empty. */
+function showProblem(el, message) {
+  el.hidden = !message;
+  el.textContent = message;
+  if (message) el.setAttribute("role", "alert");
+  else el.removeAttribute("role");
 }
 
 function toolState(view) {

@@ -17,6 +17,17 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** Say `message` to screen-reader users through the page's one polite live region. */
+export function announce(message) {
+  const region = document.getElementById("announcer");
+  if (!region) return;
+  region.textContent = "";
+  // A fresh text node in a later task is announced even when the text repeats.
+  setTimeout(() => {
+    region.textContent = message;
+  }, 50);
+}
+
 export const MAX_PAYLOAD_CHARS = 20000;
 
 /** A payload as display text: strings as-is, anything else as indented JSON; long text is cut

@@ -1,0 +1,661 @@
+"""The shared base of the UI stream adapters: stored convograph events in, protocol chunks out.
+
+`UIEventStream.feed(stored)` folds one stored event into the state every UI protocol needs and
+calls no-op ``handle_*`` hooks that a protocol subclass (`convograph.integrations.ag_ui`,
+`convograph.integrations.ai_sdk`) overrides, as pydantic-ai's ``UIEventStream`` does. The base
+owns all shared state; a subclass only maps hooks to its chunks and encodes them.
+
+- **Turns** are the protocol's top unit (an AG-UI run, an AI SDK message). A top-level harness run
+  (``harness_start`` not spawned by a tool call) opens one; top-level runs starting while it is
+  open join it; it closes when its last top-level run ends. An event outside every open harness
+  run (a user message, a decision, a command, a late result, a producer without
+  ``harness_start``) opens a *loose* turn keyed by its run id, which closes when an event of
+  another key (or a harness run) needs a turn.
+- **Runs**: harness runs (top-level, or subagents: ``parentId`` names a tool call or a harness
+  run), their **steps** (runs without ``harness_start`` whose ``parentId`` names a harness run: one
+  provider call each), and loose runs.
+- **Parts**: each run has at most one open text / reasoning block; any other event of the run
+  closes it. Assistant messages follow the messages projection's turn rule
+  (`convograph.projections.history`): text after tool calls starts a new message, further text
+  of the same turn continues it.
+- **Tool calls**: started by ``tool_call``, or by the first ``relay`` or ``tool_result`` naming
+  them (a call known only from those is rebuilt from the relay's params, as the projections do);
+  each is answered once.
+- **Close-out**: ending a run closes its open part, step and subagents first (a subagent still
+  open then ends as interrupted); ending a turn closes what its runs left open, so a client never
+  shows a spinner forever.
+
+Invariant: the chunks of an event depend only on the events before it, so two streams fed the same
+events produce the same bytes. A server encodes a live event once for all its subscribers, and a
+subscriber that resumes rebuilds the state by feeding the earlier events and dropping their output.
+
+**Frame ids.** One event can give several chunks. Each chunk is one SSE message; the last one of an
+event carries ``id: <seq>``, the ones before it ``id: <seq>:<k>`` (``k`` counts from 0). A client
+that reconnects with ``Last-Event-ID: <seq>`` has every chunk of that event; with ``<seq>:<k>`` it
+has chunks ``0..k`` and gets the rest of that event, then the events after it: nothing repeated,
+nothing lost (`parse_resume`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgspec
+
+from convograph.events import (
+    Connected,
+    Edit,
+    Error,
+    Event,
+    HarnessEnd,
+    HarnessStart,
+    Reasoning,
+    Regenerate,
+    Relay,
+    RelayResolved,
+    ReplInput,
+    ReplOutput,
+    ReplProgress,
+    Summarize,
+    SwitchBranch,
+    Text,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    Usage,
+    User,
+)
+from convograph.store import StoredEvent
+
+__all__ = [
+    "Chunk",
+    "Outcome",
+    "Part",
+    "Run",
+    "ToolCallState",
+    "Turn",
+    "UIEventStream",
+    "UsageTotals",
+    "outcome_of",
+    "parse_resume",
+    "sse_frames",
+]
+
+Chunk = dict[str, Any]
+"""One protocol event / part in its wire (JSON) form."""
+
+Outcome = Literal["success", "error", "cancelled", "length"]
+
+_ERROR_WORDS: Final = ("error", "fail", "crash", "exception")
+_CANCEL_WORDS: Final = ("cancel", "abort", "interrupt", "stop_requested", "killed")
+_LENGTH_WORDS: Final = ("max_iterations", "max_turns", "max_tokens", "length", "budget")
+
+
+def outcome_of(end: HarnessEnd | None) -> Outcome:
+    """How a run ended, read from ``harness_end.reason`` (free text: ``final``, ``error``, ...).
+    No ``harness_end`` (closed by the end of its turn) counts as cancelled."""
+    if end is None:
+        return "cancelled"
+    reason = (end.reason or "").lower()
+    if any(word in reason for word in _ERROR_WORDS):
+        return "error"
+    if any(word in reason for word in _CANCEL_WORDS):
+        return "cancelled"
+    if any(word in reason for word in _LENGTH_WORDS):
+        return "length"
+    return "success"
+
+
+_RESUME: Final = re.compile(r"([0-9]{1,19})(?::([0-9]{1,9}))?")
+
+
+def parse_resume(value: str) -> tuple[int, int]:
+    """A ``Last-Event-ID`` of a protocol stream as ``(after_seq, skip)``: resume with the events
+    after ``after_seq``, dropping the first ``skip`` chunks of the first one. ``"12"`` gives
+    ``(12, 0)``; ``"12:3"`` (chunks 0..3 of event 12 seen) gives ``(11, 4)``. Raises `ValueError`
+    naming the accepted forms."""
+    match = _RESUME.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"expected <seq> or <seq>:<chunk>, got {value!r}")
+    seq = int(match.group(1))
+    if match.group(2) is None:
+        return seq, 0
+    if seq == 0:
+        raise ValueError(f"seq 0 has no chunks, got {value!r}")
+    return seq - 1, int(match.group(2)) + 1
+
+
+def sse_frames(seq: int, payloads: list[bytes]) -> list[bytes]:
+    """One SSE message per payload (single-line JSON): ``id: <seq>:<k>`` on all but the last,
+    ``id: <seq>`` on the last (see the module docstring)."""
+    last = len(payloads) - 1
+    return [
+        b"id: %d\ndata: %s\n\n" % (seq, payload)
+        if k == last
+        else b"id: %d:%d\ndata: %s\n\n" % (seq, k, payload)
+        for k, payload in enumerate(payloads)
+    ]
+
+
+# --- state ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    calls: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_creation_tokens += usage.cache_creation_tokens or 0
+        self.calls += 1
+
+    def to_wire(self) -> dict[str, int]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheCreationTokens": self.cache_creation_tokens,
+        }
+
+
+@dataclass(eq=False, slots=True)
+class Part:
+    """An open text or reasoning block. ``message_id``: the protocol message it streams into (the
+    turn's assistant message for text, the block itself for reasoning)."""
+
+    kind: Literal["text", "reasoning"]
+    block_id: str
+    message_id: str
+    owner: Run
+    step: str | None
+    signature: str | None = None
+    redacted_data: str | None = None
+    deltas: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class Run:
+    """A harness run (``top`` or ``subagent``) or a ``loose`` run (events outside every harness)."""
+
+    run_id: str
+    kind: Literal["top", "subagent", "loose"]
+    agent_id: str | None = None
+    parent: Run | None = None
+    parent_tool_call: str | None = None
+    open: bool = True
+    step: str | None = None
+    part: Part | None = None
+    turn_message: str | None = None
+    """The assistant message of the current turn (text and calls join it)."""
+    turn_has_calls: bool = False
+    children: list[Run] = field(default_factory=list)
+    last_error: str | None = None
+
+    @property
+    def top(self) -> Run:
+        run = self
+        while run.parent is not None:
+            run = run.parent
+        return run
+
+    @property
+    def subagent_run_id(self) -> str | None:
+        """The subagent invocation this run is (AG-UI ``subagentRunId``); None for others."""
+        return self.run_id if self.kind == "subagent" else None
+
+
+@dataclass(eq=False, slots=True)
+class ToolCallState:
+    call_id: str
+    name: str
+    input: Any
+    owner: Run
+    parent_message: str | None
+    """The assistant message holding the call; None when the call opened its own."""
+    answered: bool = False
+    result_seq: int = 0
+    """Seq of the result (0: none yet): results take their place in arrival order."""
+    relay: Relay | None = None
+    decision: RelayResolved | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Turn:
+    turn_id: str
+    loose_key: str | None
+    """None for a harness turn; the loose run's id (``""`` for run-less events) otherwise."""
+    runs: list[Run] = field(default_factory=list)
+    owners: dict[int, Run] = field(default_factory=dict)
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    subagents: set[str] = field(default_factory=set)
+    """Subagent runs started in this turn."""
+
+    @property
+    def loose(self) -> bool:
+        return self.loose_key is not None
+
+
+# --- the stream -----------------------------------------------------------------------------------
+
+
+class UIEventStream:
+    """Base of the protocol streams: `feed` one stored event, get its SSE frames.
+
+    Subclasses override `encode_chunk` and the ``handle_*`` / ``before_turn`` / ``after_turn``
+    hooks they need (every hook is a no-op here) and add chunks with `emit`. Every ``handle_*``
+    hook runs with a turn open (`turn`). O(1) amortised per event here; a hook may cost more
+    (e.g. a snapshot).
+    """
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.seq = 0
+        self.turn: Turn | None = None
+        self.runs: dict[str, Run] = {}
+        """Harness runs by id."""
+        self.loose_runs: dict[str, Run] = {}
+        self.step_owner: dict[str, Run] = {}
+        """Step (provider) run id -> the harness run it belongs to."""
+        self.calls: dict[str, ToolCallState] = {}
+        self.relays: dict[str, Relay] = {}
+        self.relay_of_call: dict[str, Relay] = {}
+        self.repl_owner: dict[str, Run] = {}
+        """REPL turn id -> the run whose REPL it is (the runs it spawns are its subagents)."""
+        self.usage = UsageTotals()
+        self._turn_ids: set[str] = set()
+        self._out: list[Chunk] = []
+
+    # -- output ------------------------------------------------------------------------------------
+
+    def encode_chunk(self, chunk: Chunk) -> bytes:
+        """The chunk's JSON (one line)."""
+        return msgspec.json.encode(chunk)
+
+    def emit(self, chunk: Chunk) -> None:
+        self._out.append(chunk)
+
+    def chunks(self, event: Event, seq: int = 0) -> list[Chunk]:
+        """The chunks ``event`` (stored with ``seq``) adds to the stream."""
+        self.seq = seq
+        out: list[Chunk] = []
+        self._out = out
+        handler = _DISPATCH.get(type(event))
+        if handler is not None:
+            handler(self, event)
+        self._out = []
+        return out
+
+    def feed(self, stored: StoredEvent) -> list[bytes]:
+        """The SSE frames of one stored event (fed in seq order, from the conversation's first)."""
+        payloads = [self.encode_chunk(chunk) for chunk in self.chunks(stored.event, stored.seq)]
+        return sse_frames(stored.seq, payloads)
+
+    # -- hooks (no-ops) ----------------------------------------------------------------------------
+
+    def before_turn(self, turn: Turn) -> None:
+        """A turn opens (before the first hook of its first event)."""
+
+    def after_turn(self, turn: Turn, end: HarnessEnd | None) -> None:
+        """A turn closed; ``end`` is its last run's ``harness_end`` (None for a loose turn)."""
+
+    def handle_run_start(self, run: Run) -> None:
+        """A top-level run starts (and joins `turn`)."""
+
+    def handle_run_end(self, run: Run, end: HarnessEnd | None) -> None:
+        """A top-level run ended (``end`` None: closed by the end of its turn)."""
+
+    def handle_subagent_start(self, run: Run) -> None: ...
+
+    def handle_subagent_end(self, run: Run, end: HarnessEnd | None) -> None:
+        """A subagent ended (``end`` None: its parent or turn ended first: interrupted)."""
+
+    def handle_step_start(self, run: Run, step: str) -> None: ...
+
+    def handle_step_end(self, run: Run, step: str) -> None: ...
+
+    def handle_text_start(self, part: Part) -> None: ...
+
+    def handle_text_delta(self, part: Part, delta: str) -> None: ...
+
+    def handle_text_end(self, part: Part) -> None: ...
+
+    def handle_reasoning_start(self, part: Part) -> None: ...
+
+    def handle_reasoning_delta(self, part: Part, delta: str) -> None: ...
+
+    def handle_reasoning_end(self, part: Part) -> None:
+        """``part.signature`` / ``part.redacted_data`` are final here."""
+
+    def handle_tool_call(self, call: ToolCallState) -> None:
+        """A tool call starts, its input complete (convograph calls arrive whole)."""
+
+    def handle_tool_call_input(self, call: ToolCallState, previous: Any) -> None:
+        """A call started earlier (from its relay) got its own ``tool_call`` event."""
+
+    def handle_tool_result(self, call: ToolCallState, result: ToolResult) -> None: ...
+
+    def handle_tool_progress(self, call: ToolCallState | None, progress: ToolProgress) -> None: ...
+
+    def handle_relay(self, relay: Relay, call: ToolCallState) -> None: ...
+
+    def handle_relay_resolved(self, decision: RelayResolved, call: ToolCallState | None) -> None: ...
+
+    def handle_user(self, user: User, message_id: str, owner: Run) -> None: ...
+
+    def handle_usage(self, usage: Usage, owner: Run) -> None: ...
+
+    def handle_error(self, error: Error, owner: Run) -> None: ...
+
+    def handle_command(self, command: Edit | Regenerate | SwitchBranch | Summarize) -> None: ...
+
+    def handle_repl(self, event: ReplInput | ReplProgress | ReplOutput, owner: Run) -> None: ...
+
+    # -- turns and runs ----------------------------------------------------------------------------
+
+    def _open_turn(self, turn_id: str, loose_key: str | None) -> Turn:
+        if turn_id in self._turn_ids:
+            turn_id = f"{turn_id}#{self.seq}"
+        self._turn_ids.add(turn_id)
+        turn = self.turn = Turn(turn_id, loose_key)
+        self.before_turn(turn)
+        return turn
+
+    def _close_turn(self, end: HarnessEnd | None) -> None:
+        turn = self.turn
+        if turn is None:
+            return
+        for run in list(turn.runs):  # only when a stream is finished early
+            self._end_run(run, None, close_turn=False)
+        for owner in turn.owners.values():
+            self._close_step(owner)
+        self.turn = None
+        self.after_turn(turn, end)
+
+    def _turn_for(self, owner: Run) -> Turn:
+        """The turn ``owner``'s events go to, opening (or switching to) a loose one if needed."""
+        top = owner.top
+        key = None if top.kind != "loose" and top.open else top.run_id
+        turn = self.turn
+        if turn is not None and (turn.loose_key is None or turn.loose_key == key):
+            return turn
+        if key is None:  # an open harness run outside a harness turn: not reachable, but stay sane
+            key = top.run_id
+        self._close_turn(None)
+        return self._open_turn(key or f"seq-{self.seq}", key)
+
+    def _locate(self, run_id: str | None, parent_id: str | None) -> tuple[Run, str | None]:
+        """The run an event belongs to (and its step), with its turn open."""
+        owner, step = self._owner(run_id, parent_id)
+        turn = self._turn_for(owner)
+        turn.owners.setdefault(id(owner), owner)
+        return owner, step
+
+    def _owner(self, run_id: str | None, parent_id: str | None) -> tuple[Run, str | None]:
+        if run_id is not None:
+            run = self.runs.get(run_id)
+            if run is not None:
+                return run, None
+            owner = self.step_owner.get(run_id)
+            if owner is not None:
+                return owner, run_id
+            if parent_id is not None:
+                parent = self.runs.get(parent_id)
+                if parent is not None:
+                    self.step_owner[run_id] = parent
+                    return parent, run_id
+        key = run_id or ""
+        loose = self.loose_runs.get(key)
+        if loose is None:
+            loose = self.loose_runs[key] = Run(key, "loose")
+        return loose, None
+
+    def _end_run(self, run: Run, end: HarnessEnd | None, *, close_turn: bool = True) -> None:
+        for child in list(run.children):
+            self._end_run(child, None)
+        self._close_step(run)
+        run.open = False
+        if run.kind == "subagent":
+            self.handle_subagent_end(run, end)
+            if run.parent is not None and run in run.parent.children:
+                run.parent.children.remove(run)
+            return
+        self.handle_run_end(run, end)
+        turn = self.turn
+        if turn is not None and run in turn.runs:
+            turn.runs.remove(run)
+            if close_turn and not turn.runs:
+                self._close_turn(end)
+
+    # -- steps and parts ---------------------------------------------------------------------------
+
+    def _enter_step(self, owner: Run, step: str | None) -> None:
+        if step is None or owner.step == step:
+            return
+        self._close_step(owner)
+        owner.step = step
+        self.handle_step_start(owner, step)
+
+    def _close_step(self, owner: Run) -> None:
+        self._close_part(owner)
+        step = owner.step
+        if step is not None:
+            owner.step = None
+            self.handle_step_end(owner, step)
+
+    def _close_part(self, owner: Run) -> None:
+        part = owner.part
+        if part is None:
+            return
+        owner.part = None
+        if part.kind == "text":
+            self.handle_text_end(part)
+        else:
+            self.handle_reasoning_end(part)
+
+    def _new_turn_message(self, owner: Run) -> None:
+        owner.turn_message = None
+        owner.turn_has_calls = False
+
+    # -- tool calls --------------------------------------------------------------------------------
+
+    def _start_call(self, call_id: str, name: str, tool_input: Any, owner: Run) -> ToolCallState:
+        parent = owner.turn_message
+        owner.turn_has_calls = True
+        if parent is None:
+            owner.turn_message = call_id  # the call's own message holds the turn's next calls
+        call = self.calls[call_id] = ToolCallState(call_id, name, tool_input, owner, parent)
+        call.relay = self.relay_of_call.get(call_id)
+        self.handle_tool_call(call)
+        return call
+
+    # -- event handlers ----------------------------------------------------------------------------
+
+    def _on_harness_start(self, event: HarnessStart) -> None:
+        existing = self.runs.get(event.run_id)
+        if existing is not None and existing.open:
+            return  # a repeated start
+        spawner = self.calls.get(event.parent_id) if event.parent_id is not None else None
+        parent = spawner.owner if spawner is not None else None
+        if parent is None and event.parent_id is not None:
+            parent = self.repl_owner.get(event.parent_id) or self.runs.get(event.parent_id)
+        if parent is not None and parent.kind != "loose":
+            run = Run(event.run_id, "subagent", event.agent_id, parent, spawner.call_id if spawner else None)
+            self.runs[event.run_id] = run
+            turn = self._turn_for(run)
+            turn.owners.setdefault(id(run), run)
+            parent.children.append(run)
+            turn.subagents.add(run.run_id)
+            self.handle_subagent_start(run)
+            return
+        run = Run(event.run_id, "top", event.agent_id)
+        self.runs[event.run_id] = run
+        if self.turn is not None and self.turn.loose:
+            self._close_turn(None)
+        turn = self.turn if self.turn is not None else self._open_turn(run.run_id, None)
+        turn.runs.append(run)
+        turn.owners.setdefault(id(run), run)
+        self.handle_run_start(run)
+
+    def _on_harness_end(self, event: HarnessEnd) -> None:
+        run = self.runs.get(event.run_id)
+        if run is None or not run.open:
+            return  # no start seen, or ended already: nothing to close
+        self._turn_for(run)
+        self._end_run(run, event)
+
+    def _on_text(self, event: Text) -> None:
+        owner, step = self._locate(event.run_id, event.parent_id)
+        self._enter_step(owner, step)
+        part = owner.part
+        if part is None or part.kind != "text" or part.block_id != event.id:
+            self._close_part(owner)
+            if owner.turn_message is None or owner.turn_has_calls:
+                owner.turn_message = event.id
+                owner.turn_has_calls = False
+            part = owner.part = Part("text", event.id, owner.turn_message, owner, step)
+            self.handle_text_start(part)
+        part.deltas += 1
+        self.handle_text_delta(part, event.content)
+
+    def _on_reasoning(self, event: Reasoning) -> None:
+        owner, step = self._locate(event.run_id, event.parent_id)
+        self._enter_step(owner, step)
+        part = owner.part
+        if part is None or part.kind != "reasoning" or part.block_id != event.id:
+            self._close_part(owner)
+            if owner.turn_has_calls:
+                self._new_turn_message(owner)
+            part = owner.part = Part("reasoning", event.id, event.id, owner, step)
+            part.redacted_data = event.redacted_data
+            self.handle_reasoning_start(part)
+        if event.signature is not None:
+            part.signature = event.signature
+        part.deltas += 1
+        self.handle_reasoning_delta(part, event.content)
+
+    def _on_tool_call(self, event: ToolCall) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        call = self.calls.get(event.id)
+        if call is None:
+            self._start_call(event.id, event.name, event.input, owner)
+            return
+        previous = call.input
+        call.input = event.input
+        call.name = event.name
+        self.handle_tool_call_input(call, previous)
+
+    def _on_tool_result(self, event: ToolResult) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        call = self.calls.get(event.id)
+        if call is None:
+            relay = self.relay_of_call.get(event.id)
+            name, tool_input = (relay.tool, relay.params) if relay is not None else (event.name, None)
+            call = self._start_call(event.id, name, tool_input, owner)
+        if call.answered:
+            return  # a repeated result: the first one stands, as in the thread's message list
+        call.answered = True
+        call.result_seq = self.seq
+        self.handle_tool_result(call, event)
+
+    def _on_tool_progress(self, event: ToolProgress) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        self.handle_tool_progress(self.calls.get(event.tool_call_id), event)
+
+    def _on_relay(self, event: Relay) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        self.relays.setdefault(event.id, event)
+        self.relay_of_call.setdefault(event.tool_call_id, event)
+        call = self.calls.get(event.tool_call_id)
+        if call is None:
+            call = self._start_call(event.tool_call_id, event.tool, event.params, owner)
+        elif call.relay is None:
+            call.relay = event
+        self.handle_relay(event, call)
+
+    def _on_relay_resolved(self, event: RelayResolved) -> None:
+        relay = self.relays.get(event.relay_id)
+        call = self.calls.get(relay.tool_call_id) if relay is not None else None
+        if call is not None and call.owner.open:
+            owner: Run = call.owner
+            self._turn_for(owner).owners.setdefault(id(owner), owner)
+        else:
+            owner, _ = self._locate(event.run_id, event.parent_id)
+        if call is not None and call.decision is None:
+            call.decision = event
+        self.handle_relay_resolved(event, call)
+
+    def _on_user(self, event: User) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        turn = self.turn
+        if turn is not None:
+            for run in turn.owners.values():
+                self._close_part(run)
+                self._new_turn_message(run)
+        self.handle_user(event, f"{event.run_id}:user", owner)
+
+    def _on_usage(self, event: Usage) -> None:
+        owner, step = self._locate(event.run_id, event.parent_id)
+        self._enter_step(owner, step)
+        self._close_part(owner)
+        self.usage.add(event)
+        if self.turn is not None:
+            self.turn.usage.add(event)
+        self.handle_usage(event, owner)
+
+    def _on_error(self, event: Error) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        owner.last_error = event.message
+        self.handle_error(event, owner)
+
+    def _on_command(self, event: Edit | Regenerate | SwitchBranch | Summarize) -> None:
+        self._locate(getattr(event, "run_id", None), None)
+        self.handle_command(event)
+
+    def _on_repl(self, event: ReplInput | ReplProgress | ReplOutput) -> None:
+        owner, _ = self._locate(event.run_id, event.parent_id)
+        self._close_part(owner)
+        if isinstance(event, ReplInput):
+            self.repl_owner.setdefault(event.id, owner)
+        self.handle_repl(event, owner)
+
+    def _on_connected(self, event: Connected) -> None:
+        return  # a transport marker: nothing to show
+
+
+_DISPATCH: Final[dict[type[Any], Any]] = {
+    HarnessStart: UIEventStream._on_harness_start,
+    HarnessEnd: UIEventStream._on_harness_end,
+    Text: UIEventStream._on_text,
+    Reasoning: UIEventStream._on_reasoning,
+    ToolCall: UIEventStream._on_tool_call,
+    ToolResult: UIEventStream._on_tool_result,
+    ToolProgress: UIEventStream._on_tool_progress,
+    Relay: UIEventStream._on_relay,
+    RelayResolved: UIEventStream._on_relay_resolved,
+    User: UIEventStream._on_user,
+    Usage: UIEventStream._on_usage,
+    Error: UIEventStream._on_error,
+    Edit: UIEventStream._on_command,
+    Regenerate: UIEventStream._on_command,
+    SwitchBranch: UIEventStream._on_command,
+    Summarize: UIEventStream._on_command,
+    ReplInput: UIEventStream._on_repl,
+    ReplProgress: UIEventStream._on_repl,
+    ReplOutput: UIEventStream._on_repl,
+    Connected: UIEventStream._on_connected,
+}
+"""Event type -> the base handler (subclasses override hooks, never this table)."""
