@@ -285,3 +285,109 @@ def test_keys_scopes_and_workspaces(tmp_path: Path) -> None:
         other = client.post("/v1/traces?workspace=beta", content=body, headers=JSON | bearer).json()
         assert other["partialSuccess"]["rejectedSpans"] == "1"
         assert "may not write conversation 'beta:" in other["partialSuccess"]["errorMessage"]
+
+
+def weather_loop(client: Any, tracer: Any, *, stream: bool) -> None:
+    """An application's tool loop over the plain ``openai`` SDK, inside one span of its own (so
+    both model calls are one trace: one conversation)."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather in a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "What's the weather in Paris?"}]
+    with tracer.start_as_current_span("handle_request"):
+        first = client.chat.completions.create(model="gpt-test", messages=messages, tools=tools)
+        call = first.choices[0].message.tool_calls[0]
+        messages.append(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "rainy, 14C"})
+        if stream:
+            chunks = client.chat.completions.create(
+                model="gpt-test",
+                messages=messages,
+                tools=tools,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            assert (
+                "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                == "It is rainy in Paris."
+            )
+        else:
+            client.chat.completions.create(model="gpt-test", messages=messages, tools=tools)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_the_openai_v2_instrumentation_around_the_openai_sdk(
+    server: ServerProcess, http: httpx.Client, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """The OpenTelemetry project's own OpenAI instrumentation (latest GenAI conventions, content on
+    spans) around the real ``openai`` SDK calling the local model server: the conversation appears
+    with its tool call, the tool result the application sent back, the answer and the usage."""
+    import openai
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    from convograph.testing import ModelServer
+    from convograph.testing.model_script import Reply, Say, ScriptUsage, ToolUse
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    script = [
+        Reply(
+            content=[ToolUse(name="get_weather", arguments={"city": "Paris"}, id="call_w1")],
+            usage=ScriptUsage(input_tokens=30, output_tokens=7),
+        ),
+        Reply(
+            content=[Say(text="It is rainy in Paris.")], usage=ScriptUsage(input_tokens=52, output_tokens=6)
+        ),
+    ]
+    service = f"plain-openai-app-{'streamed' if stream else 'plain'}"
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{server.url}/v1/traces")))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with ModelServer(script) as model:
+            client = openai.OpenAI(base_url=model.openai_base_url, api_key="k", max_retries=0)
+            weather_loop(client, provider.get_tracer("app"), stream=stream)
+            assert provider.force_flush(10_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    [trace_id] = {
+        json.loads(line)["otel"]["traceId"]
+        for row in http.get("/v1/conversations").json()["conversations"]
+        for line in http.get(f"/v1/conversations/{row['id']}/events").text.splitlines()
+        if f'"{service}"' in line
+    } or {None}
+    assert trace_id is not None
+    thread = flatten(http.get(f"/v1/conversations/{trace_id}/thread").json())
+    assert thread == [
+        (0, "user", "What's the weather in Paris?"),
+        (0, "tool_call", "get_weather"),
+        (0, "text", "It is rainy in Paris."),
+    ]
+    messages = http.get(f"/v1/conversations/{trace_id}/messages?format=openai").json()
+    assert messages[2] == {"role": "tool", "tool_call_id": "call_w1", "content": "rainy, 14C"}
+    events = [json.loads(line) for line in http.get(f"/v1/conversations/{trace_id}/events").text.splitlines()]
+    usage = [(event["inputTokens"], event["outputTokens"]) for event in events if event["type"] == "usage"]
+    assert usage == [(30, 7), (52, 6)]
+    assert {
+        event["otel"]["attributes"]["gen_ai.request.model"] for event in events if event["type"] == "usage"
+    } == {"gen_ai.request.model" and "gpt-test"}
