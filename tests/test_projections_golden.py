@@ -25,6 +25,9 @@ an assistant message are joined with a blank line (were run together). Checked b
 re-recording: no thread or DAG output changed, no old message output held a blank line, and
 every changed one equals the old with its blank lines removed (for Anthropic, consecutive text
 blocks concatenated on both sides: an unsigned thinking block left out no longer splits them).
+Re-recorded (shuffled-10, -12, -24) when chunks waiting for a late spawner started to keep their
+arrival order (`sources._drain`: a later chunk overtook an earlier one whose spawner was placed in
+the same retry pass); checked that only those views moved, to arrival order.
 
 A deliberate output change re-records them: ``python -m tests.test_projections_golden``.
 """
@@ -246,10 +249,10 @@ GOLDEN: dict[str, str] = {
     "shuffled-8": "49b37a0b89d23608",
     "random-9": "81bb62ed99e8656d",
     "random-10": "d112d3a50c01a4e4",
-    "shuffled-10": "5a05ec9938f83a43",
+    "shuffled-10": "dcb5432ac5b15c2e",
     "random-11": "aa11318335d2971c",
     "random-12": "54c5e190b68dd18d",
-    "shuffled-12": "66796c1b50eded5e",
+    "shuffled-12": "d6c987cf6c058c74",
     "random-13": "9134035fd30dad77",
     "random-14": "034b8b52aa5a2398",
     "shuffled-14": "2cb247ff5b30f70f",
@@ -267,7 +270,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-22": "be513124b772a351",
     "random-23": "63d06faa3bcb14a8",
     "random-24": "27aa839557155304",
-    "shuffled-24": "a65188717ab74c2f",
+    "shuffled-24": "65225abc3918cabf",
     "random-25": "61a8d129220e38c2",
     "random-26": "af6d069a192bdc75",
     "shuffled-26": "be8145332e062de9",

@@ -829,3 +829,24 @@ def test_one_shot_block_walk_equals_chunk_order_placement(
     placed = build_from_conversation(conv, active, track_changes=True)[0]
     for fmt in ("openai", "anthropic"):
         assert render_views(top, fmt) == render_views(placed, fmt)
+
+
+def test_chunks_waiting_for_a_late_spawner_keep_their_arrival_order() -> None:
+    """A subagent's user message arrives before the subagent run starts (its parent unknown yet),
+    its text after; the whole agent run is linked last. Waiting chunks are placed in arrival order:
+    the user message before the text (a later chunk used to overtake an earlier one whose spawner
+    was placed in the same retry pass)."""
+    events = [
+        {"type": "tool_call", "runId": "content", "parentId": "agent", "id": "call_0", "name": "research"},
+        {"type": "user", "runId": "task", "parentId": "sub", "content": "dig"},
+        {"type": "harness_start", "runId": "sub", "parentId": "call_0", "agentId": "researcher"},
+        {"type": "text", "runId": "sub-content", "parentId": "sub", "id": "t", "content": "found"},
+        {"type": "harness_end", "runId": "agent"},
+    ]
+    conv = conversation(events)
+    (call,) = project_thread(conv, default_active(conv))
+    assert [view.content.kind for view in call.branches[0]] == ["user", "text"]
+    projector = ConversationProjector()
+    for event in events:
+        projector.apply(event)
+    assert projector.views == project_thread(conv, default_active(conv))

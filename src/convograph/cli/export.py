@@ -3,7 +3,10 @@
 Formats: ``openai`` / ``anthropic`` / ``gateway`` (request histories), ``thread`` (nested views),
 ``dag`` (layout JSON), ``svg`` (the DAG drawn), ``repl`` (the REPL view of recursive-LM runs: agents,
 turns with code, output and child agents; read from the hypergraph, since the flat graph keeps no
-``repl_*`` events). Writes to stdout unless ``--output`` is given.
+``repl_*`` events), ``otlp`` (the conversation as OpenTelemetry GenAI spans: one OTLP/JSON
+``ExportTraceServiceRequest`` on one line, the line format of the OpenTelemetry Collector's
+``otlpjsonfile`` receiver and ``file`` exporter; `convograph.integrations.otlp.encode`).
+Writes to stdout unless ``--output`` is given.
 Exit code 1 when invalid lines were skipped, 2 when the source cannot be read or the output
 not written.
 """
@@ -38,6 +41,7 @@ class ExportFormat(StrEnum):
     dag = "dag"
     svg = "svg"
     repl = "repl"
+    otlp = "otlp"
 
 
 @app.command()
@@ -52,9 +56,23 @@ def export(
     data_dir: Annotated[
         Path | None, typer.Option(help="Where stored conversations live (default .convograph).")
     ] = None,
+    conversation_id: Annotated[
+        str | None,
+        typer.Option(
+            help="otlp: the gen_ai.conversation.id to write [default: the conversation id or file name]."
+        ),
+    ] = None,
 ) -> None:
-    """Export a projection of a conversation: openai|anthropic|gateway|thread|dag|svg|repl."""
-    if format is ExportFormat.repl:
+    """Export a projection of a conversation: openai|anthropic|gateway|thread|dag|svg|repl|otlp."""
+    if format is ExportFormat.otlp:
+        from convograph.integrations.otlp.encode import conversation_spans, to_otlp_json
+
+        events, invalid = load_events(source, data_dir)
+        name = conversation_id or (Path(source).stem if Path(source).exists() else source)
+        text = json.dumps(
+            to_otlp_json(conversation_spans(events, name)), ensure_ascii=False, separators=(",", ":")
+        )
+    elif format is ExportFormat.repl:
         events, invalid = load_events(source, data_dir)
         view = project_repl(reduce_conversation_events(create_conversation(), events))
         text = json.dumps(to_jsonable(view), ensure_ascii=False, indent=2)

@@ -29,7 +29,8 @@ O(1) amortised, which the incremental `ConversationProjector` relies on.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from heapq import heappop, heappush
 from itertools import compress, repeat
 from operator import ge
@@ -703,18 +704,8 @@ def _placements(
                 blocks[block_id] = (node.id if node is not None else None, level.index)
             if node is not None:
                 yield node, None, level
-            if deferred:  # a late spawner may have arrived: retry what waited until nothing moves
-                progressed = True
-                while progressed and deferred:
-                    still: list[tuple[Any, str | None]] = []
-                    for waiting, whole in deferred:
-                        placed, node, level = feeder.prepare(waiting, whole)
-                        if not placed:
-                            still.append((waiting, whole))
-                        elif node is not None:
-                            yield node, None, level  # type: ignore[misc]
-                    progressed = len(still) < len(deferred)
-                    deferred = still
+            if deferred:  # a late spawner may have arrived: place what waited, in arrival order
+                deferred = yield from _drain(feeder, deferred, None)
         if row is not None:
             summary, summary_level = _summary_node(feeder, row)
             if summary is not None:
@@ -918,7 +909,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
             # call, relay) set its ``content`` and fall through to the tail, the others continue.
             if triggers and block.id in triggers:  # its placement places the thread it spawned
                 deferred = _place_chunks(
-                    feeder, place, events, block.id, block.kind, run, chunks, level, deferred, True
+                    feeder, place, events, block.id, block.kind, run, chunks, level, deferred, triggers
                 )
                 continue
             if kind == "tool_progress":
@@ -1133,9 +1124,7 @@ def _fill_blocks(feeder: ConversationFeeder, builder: ThreadBuilder, shown: Any)
                 )
                 continue
             else:  # errors, REPL chunks, several chunks of another kind: through the builder's loop
-                _place_chunks(
-                    feeder, place, events, block.id, block.kind, run, chunks, level, deferred, False
-                )
+                _place_chunks(feeder, place, events, block.id, block.kind, run, chunks, level, deferred, None)
                 continue
             # a new assistant view: `ThreadBuilder._place_many`'s tail
             if status_of is not None and run != status_run:
@@ -1235,24 +1224,25 @@ def _place_chunks(
     chunks: Sequence[int],
     level: _Level,
     deferred: list[tuple[Any, str | None]],
-    trigger: bool,
+    triggers: set[str] | None,
 ) -> list[tuple[Any, str | None]]:
     """Place a block's chunks (a text or reasoning block's first, with its whole text) one at a time
     through the builder (`_chunk_node`, `ThreadBuilder._place_many`): a spawn trigger, whose
     placement is recorded (it places the thread it spawned: waiting chunks are retried after each
-    chunk, as they would be in chunk order), or a rare kind. The chunks still waiting."""
+    chunk, as they would be in chunk order; ``triggers`` is then the build's set of spawn triggers),
+    or a rare kind (``triggers`` None). The chunks still waiting."""
     text = signature = None
     if kind in _WHOLE_KINDS:
         text, signature = _queries().joined_text(events, chunks, kind == "reasoning")
         chunks = chunks[:1]
     for i in chunks:
         node = _chunk_node(feeder, events[i], block_id, kind, run, text, signature)
-        if trigger and block_id not in feeder._blocks:
+        if triggers is not None and block_id not in feeder._blocks:
             feeder._blocks[block_id] = (node.id if node is not None else None, level.index)
         if node is not None:
             place(((node, None, level),))
-        if trigger and deferred:  # the thread it spawned may be waiting
-            deferred = _retry_deferred(feeder, place, deferred)
+        if triggers is not None and deferred:  # the thread it spawned may be waiting
+            deferred = _retry_deferred(feeder, place, deferred, triggers)
     return deferred
 
 
@@ -1263,22 +1253,44 @@ def _place_summary(feeder: ConversationFeeder, place: Callable[[Any], None], row
 
 
 def _retry_deferred(
-    feeder: ConversationFeeder, place: Callable[[Any], None], deferred: list[tuple[Any, str | None]]
+    feeder: ConversationFeeder,
+    place: Callable[[Any], None],
+    deferred: list[tuple[Any, str | None]],
+    triggers: set[str] | None = None,
 ) -> list[tuple[Any, str | None]]:
-    """Place the waiting chunks whose spawner has been placed, until nothing moves; those still
-    waiting."""
-    progressed = True
-    while progressed and deferred:
-        still: list[tuple[Any, str | None]] = []
-        for waiting, whole in deferred:
-            placed, node, level = feeder.prepare(waiting, whole)
-            if not placed:
-                still.append((waiting, whole))
-            elif node is not None:
-                place(((node, None, level),))
-        progressed = len(still) < len(deferred)
-        deferred = still
-    return deferred
+    """Place the waiting chunks whose spawner has been placed (`_drain`); those still waiting."""
+    drain = _drain(feeder, deferred, triggers)
+    while True:
+        try:
+            placement = next(drain)
+        except StopIteration as done:
+            still: list[tuple[Any, str | None]] = done.value
+            return still
+        place((placement,))
+
+
+def _drain(
+    feeder: ConversationFeeder, deferred: list[tuple[Any, str | None]], triggers: set[str] | None
+) -> Generator[tuple[Node, None, _Level], None, list[tuple[Any, str | None]]]:
+    """Yield the placements of the waiting chunks that can be placed now, **in arrival order**;
+    return those still waiting. Placing a chunk that spawned a thread (a block id in ``triggers``;
+    any chunk when ``triggers`` is None) may let earlier waiting chunks in: they are tried again
+    before the later ones, so a later chunk never overtakes an earlier one of the same thread.
+    O(waiting) plus one retry of the skipped chunks per such placement."""
+    pending = deque(deferred)
+    skipped: list[tuple[Any, str | None]] = []
+    while pending:
+        waiting, whole = pending.popleft()
+        placed, node, level = feeder.prepare(waiting, whole)
+        if not placed:
+            skipped.append((waiting, whole))
+            continue
+        if node is not None:
+            yield node, None, level  # type: ignore[misc]  # (placed: level is set)
+        if skipped and (triggers is None or waiting.block_id in triggers):
+            pending.extendleft(reversed(skipped))
+            skipped = []
+    return skipped
 
 
 def _trigger_ids(feeder: ConversationFeeder) -> set[str]:

@@ -25,6 +25,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.routes import HTTPRoute
 
 from convograph import __version__
+from convograph.integrations.otlp.http import export_traces, open_receiver
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.banner import startup_banner
 from convograph.server.branches import BranchController
@@ -87,8 +88,11 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                     state.retention = asyncio.create_task(
                         _retention_loop(state.intelligence, config), name="convograph-retention"
                     )
+            state.otlp = open_receiver(state)
             yield
         finally:
+            if state.otlp is not None:
+                await state.otlp.close()  # writes held spans before the log closes
             await state.close()
 
     allow_by_path: dict[str, bytes] = {}  # filled once the app's routes exist, below
@@ -112,6 +116,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         BranchController,
         live_conversation_list,
         search_conversations,
+        export_traces,
         healthz,
         metrics,
         openapi_json,

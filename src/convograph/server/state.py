@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
@@ -19,6 +19,9 @@ from convograph.server.live import HubRegistry, LiveConversations, LiveState
 from convograph.server.observability import Metrics
 from convograph.server.summaries import ConversationListFeed
 from convograph.store import AppendResult, EventLog
+
+if TYPE_CHECKING:
+    from convograph.integrations.otlp.http import OtlpReceiver
 
 __all__ = [
     "ServerState",
@@ -45,6 +48,8 @@ class ServerState:
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
         self.retention: asyncio.Task[None] | None = None
+        self.otlp: OtlpReceiver | None = None
+        """``POST /v1/traces`` (`convograph.integrations.otlp`); set up by the app's lifespan."""
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count

@@ -1,0 +1,608 @@
+"""GenAI semantic-convention spans -> convograph events: the one mapping (docs/integrations.md).
+
+Span kinds (`classify`, from ``gen_ai.operation.name``):
+
+- ``invoke_agent`` / ``invoke_workflow`` -> an **agent run** ``otel:<span>``: ``harness_start``
+  (``agentId`` = ``gen_ai.agent.name``), ``error`` when the span failed, ``harness_end`` (with
+  ``totalUsage`` when the span reports usage). Its ``parentId`` (the *link*, decided by the caller,
+  who knows the parent span) is the tool call that ran it (a subagent), the parent agent's run, or
+  nothing (a top-level agent).
+- ``chat`` / ``text_completion`` / ``generate_content`` -> a **provider call** ``otel:<span>``:
+  one ``usage`` (zero, marked ``usageReported: false``, when the span reports none), ``error``
+  when it failed; and its messages (input, then output) as content events.
+- ``execute_tool`` -> ``tool_call`` (deduplicated with the model's request for it),
+  ``tool_progress`` (the execution record, always) and ``tool_result`` (when the span carries a
+  result, or failed).
+- anything else is not conversation content: another GenAI operation (embeddings, retrieval,
+  memory, ...) or a span that is not GenAI at all. The caller skips and counts it.
+
+**Content** (messages) does not belong to the span that shows it: every model call re-sends the
+whole history, and spans arrive in any order (children before parents, usually). So each message
+gets an identity chained from the one before it, ``h_i = H(h_{i-1}, role, canonical content)``,
+starting from the system instructions; events carry ``eventId``s derived from it, and the event
+log stores each at most once. Whichever span shows a message first writes it, into the content run
+``otel:<parent span>/m`` of the span's parent (or ``otel:<trace>/m`` for a root span), with
+``parentId`` ``otel:<parent span>``. Canonical content leaves out reasoning (often dropped from
+the history sent back) and tool-call arguments (re-serialized by frameworks), so the same message
+seen again has the same identity. Each user message is its own run ``otel:u:<h>`` (one ``user``
+per run, as the flat graph wants). Tool calls and results are identified by their call id.
+
+Everything a span says that is not mapped stays on its anchor event (``harness_start``, the
+provider call's ``usage``, the tool's ``tool_progress``) under the extra field ``otel``: ids,
+name, kind, times, status, unmapped attributes, unmapped span events, links, resource, scope.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import msgspec
+
+from convograph.events import (
+    ContentPart,
+    DocumentPart,
+    Error,
+    Event,
+    HarnessEnd,
+    HarnessStart,
+    ImagePart,
+    Reasoning,
+    Relay,
+    RelayResolved,
+    Text,
+    TextPart,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    TotalUsage,
+    Usage,
+    User,
+)
+from convograph.integrations.otlp.messages import SpanMessages, maybe_json, span_messages
+from convograph.integrations.otlp.model import SPAN_KIND_CLIENT, STATUS_ERROR, Span
+
+__all__ = [
+    "AGENT_OPERATIONS",
+    "CONVERSATION_ID",
+    "INFERENCE_OPERATIONS",
+    "TOOL_OPERATIONS",
+    "Kind",
+    "agent_events",
+    "classify",
+    "content_parent",
+    "inference_events",
+    "run_id",
+    "tool_call_id",
+    "tool_events",
+]
+
+OPERATION: Final = "gen_ai.operation.name"
+CONVERSATION_ID: Final = "gen_ai.conversation.id"
+AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "invoke_workflow"})
+INFERENCE_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
+TOOL_OPERATIONS: Final = frozenset({"execute_tool"})
+
+USAGE_INPUT: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+USAGE_OUTPUT: Final = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+USAGE_CACHE_READ: Final = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")
+USAGE_CACHE_CREATION: Final = (
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+)
+_USAGE_KEYS: Final = frozenset(USAGE_INPUT + USAGE_OUTPUT + USAGE_CACHE_READ + USAGE_CACHE_CREATION)
+TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+TOOL_RESULT: Final = "gen_ai.tool.call.result"
+RELAY_EVENT: Final = "convograph.relay"
+"""A span event convograph's export puts on a tool span for a permission request (`encode`)."""
+
+Kind = Literal["agent", "inference", "tool", "genai", "other"]
+
+
+def classify(span: Span) -> Kind:
+    """What the span is to a conversation (module docstring)."""
+    operation = span.attributes.get(OPERATION)
+    if isinstance(operation, str):
+        if operation in INFERENCE_OPERATIONS:
+            return "inference"
+        if operation in AGENT_OPERATIONS:
+            return "agent"
+        if operation in TOOL_OPERATIONS:
+            return "tool"
+        return "genai"
+    if "gen_ai.request.model" in span.attributes and "gen_ai.tool.name" not in span.attributes:
+        return "inference"  # conventions older than gen_ai.operation.name
+    return "other"
+
+
+def run_id(span_id: str) -> str:
+    """The run of an agent span or a provider call: ``otel:<span id>``."""
+    return f"otel:{span_id}"
+
+
+def content_parent(span: Span) -> str | None:
+    """``parentId`` of the content a span writes: its parent span's run (None for a root span)."""
+    return run_id(span.parent_span_id) if span.parent_span_id is not None else None
+
+
+def _content_run(span: Span) -> str:
+    return f"otel:{span.parent_span_id or span.trace_id}/m"
+
+
+def tool_call_id(span: Span) -> str:
+    """The call id of an ``execute_tool`` span (``gen_ai.tool.call.id``, else one made from the span)."""
+    value = span.attributes.get("gen_ai.tool.call.id")
+    return value if isinstance(value, str) and value else f"otel:call:{span.span_id}"
+
+
+# -- anchors: what each span kind writes about itself ------------------------------------------------
+
+
+def agent_events(span: Span, link: str | None) -> list[Event]:
+    """The agent run of an ``invoke_agent`` / ``invoke_workflow`` span; ``link`` is its ``parentId``."""
+    run = run_id(span.span_id)
+    attributes = span.attributes
+    name = attributes.get("gen_ai.agent.name") or attributes.get("gen_ai.workflow.name")
+    agent = name if isinstance(name, str) and name else span.name or "agent"
+    consumed = set(_USAGE_KEYS)
+    events: list[Event] = []
+    content: list[Event] = []
+    found = SpanMessages()
+    if span.kind == SPAN_KIND_CLIENT:  # a remote agent: no local model calls carry its messages
+        found = span_messages(span)
+        consumed |= found.consumed_attributes
+        content = _content_events(span, found)
+    meta = _meta(span, consumed, found)
+    events.append(
+        HarnessStart(
+            run_id=run,
+            parent_id=link,
+            agent_id=agent,
+            event_id=f"otel:{span.span_id}:start",
+            timestamp=_iso(span.start_ns),
+            extra={"otel": meta},
+        )
+    )
+    events.extend(content)
+    failed = span.status_code == STATUS_ERROR
+    if failed:
+        events.append(
+            Error(
+                run_id=run,
+                message=_error_message(span),
+                event_id=f"otel:{span.span_id}:error",
+                timestamp=_iso(span.end_ns),
+            )
+        )
+    usage = _usage_numbers(attributes)
+    events.append(
+        HarnessEnd(
+            run_id=run,
+            agent_id=agent,
+            reason="error" if failed else _finish_reason(attributes) or "stop",
+            total_usage=TotalUsage(**usage) if usage is not None else None,
+            event_id=f"otel:{span.span_id}:end",
+            timestamp=_iso(span.end_ns),
+        )
+    )
+    return events
+
+
+def inference_events(span: Span) -> list[Event]:
+    """A model call: its messages as content events, then its ``usage`` (and ``error``)."""
+    found = span_messages(span)
+    events = _content_events(span, found)
+    run = run_id(span.span_id)
+    usage = _usage_numbers(span.attributes)
+    meta = _meta(span, set(_USAGE_KEYS) | found.consumed_attributes, found)
+    meta["usageReported"] = usage is not None
+    numbers = usage if usage is not None else {}
+    events.append(
+        Usage(
+            run_id=run,
+            parent_id=content_parent(span),
+            input_tokens=numbers.get("input_tokens", 0),
+            output_tokens=numbers.get("output_tokens", 0),
+            cache_read_tokens=numbers.get("cache_read_tokens"),
+            cache_creation_tokens=numbers.get("cache_creation_tokens"),
+            event_id=f"otel:{span.span_id}:usage",
+            timestamp=_iso(span.end_ns),
+            extra={"otel": meta},
+        )
+    )
+    if span.status_code == STATUS_ERROR:
+        events.append(
+            Error(
+                run_id=run,
+                parent_id=content_parent(span),
+                message=_error_message(span),
+                event_id=f"otel:{span.span_id}:error",
+                timestamp=_iso(span.end_ns),
+            )
+        )
+    return events
+
+
+def tool_events(span: Span) -> list[Event]:
+    """A tool execution: the call (deduplicated with the model's request), its record, its result."""
+    attributes = span.attributes
+    call = tool_call_id(span)
+    raw_name = attributes.get("gen_ai.tool.name")
+    name = raw_name if isinstance(raw_name, str) and raw_name else span.name or "tool"
+    parent = content_parent(span)
+    run = _content_run(span)
+    failed = span.status_code == STATUS_ERROR
+    consumed = {TOOL_ARGUMENTS, TOOL_RESULT}
+    events: list[Event] = [
+        ToolCall(
+            run_id=run,
+            parent_id=parent,
+            id=call,
+            name=name,
+            input=maybe_json(attributes.get(TOOL_ARGUMENTS)),
+            event_id=f"otel:call:{call}",
+            timestamp=_iso(span.start_ns),
+        ),
+        ToolProgress(
+            run_id=run,
+            parent_id=parent,
+            id=f"otel:{span.span_id}:exec",
+            tool_call_id=call,
+            name=name,
+            content={"status": "error" if failed else "ok", "durationMs": _duration_ms(span)},
+            event_id=f"otel:{span.span_id}:exec",
+            timestamp=_iso(span.end_ns),
+            extra={"otel": _meta(span, consumed, None, skip_events=RELAY_EVENT)},
+        ),
+    ]
+    relays = _relay_events(span, run, parent, call, name)
+    events.extend(relays)
+    if failed or TOOL_RESULT in attributes:
+        # a recorded result wins (a denial is a result too); a failure without one is {"error"}
+        output = (
+            maybe_json(attributes[TOOL_RESULT])
+            if TOOL_RESULT in attributes
+            else {"error": _error_message(span)}
+        )
+        events.append(
+            ToolResult(
+                run_id=run,
+                parent_id=parent,
+                id=call,
+                name=name,
+                output=output,
+                event_id=f"otel:result:{call}",
+                timestamp=_iso(span.end_ns),
+            )
+        )
+    return events
+
+
+def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str) -> list[Event]:
+    """``convograph.relay`` span events (convograph's own export of a permission request and its
+    decision, `encode`) back as ``relay`` and ``relay_resolved``."""
+    out: list[Event] = []
+    for event in span.events:
+        if event.name != RELAY_EVENT:
+            continue
+        attributes = event.attributes
+        relay_id = _text(attributes.get("convograph.relay.id"))
+        if relay_id is None:
+            continue
+        params = maybe_json(attributes.get("convograph.relay.params"))
+        out.append(
+            Relay(
+                run_id=run,
+                parent_id=parent,
+                id=relay_id,
+                kind="permission",
+                tool_call_id=call,
+                tool=_text(attributes.get("convograph.relay.tool")) or name,
+                params=params if isinstance(params, dict) else {},
+                event_id=f"otel:relay:{relay_id}",
+                timestamp=_iso(event.time_ns),
+            )
+        )
+        approved = attributes.get("convograph.relay.approved")
+        if isinstance(approved, bool):
+            out.append(
+                RelayResolved(
+                    relay_id=relay_id,
+                    approved=approved,
+                    tool=_text(attributes.get("convograph.relay.tool")) or name,
+                    reason=_text(attributes.get("convograph.relay.reason")),
+                    event_id=f"relay-decision:{relay_id}",
+                    timestamp=_iso(event.time_ns),
+                )
+            )
+    return out
+
+
+# -- content: messages with chained identities --------------------------------------------------------
+
+
+def _digest(*chunks: bytes) -> bytes:
+    hasher = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        hasher.update(len(chunk).to_bytes(4, "big"))
+        hasher.update(chunk)
+    return hasher.digest()
+
+
+_canonical = msgspec.json.Encoder(order="sorted")
+
+
+def _canonical_parts(parts: list[dict[str, Any]]) -> bytes:
+    """What identifies a message's content: texts, tool call / response ids, media references.
+    Reasoning and tool-call arguments are left out (module docstring)."""
+    key: list[Any] = []
+    for part in parts:
+        kind = part.get("type")
+        if kind == "text":
+            key.append(("t", part.get("content")))
+        elif kind in ("tool_call", "server_tool_call"):
+            key.append(("c", part.get("id") or part.get("name")))
+        elif kind in ("tool_call_response", "server_tool_call_response"):
+            key.append(("r", part.get("id")))
+        elif kind in ("blob", "uri", "file"):
+            key.append(("m", part.get("uri") or part.get("file_id") or _short(part.get("content"))))
+    return _canonical.encode(key)
+
+
+def _short(value: Any) -> str:
+    return hashlib.blake2b(_canonical.encode(value), digest_size=12).hexdigest()
+
+
+class _Writer:
+    """Turns one span's messages into content events (see the module docstring)."""
+
+    def __init__(self, span: Span, found: SpanMessages) -> None:
+        self.run = _content_run(span)
+        self.parent = content_parent(span)
+        self.events: list[Event] = []
+        self.tool_names: dict[str, str] = {}
+        self.unmapped: list[dict[str, Any]] = []
+        system = [part for part in found.system if part.get("type") == "text"]
+        self.identity = _digest(b"otel-conversation", _canonical_parts(system))
+
+    def message(self, message: dict[str, Any], timestamp: str | None) -> None:
+        role = message["role"]
+        parts: list[dict[str, Any]] = message["parts"]
+        self.identity = _digest(self.identity, role.encode(), _canonical_parts(parts))
+        tag = self.identity.hex()[:20]
+        if role in ("system", "developer"):
+            return  # kept with the span's anchor (`_meta`), not a conversation turn
+        results = [
+            part for part in parts if part.get("type") in ("tool_call_response", "server_tool_call_response")
+        ]
+        for part in results:
+            self._result(part, timestamp)
+        if role in ("assistant", "model"):
+            self._assistant(tag, parts, timestamp)
+        elif role in ("user", "human"):
+            self._user(tag, [part for part in parts if part not in results], timestamp)
+        elif not results:
+            self.unmapped.append({"role": role, "parts": parts})
+
+    def _assistant(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
+        counts = {"t": 0, "r": 0, "c": 0}
+        for part in parts:
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("content"), str):
+                n = counts["t"] = counts["t"] + 1
+                self._add(
+                    Text(run_id=self.run, id=f"otel:t:{tag}:{n}", content=part["content"]),
+                    f"otel:{tag}:t{n}",
+                    timestamp,
+                )
+            elif kind == "reasoning" and isinstance(part.get("content"), str):
+                n = counts["r"] = counts["r"] + 1
+                self._add(
+                    Reasoning(
+                        run_id=self.run,
+                        id=f"otel:r:{tag}:{n}",
+                        content=part["content"],
+                        signature=_text(part.get("signature")),
+                        redacted_data=_text(part.get("redacted_data")),
+                    ),
+                    f"otel:{tag}:r{n}",
+                    timestamp,
+                )
+            elif kind in ("tool_call", "server_tool_call"):
+                n = counts["c"] = counts["c"] + 1
+                call = _text(part.get("id")) or f"otel:c:{tag}:{n}"
+                name = _text(part.get("name")) or "tool"
+                self.tool_names[call] = name
+                arguments = part.get("arguments") if kind == "tool_call" else part.get("server_tool_call")
+                self._add(
+                    ToolCall(run_id=self.run, id=call, name=name, input=maybe_json(arguments)),
+                    f"otel:call:{call}",
+                    timestamp,
+                )
+            elif kind not in ("tool_call_response", "server_tool_call_response"):
+                self.unmapped.append(part)
+
+    def _user(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
+        content: list[ContentPart] = []
+        kept: list[dict[str, Any]] = []
+        for part in parts:
+            converted = _user_part(part)
+            if converted is None:
+                kept.append(part)
+            else:
+                content.append(converted)
+        if not content and not kept:
+            return
+        body: str | list[ContentPart]
+        if len(content) == 1 and isinstance(content[0], TextPart) and not kept:
+            body = content[0].text
+        else:
+            body = content
+        self._add(
+            User(
+                run_id=f"otel:u:{tag}",
+                id=f"otel:u:{tag}",
+                content=body,
+                extra={"otelParts": kept} if kept else None,
+            ),
+            f"otel:{tag}:user",
+            timestamp,
+        )
+
+    def _result(self, part: dict[str, Any], timestamp: str | None) -> None:
+        call = part.get("id")
+        if not isinstance(call, str) or not call:
+            self.unmapped.append(part)
+            return
+        output = part.get("response", part.get("result", part.get("server_tool_call_response")))
+        name = self.tool_names.get(call) or (part.get("name") if isinstance(part.get("name"), str) else None)
+        self._add(
+            ToolResult(run_id=self.run, id=call, name=name or "tool", output=maybe_json(output)),
+            f"otel:result:{call}",
+            timestamp,
+        )
+
+    def _add(self, event: Event, event_id: str, timestamp: str | None) -> None:
+        self.events.append(
+            msgspec.structs.replace(event, parent_id=self.parent, event_id=event_id, timestamp=timestamp)
+        )
+
+
+def _text(value: Any) -> str | None:
+    """``value`` when it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def _user_part(part: dict[str, Any]) -> ContentPart | None:
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("content"), str):
+        return TextPart(text=part["content"])
+    if kind == "blob" and isinstance(part.get("content"), str):
+        mime = part.get("mime_type") or ""
+        if not isinstance(mime, str):
+            return None
+        if part.get("modality") == "image" or mime.startswith("image/"):
+            return ImagePart(media_type=mime or "image/*", data=part["content"])
+        return DocumentPart(media_type=mime or "application/octet-stream", data=part["content"])
+    return None
+
+
+def _content_events(span: Span, found: SpanMessages) -> list[Event]:
+    writer = _Writer(span, found)
+    start, end = _iso(span.start_ns), _iso(span.end_ns)
+    for message in found.input:
+        writer.message(message, start)
+    for message in found.output[:1]:  # the first choice continues the conversation
+        writer.message({**message, "role": message.get("role") or "assistant"}, end)
+    found.unmapped.extend(writer.unmapped)
+    return writer.events
+
+
+# -- metadata kept on the anchor events ---------------------------------------------------------------
+
+
+def _meta(
+    span: Span, consumed: set[str] | frozenset[str], found: SpanMessages | None, *, skip_events: str = ""
+) -> dict[str, Any]:
+    """Everything about the span that is not mapped to an event field (the ``otel`` extra)."""
+    meta: dict[str, Any] = {
+        "traceId": span.trace_id,
+        "spanId": span.span_id,
+        "name": span.name,
+        "kind": span.kind,
+        "startTimeUnixNano": span.start_ns,
+        "endTimeUnixNano": span.end_ns,
+    }
+    if span.parent_span_id is not None:
+        meta["parentSpanId"] = span.parent_span_id
+    operation = span.attributes.get(OPERATION)
+    if isinstance(operation, str):
+        meta["operation"] = operation
+    if span.status_code or span.status_message:
+        meta["status"] = {"code": span.status_code, "message": span.status_message}
+    kept = {key: value for key, value in span.attributes.items() if key not in consumed}
+    if kept:
+        meta["attributes"] = kept
+    skip = found.consumed_events if found is not None else frozenset()
+    events = [
+        {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
+        for index, event in enumerate(span.events)
+        if index not in skip and event.name != skip_events
+    ]
+    if events:
+        meta["events"] = events
+    if span.links:
+        meta["links"] = list(span.links)
+    if span.resource:
+        meta["resource"] = span.resource
+    if span.scope_name:
+        meta["scope"] = {"name": span.scope_name, "version": span.scope_version}
+    if found is not None:
+        if found.system:
+            meta["systemInstructions"] = found.system
+        if found.unmapped:
+            meta["unmappedParts"] = found.unmapped
+        if found.problems:
+            meta["problems"] = found.problems
+    dropped = {
+        "attributes": span.dropped_attributes,
+        "events": span.dropped_events,
+        "links": span.dropped_links,
+    }
+    if any(dropped.values()):
+        meta["dropped"] = dropped
+    return meta
+
+
+def _usage_numbers(attributes: dict[str, Any]) -> dict[str, int] | None:
+    numbers: dict[str, int] = {}
+    for field, names in (
+        ("input_tokens", USAGE_INPUT),
+        ("output_tokens", USAGE_OUTPUT),
+        ("cache_read_tokens", USAGE_CACHE_READ),
+        ("cache_creation_tokens", USAGE_CACHE_CREATION),
+    ):
+        for name in names:
+            value = attributes.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                numbers[field] = value
+                break
+    if not numbers:
+        return None
+    numbers.setdefault("input_tokens", 0)
+    numbers.setdefault("output_tokens", 0)
+    return numbers
+
+
+def _finish_reason(attributes: dict[str, Any]) -> str | None:
+    reasons = attributes.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+        return reasons[0]
+    return None
+
+
+def _error_message(span: Span) -> str:
+    """The span's failure in words: the status message, else the exception event, else error.type."""
+    if span.status_message:
+        return span.status_message
+    for event in span.events:
+        if event.name == "exception":
+            kind = event.attributes.get("exception.type")
+            text = event.attributes.get("exception.message")
+            if text or kind:
+                return f"{kind}: {text}" if kind and text else str(text or kind)
+    error_type = span.attributes.get("error.type")
+    return f"{span.name or 'span'} failed" + (f" ({error_type})" if error_type else "")
+
+
+def _duration_ms(span: Span) -> float:
+    return round(max(span.end_ns - span.start_ns, 0) / 1e6, 3)
+
+
+def _iso(ns: int) -> str | None:
+    """ISO 8601 UTC with microseconds, or None for an unset (zero) time."""
+    if ns <= 0:
+        return None
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest // 1000:06d}Z"

@@ -1,0 +1,215 @@
+"""``POST /v1/traces``: the OTLP/HTTP trace receiver on the server's own port.
+
+Follows the OTLP specification's OTLP/HTTP section: protobuf or JSON bodies, optionally gzip; the
+reply uses the request's encoding (``Content-Type`` echoed). 200 with an empty
+``ExportTraceServiceResponse`` on full success; 200 with ``partial_success {rejected_spans,
+error_message}`` when some spans were rejected (the client must not retry those); 400 for a body
+that cannot be read, 413 for one too large, 415 for an unsupported media type or encoding, 401 /
+403 for keys, 503 with ``Retry-After`` when the event log is unreachable (retryable: the client
+re-sends and duplicates are dropped by event id). Every 4xx/5xx body is a ``google.rpc.Status``
+(``code``, ``message``) in the request's encoding, as the spec requires.
+
+The conversation id is ``[<workspace>:]<gen_ai.conversation.id or trace id>``; the workspace is the
+``workspace`` query parameter, else the one workspace a restricted API key names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Final
+
+import msgspec
+from litestar import Request, Response, post
+
+from convograph.integrations.otlp.decode import (
+    JSON,
+    PROTOBUF,
+    OtlpError,
+    decode_request,
+    decompress,
+    media_type_of,
+)
+from convograph.integrations.otlp.ingest import ConversationBlobs, IngestReport, OtlpIngestor
+from convograph.server.errors import ApiError
+from convograph.server.observability import Metrics
+from convograph.server.state import ServerState, principal_of, server_state
+from convograph.store import AppendResult, BackendUnavailable
+
+__all__ = ["OtlpReceiver", "export_traces", "open_receiver", "partial_success_message"]
+
+_GRPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 503: 14}
+"""``google.rpc.Code`` for each HTTP status we answer (INVALID_ARGUMENT, UNAUTHENTICATED, ...)."""
+
+_json = msgspec.json.Encoder()
+log = logging.getLogger("convograph.server")
+
+
+@post(
+    "/v1/traces",
+    summary="OTLP/HTTP trace export (GenAI spans become conversation events)",
+    tags=["integrations"],
+    status_code=200,
+    include_in_schema=True,
+)
+async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Store the GenAI spans of an ``ExportTraceServiceRequest`` (docs/integrations.md)."""
+    media = media_type_of(request.headers.get("content-type"))
+    reply_media = media if media in (PROTOBUF, JSON) else JSON
+    state = server_state(request)
+    try:
+        principal = principal_of(request)
+        if not principal.allows("write"):
+            raise ApiError(403, "this API key lacks the 'write' scope")
+        workspace = request.query_params.get("workspace")
+        if workspace is None and principal.workspaces is not None and len(principal.workspaces) == 1:
+            workspace = next(iter(principal.workspaces))
+        body = await request.body()
+        decoded = decode_request(
+            decompress(body, request.headers.get("content-encoding"), limit=state.config.max_body_bytes),
+            media,
+        )
+    except (ApiError, OtlpError) as exc:
+        return status_response(exc.status, exc.message, reply_media)
+    receiver = state.otlp
+    if receiver is None:
+        return status_response(503, "the OTLP receiver is not running", reply_media)
+    try:
+        report = await receiver.ingestor.ingest(
+            decoded.spans,
+            prefix=f"{workspace}:" if workspace else "",
+            can_write=principal.can_reach_conversation,
+        )
+    except BackendUnavailable as exc:
+        return status_response(503, str(exc), reply_media, headers={"Retry-After": "1"})
+    state.metrics.events_accepted += report.accepted_events
+    state.metrics.events_duplicate += report.duplicate_events
+    receiver.observe(report, decoded.rejected)
+    rejected = dict(decoded.rejected)
+    for reason, count in report.rejected.items():
+        rejected[reason] = rejected.get(reason, 0) + count
+    return export_response(rejected, report, reply_media)
+
+
+class OtlpReceiver:
+    """The server's OTLP side: the ingestor, its counters (on ``/metrics``), and the task that
+    writes held agent spans whose parent did not arrive in time."""
+
+    def __init__(self, ingestor: OtlpIngestor, metrics: Metrics) -> None:
+        self.ingestor = ingestor
+        self.spans = self.mapped = self.skipped = self.rejected = self.held = 0
+        self._task: asyncio.Task[None] | None = None
+        for name, read in (
+            ("spans_received", lambda: self.spans),
+            ("spans_mapped", lambda: self.mapped),
+            ("spans_skipped", lambda: self.skipped),
+            ("spans_rejected", lambda: self.rejected),
+            ("agents_held", lambda: self.ingestor.held_count),
+        ):
+            metrics.gauges[f"convograph_otlp_{name}"] = read
+
+    def observe(self, report: IngestReport, decode_rejected: dict[str, int]) -> None:
+        self.spans += report.spans + sum(decode_rejected.values())
+        self.mapped += report.mapped
+        self.skipped += sum(report.skipped.values())
+        self.rejected += sum(report.rejected.values()) + sum(decode_rejected.values())
+
+    def start(self, interval: float = 1.0) -> None:
+        async def release_loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await self.ingestor.release_expired()
+                except Exception as exc:  # the log may be down: try again next time
+                    log.warning("OTLP: writing held agent spans failed: %s", exc)
+
+        self._task = asyncio.create_task(release_loop(), name="convograph-otlp-holds")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        try:
+            await self.ingestor.close()
+        except Exception as exc:
+            log.warning("OTLP: writing held agent spans at shutdown failed: %s", exc)
+
+
+def open_receiver(state: ServerState) -> OtlpReceiver:
+    """The receiver for a running server: stored batches update the server's caches and feed the
+    context-intelligence graph like ``POST /v1/conversations/{cid}/events``; oversized values go to
+    the context-intelligence blob store when it runs (else they stay inline)."""
+
+    def stored(cid: str, result: AppendResult) -> None:
+        state.appended(cid, result)
+        if state.feeder is not None and result.accepted:
+            state.feeder.mark(cid)
+
+    async def deleted(cid: str) -> None:
+        state.conversations.forget(cid)
+        state.conversation_list.deleted(cid)
+        if state.feeder is not None:
+            await state.feeder.forget(cid)
+
+    blobs = ConversationBlobs(state.intelligence.blobs) if state.intelligence is not None else None
+    receiver = OtlpReceiver(
+        OtlpIngestor(state.log, on_stored=stored, on_deleted=deleted, blobs=blobs), state.metrics
+    )
+    receiver.start()
+    return receiver
+
+
+def partial_success_message(rejected: dict[str, int], report: IngestReport) -> tuple[int, str]:
+    """``(rejected_spans, error_message)``: every rejection reason with its count; with nothing
+    rejected, a warning only when no span of the request was conversation content."""
+    total = sum(rejected.values())
+    if total:
+        reasons = "; ".join(f"{count} span(s): {reason}" for reason, count in sorted(rejected.items()))
+        return total, f"{total} span(s) rejected: {reasons}"
+    if report.spans and not report.mapped:
+        skipped = "; ".join(f"{count} span(s): {reason}" for reason, count in sorted(report.skipped.items()))
+        return 0, f"no GenAI conversation spans in this export ({skipped}); nothing was stored"
+    return 0, ""
+
+
+def export_response(rejected: dict[str, int], report: IngestReport, media: str) -> Response[bytes]:
+    count, message = partial_success_message(rejected, report)
+    if media == PROTOBUF:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        reply = ExportTraceServiceResponse()
+        if message:
+            reply.partial_success.rejected_spans = count
+            reply.partial_success.error_message = message
+        return Response(reply.SerializeToString(), status_code=200, media_type=PROTOBUF)
+    body: dict[str, Any] = {}
+    if message:
+        body["partialSuccess"] = {"rejectedSpans": str(count), "errorMessage": message}
+    return Response(_json.encode(body), status_code=200, media_type=JSON)
+
+
+def status_response(
+    status: int, message: str, media: str, headers: dict[str, str] | None = None
+) -> Response[bytes]:
+    """A failure as a ``google.rpc.Status`` in ``media`` (protobuf encoded by hand: two fields)."""
+    code = _GRPC_CODES.get(status, 2)
+    if media == PROTOBUF:
+        text = message.encode()
+        body = b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
+    else:
+        body = _json.encode({"code": code, "message": message})
+    return Response(body, status_code=status, media_type=media, headers=headers)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)

@@ -1,0 +1,234 @@
+"""The messages of a GenAI span, read from wherever the instrumentation put them.
+
+GenAI semantic conventions record a model call's messages in three shapes; `span_messages` reads
+all of them into one form, the current one (``{"role", "parts": [...]}`` lists,
+``gen_ai.input.messages`` / ``gen_ai.output.messages`` / ``gen_ai.system_instructions``):
+
+1. span attributes holding those lists, as JSON text (what the Python ``opentelemetry-util-genai``
+   writes) or as structured ``AnyValue`` arrays;
+2. a span event ``gen_ai.client.inference.operation.details`` carrying the same attributes;
+3. the older per-message span events ``gen_ai.system.message``, ``gen_ai.user.message``,
+   ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice`` (semantic
+   conventions up to 1.36), whose fields (``content``, ``role``, ``tool_calls``, ``id``,
+   ``message``, ``index``, ``finish_reason``) sit in the event's attributes, often as JSON text.
+
+What is read is reported (`SpanMessages.consumed_attributes`, ``consumed_events``) so the caller
+keeps everything else. Unreadable JSON is not an error: it is listed in ``problems`` and the raw
+value stays with the span's kept attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from convograph.integrations.otlp.model import Span
+
+__all__ = [
+    "INPUT_MESSAGES",
+    "LEGACY_MESSAGE_EVENTS",
+    "OUTPUT_MESSAGES",
+    "SYSTEM_INSTRUCTIONS",
+    "SpanMessages",
+    "maybe_json",
+    "span_messages",
+]
+
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+LEGACY_MESSAGE_EVENTS: Final = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.choice",
+    }
+)
+
+_decode = msgspec.json.Decoder()
+
+
+class SpanMessages(msgspec.Struct, kw_only=True):
+    """A span's messages in the current semantic-convention form."""
+
+    input: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    output: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    system: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """System instruction parts (``gen_ai.system_instructions``)."""
+    consumed_attributes: frozenset[str] = frozenset()
+    consumed_events: frozenset[int] = frozenset()
+    """Indexes of the span events that were read as messages."""
+    problems: list[str] = msgspec.field(default_factory=list)
+    unmapped: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """Messages and parts no event represents (unknown roles or part types), kept verbatim."""
+
+
+def maybe_json(value: Any) -> Any:
+    """``value``, or the JSON it holds when it is a string that decodes to an object or an array.
+
+    The conventions ask instrumentations to record structured values, but span attributes often
+    carry them serialized; a plain string that is not such JSON is returned as it is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return _decode.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return value
+    return value
+
+
+def span_messages(span: Span) -> SpanMessages:
+    """Everything the span says about its messages (attributes first, then span events)."""
+    out = SpanMessages()
+    consumed: set[str] = set()
+    for name, target in ((INPUT_MESSAGES, out.input), (OUTPUT_MESSAGES, out.output)):
+        if name in span.attributes:
+            messages = _message_list(span.attributes[name], name, out.problems)
+            if messages is not None:
+                target.extend(messages)
+                consumed.add(name)
+    if SYSTEM_INSTRUCTIONS in span.attributes:
+        parts = _part_list(span.attributes[SYSTEM_INSTRUCTIONS], SYSTEM_INSTRUCTIONS, out.problems)
+        if parts is not None:
+            out.system.extend(parts)
+            consumed.add(SYSTEM_INSTRUCTIONS)
+    events: set[int] = set()
+    if not consumed:
+        for index, event in enumerate(span.events):
+            if event.name == DETAILS_EVENT:
+                details = SpanMessages()
+                _read_details(event.attributes, details)
+                if details.input or details.output or details.system:
+                    out.input.extend(details.input)
+                    out.output.extend(details.output)
+                    out.system.extend(details.system)
+                    out.problems.extend(details.problems)
+                    events.add(index)
+                    break
+    if not consumed and not events:
+        for index, event in enumerate(span.events):
+            if event.name in LEGACY_MESSAGE_EVENTS and _read_legacy(event.name, event.attributes, out):
+                events.add(index)
+    out.consumed_attributes = frozenset(consumed)
+    out.consumed_events = frozenset(events)
+    return out
+
+
+def _read_details(attributes: dict[str, Any], out: SpanMessages) -> None:
+    for name, target in ((INPUT_MESSAGES, out.input), (OUTPUT_MESSAGES, out.output)):
+        if name in attributes:
+            target.extend(_message_list(attributes[name], name, out.problems) or ())
+    if SYSTEM_INSTRUCTIONS in attributes:
+        out.system.extend(
+            _part_list(attributes[SYSTEM_INSTRUCTIONS], SYSTEM_INSTRUCTIONS, out.problems) or ()
+        )
+
+
+def _message_list(value: Any, name: str, problems: list[str]) -> list[dict[str, Any]] | None:
+    value = maybe_json(value)
+    if not isinstance(value, list):
+        problems.append(f"`{name}` is not a JSON array of messages")
+        return None
+    return [message for message in (_message(item) for item in value) if message is not None]
+
+
+def _part_list(value: Any, name: str, problems: list[str]) -> list[dict[str, Any]] | None:
+    value = maybe_json(value)
+    if isinstance(value, str):  # a bare string of instructions
+        return [{"type": "text", "content": value}]
+    if not isinstance(value, list):
+        problems.append(f"`{name}` is not a JSON array of parts")
+        return None
+    return [part for part in value if isinstance(part, dict)]
+
+
+def _message(item: Any) -> dict[str, Any] | None:
+    """A message as ``{"role": str, "parts": [dict, ...], ...}``; a ``content`` string (an older
+    shape) becomes one text part."""
+    if not isinstance(item, dict):
+        return None
+    role = item.get("role")
+    parts = item.get("parts")
+    if isinstance(parts, list):
+        clean = [part for part in parts if isinstance(part, dict)]
+    elif isinstance(item.get("content"), str):
+        clean = [{"type": "text", "content": item["content"]}]
+    else:
+        clean = []
+    message = dict(item)
+    message["role"] = role if isinstance(role, str) else "user"
+    message["parts"] = clean
+    return message
+
+
+# -- the older per-message events --------------------------------------------------------------------
+
+
+def _read_legacy(name: str, attributes: dict[str, Any], out: SpanMessages) -> bool:
+    """Append the message a ``gen_ai.*.message`` / ``gen_ai.choice`` event describes. False when it
+    says nothing readable (content capture off: the event has no content)."""
+    if name == "gen_ai.choice":
+        message = maybe_json(attributes.get("message"))
+        index = attributes.get("index", 0)
+        if not isinstance(message, dict):
+            message = {"role": "assistant", "content": attributes.get("content"), "tool_calls": None}
+        if index not in (0, "0", None):
+            return True  # only the first choice continues the conversation; the event is read
+        parts = _legacy_parts(message.get("content"), message.get("tool_calls"))
+        if not parts:
+            return False
+        out.output.append(
+            {"role": "assistant", "parts": parts, "finish_reason": attributes.get("finish_reason")}
+        )
+        return True
+    role = name.removeprefix("gen_ai.").removesuffix(".message")
+    content = attributes.get("content")
+    if role == "system":
+        parts = _legacy_parts(content, None)
+        out.system.extend(parts)
+        return bool(parts)
+    if role == "tool":
+        call_id = attributes.get("id")
+        if not isinstance(call_id, str):
+            return False
+        out.input.append(
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": content}]}
+        )
+        return True
+    parts = _legacy_parts(content, attributes.get("tool_calls") if role == "assistant" else None)
+    if not parts:
+        return False
+    out.input.append({"role": role if role in ("user", "assistant") else "user", "parts": parts})
+    return True
+
+
+def _legacy_parts(content: Any, tool_calls: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    content = maybe_json(content)
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, list):  # OpenAI-style content parts
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
+                parts.append({"type": "text", "content": item["text"]})
+            elif isinstance(item, str):
+                parts.append({"type": "text", "content": item})
+    calls = maybe_json(tool_calls)
+    if isinstance(calls, list):
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            raw_function = call.get("function")
+            function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": function.get("name") or call.get("name") or "tool",
+                    "arguments": maybe_json(function.get("arguments", call.get("arguments"))),
+                }
+            )
+    return parts
