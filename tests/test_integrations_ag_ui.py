@@ -22,6 +22,7 @@ from tests.support.conversations import (
     ag_ui_to_openai,
     encode_all,
     projected_messages,
+    random_streams,
     recorded_conversations,
     sse_bytes,
     stored,
@@ -31,6 +32,18 @@ from tests.test_hypergraph_properties import wire_events
 
 AGUI = TypeAdapter(AGUIEvent)
 CONVERSATIONS = recorded_conversations()
+
+
+def as_logged(wires: list[dict[str, Any]]) -> list[Event]:
+    """The events an event log would store: a repeated ``eventId`` is stored once."""
+    seen: set[str] = set()
+    events = []
+    for wire in wires:
+        event_id = wire.get("eventId")
+        if event_id is None or event_id not in seen:
+            seen.add(event_id or "")
+            events.append(parse_event(wire))
+    return events
 
 
 def check_chunk(chunk: dict[str, Any]) -> None:
@@ -193,14 +206,13 @@ def test_commands_and_user_parts_send_a_snapshot_of_the_active_path() -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(wire_events(), max_size=40))
 def test_any_event_stream_gives_valid_ag_ui(wires: list[dict[str, Any]]) -> None:
-    check_stream([parse_event(wire) for wire in wires])
+    check_stream(as_logged(wires))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(wire_events(), min_size=1, max_size=30), st.data())
 def test_replaying_a_prefix_silently_gives_the_same_frames(wires: list[dict[str, Any]], data: Any) -> None:
-    items = stored([parse_event(wire) for wire in wires])
-    whole = [AGUIEventStream("c").feed(item) for item in items]
+    items = stored(as_logged(wires))
     one = AGUIEventStream("c")
     whole = [one.feed(item) for item in items]
     cut = data.draw(st.integers(0, len(items)))
@@ -215,9 +227,19 @@ def test_the_reference_client_verifies_and_folds_the_stream(name: str, tmp_path:
     events = CONVERSATIONS[name]
     path = tmp_path / f"{name}.sse"
     path.write_bytes(sse_bytes(AGUIEventStream("c"), events))
-    report = run_node_reader("ag-ui-read.mjs", path)
+    (report,) = run_node_reader("ag-ui-read.mjs", path)
     chunks = [chunk for _, chunk in encode_all(AGUIEventStream("c"), events)]
     assert report["events"] == len(chunks)
     last_snapshot = [chunk for chunk in chunks if chunk["type"] == "MESSAGES_SNAPSHOT"][-1]["messages"]
     assert report["messages"] == last_snapshot
     assert report["state"]["pendingRelays"] == {}
+
+
+def test_the_reference_client_accepts_random_streams(tmp_path: Path) -> None:
+    paths = []
+    for index, events in enumerate(random_streams(40, seed=7)):
+        path = tmp_path / f"random-{index}.sse"
+        path.write_bytes(sse_bytes(AGUIEventStream("c"), events))
+        paths.append(path)
+    reports = run_node_reader("ag-ui-read.mjs", *paths)
+    assert len(reports) == len(paths)

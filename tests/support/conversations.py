@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from convograph.demo.conversations import research_script, retry_policies_script, rlm_script
 from convograph.events import Event, parse_event
@@ -84,3 +85,75 @@ def ag_ui_to_openai(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"role": "assistant", "content": text, "tool_calls": tool_calls})
         out.extend(answers)
     return out
+
+
+def random_streams(count: int, seed: int, length: int = 40) -> list[list[Event]]:
+    """Seeded random event streams (nested runs, subagents, relays, late and orphan events): for
+    checks that run the node readers once on many streams, where hypothesis would start node per
+    example."""
+    rng = random.Random(seed)
+    runs = ["a", "b", "p1", "p2", "s", "s2", "u"]
+    ids = ["x", "y", "a/c1", "a/c2", "s/c3", "r1", "t"]
+    streams = []
+    for _ in range(count):
+        wires: list[dict[str, Any]] = []
+        for _ in range(rng.randint(1, length)):
+            kind = rng.choice(_KINDS)
+            wire: dict[str, Any] = {"type": kind, "runId": rng.choice(runs)}
+            if rng.random() < 0.5:
+                wire["parentId"] = rng.choice([*runs, *ids, "u:user"])
+            ident = rng.choice(ids)
+            wire.update(_fields(kind, ident, rng))
+            if kind in ("relay_resolved", "connected", "switch_branch"):
+                wire.pop("runId")
+            wires.append(wire)
+        streams.append([parse_event(wire) for wire in wires])
+    return streams
+
+
+_KINDS: Final = (
+    "harness_start",
+    "harness_end",
+    "text",
+    "text",
+    "text",
+    "reasoning",
+    "tool_call",
+    "tool_result",
+    "tool_progress",
+    "user",
+    "error",
+    "usage",
+    "relay",
+    "relay_resolved",
+    "repl_input",
+    "repl_progress",
+    "repl_output",
+    "connected",
+)
+
+
+def _fields(kind: str, ident: str, rng: random.Random) -> dict[str, Any]:
+    output = rng.choice([1, "ok", {"status": "denied"}, {"error": "boom"}, {"context": "c"}])
+    return {
+        "harness_start": {"agentId": rng.choice(["lead", "helper"])},
+        "harness_end": {"reason": rng.choice(["final", "error", "cancelled", "max_iterations"])},
+        "text": {"id": ident, "content": rng.choice(["a", "b ", ""])},
+        "reasoning": {
+            "id": f"th-{ident}",
+            "content": "r",
+            **({"signature": "s"} if rng.random() < 0.2 else {}),
+        },
+        "tool_call": {"id": ident, "name": "bash", "input": rng.choice([{}, {"cmd": "ls"}, None])},
+        "tool_result": {"id": ident, "name": "bash", "output": output},
+        "tool_progress": {"id": f"p-{ident}", "toolCallId": ident, "name": "bash", "content": {"line": 1}},
+        "user": {"content": "hi"},
+        "error": {"message": "boom"},
+        "usage": {"inputTokens": 3, "outputTokens": 4},
+        "relay": {"id": f"relay-{ident}", "kind": "permission", "toolCallId": ident, "tool": "bash"},
+        "relay_resolved": {"relayId": f"relay-{ident}", "approved": rng.random() < 0.5},
+        "repl_input": {"id": f"repl-{ident}", "code": "1"},
+        "repl_progress": {"id": f"repl-{ident}", "chunk": "o"},
+        "repl_output": {"id": f"repl-{ident}", "stdout": "o"},
+        "connected": {},
+    }[kind]

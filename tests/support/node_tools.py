@@ -1,7 +1,7 @@
 """Run the npm packages' own stream readers (tests/node/*.mjs) from tests.
 
-`run_node_reader(script, sse_file)` runs ``node tests/node/<script> <file>`` and returns its JSON
-report. The packages come from ``scripts/ensure-node-tools`` (called here once if they are
+`run_node_reader(script, *sse_files)` runs ``node tests/node/<script> <files>`` and returns its
+JSON reports, one per file. The packages come from ``scripts/ensure-node-tools`` (called here once if they are
 missing). Without node or the packages a test skips, except under ``CI=true``, where that is a
 failure: CI must run the real parsers.
 """
@@ -44,11 +44,11 @@ def require_node_tools() -> None:
     pytest.skip(f"{problem} (run scripts/ensure-node-tools)")
 
 
-def run_node_reader(script: str, sse_file: Path) -> dict[str, Any]:
-    """The JSON report of ``tests/node/<script>`` on ``sse_file``; a failed parse fails the test."""
+def run_node_reader(script: str, *sse_files: Path) -> list[dict[str, Any]]:
+    """The JSON reports of ``tests/node/<script>`` on ``sse_files``; a rejected file fails the test."""
     require_node_tools()
     done = subprocess.run(
-        ["node", str(NODE_DIR / script), str(sse_file)],
+        ["node", str(NODE_DIR / script), *map(str, sse_files)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -56,6 +56,6 @@ def run_node_reader(script: str, sse_file: Path) -> dict[str, Any]:
         check=False,
     )
     if done.returncode != 0:
-        pytest.fail(f"{script} rejected {sse_file.name}:\n{done.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
+        pytest.fail(f"{script} rejected a stream:\n{done.stderr[-4000:]}")
+    reports: list[dict[str, Any]] = json.loads(done.stdout)
+    return reports

@@ -29,6 +29,7 @@ Cost: O(1) per event plus O(conversation) per snapshot (one per top-level turn a
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from convograph.events import (
@@ -81,6 +82,8 @@ PROTOCOL_VERSION: Final = "1.0"
 
 CUSTOM_PREFIX: Final = "convograph."
 
+log = logging.getLogger("convograph.integrations")
+
 
 def tool_arguments(tool_input: Any) -> str:
     """A call's input as the arguments text (as the OpenAI projection writes it)."""
@@ -118,19 +121,30 @@ class AGUIEventStream(UIEventStream):
 
     def __init__(self, conversation_id: str) -> None:
         super().__init__(conversation_id)
-        self.projector = ConversationProjector()
+        self.projector: ConversationProjector | None = ConversationProjector()
+        """The thread behind ``MESSAGES_SNAPSHOT`` (None once it failed: snapshots stop)."""
         self.pending_relays: dict[str, Any] = {}
         self.created: dict[str, int] = {}
         """Message id -> rank of its creation on a client (first start, call or snapshot)."""
 
     def chunks(self, event: Event, seq: int = 0) -> list[Chunk]:
         projector = self.projector
-        if isinstance(event, COMMAND_TYPES):
-            changed = reduce_with_commands(projector.conversation, event)
-            if changed is not projector.conversation:
-                projector.replace(changed)
-        else:
-            projector.apply(event)
+        if projector is not None:
+            try:
+                if isinstance(event, COMMAND_TYPES):
+                    changed = reduce_with_commands(projector.conversation, event)
+                    if changed is not projector.conversation:
+                        projector.replace(changed)
+                else:
+                    projector.apply(event)
+            except Exception:  # a projection that fails must not stop the stream: snapshots stop
+                log.warning(
+                    "%s: the thread projection failed at seq %d; no more MESSAGES_SNAPSHOT",
+                    self.conversation_id,
+                    seq,
+                    exc_info=True,
+                )
+                self.projector = None
         return super().chunks(event, seq)
 
     # -- turns -------------------------------------------------------------------------------------
@@ -177,6 +191,8 @@ class AGUIEventStream(UIEventStream):
         return {"pendingRelays": dict(self.pending_relays), "usage": self.usage.to_wire()}
 
     def _messages_snapshot(self) -> None:
+        if self.projector is None:
+            return
         messages = _SnapshotBuilder(self).build(self.projector.views)
         for message in messages:
             if message["role"] != "tool":
@@ -192,7 +208,7 @@ class AGUIEventStream(UIEventStream):
     def handle_subagent_start(self, run: Run) -> None:
         chunk: Chunk = {
             "type": "SUBAGENT_STARTED",
-            "subagentRunId": run.run_id,
+            "subagentRunId": run.invocation or run.run_id,
             "name": run.agent_id or "agent",
         }
         parent = run.parent
@@ -201,9 +217,10 @@ class AGUIEventStream(UIEventStream):
             parent is not None
             and parent.kind == "subagent"
             and turn is not None
-            and parent.run_id in turn.subagents
+            and parent.invocation in turn.subagents
+            and parent.invocation is not None
         ):
-            chunk["parentSubagentRunId"] = parent.run_id
+            chunk["parentSubagentRunId"] = parent.invocation
         if run.parent_tool_call is not None:
             chunk["parentToolCallId"] = run.parent_tool_call
             call = self.calls.get(run.parent_tool_call)
@@ -214,17 +231,18 @@ class AGUIEventStream(UIEventStream):
 
     def handle_subagent_end(self, run: Run, end: HarnessEnd | None) -> None:
         turn = self.turn
-        if turn is None or run.run_id not in turn.subagents:
+        invocation = run.invocation or run.run_id
+        if turn is None or invocation not in turn.subagents:
             return
         outcome = outcome_of(end)
         if outcome == "success" or outcome == "length":
-            self.emit({"type": "SUBAGENT_FINISHED", "subagentRunId": run.run_id})
+            self.emit({"type": "SUBAGENT_FINISHED", "subagentRunId": invocation})
             return
         if end is None:
             message, code = "interrupted: its parent run ended first", "interrupted"
         else:
             message, code = run.last_error or f"subagent ended: {end.reason}", end.reason or outcome
-        self.emit({"type": "SUBAGENT_ERROR", "subagentRunId": run.run_id, "message": message, "code": code})
+        self.emit({"type": "SUBAGENT_ERROR", "subagentRunId": invocation, "message": message, "code": code})
 
     def handle_step_start(self, run: Run, step: str) -> None:
         self.emit(_attributed({"type": "STEP_STARTED", "stepName": step}, run))
@@ -366,6 +384,11 @@ class _SnapshotBuilder:
         stream = self.stream
         return stream.runs.get(run_id) or stream.step_owner.get(run_id) or stream.loose_runs.get(run_id)
 
+    def _id(self, view_id: str, owner: Run | None, *, new: bool = False) -> str:
+        """The message id the stream used for ``view_id`` (see `UIEventStream._message_id`)."""
+        sub = owner.subagent_run_id if owner is not None else None
+        return self.stream.aliases.get((view_id, sub, new), view_id)
+
     def _push(self, message: dict[str, Any], owner: Run | None) -> dict[str, Any]:
         sub = owner.subagent_run_id if owner is not None else None
         if sub is not None:
@@ -397,7 +420,8 @@ class _SnapshotBuilder:
             content = view.content
             owner = self._owner(view.run_id)
             if isinstance(content, UserContent):
-                self._push({"id": view.id, "role": "user", "content": user_content(content.content)}, None)
+                message_id = self._id(view.id, None)
+                self._push({"id": message_id, "role": "user", "content": user_content(content.content)}, None)
                 turns.clear()  # a user message ends every assistant turn
                 continue
             key: Any = owner if owner is not None else view.run_id
@@ -405,7 +429,11 @@ class _SnapshotBuilder:
             if isinstance(content, ReasoningContent):
                 if state[1]:
                     state[:] = [None, False]
-                message: dict[str, Any] = {"id": view.id, "role": "reasoning", "content": content.text}
+                message: dict[str, Any] = {
+                    "id": self._id(view.id, owner),
+                    "role": "reasoning",
+                    "content": content.text,
+                }
                 if content.redacted_data is not None:
                     message["encryptedValue"] = content.redacted_data
                 if content.signature is not None:
@@ -417,7 +445,7 @@ class _SnapshotBuilder:
                     turns.clear()
                     continue
                 if state[0] is None or state[1]:
-                    state[:] = [view.id, False]
+                    state[:] = [self._id(view.id, owner), False]
                 found = self.by_id.get(state[0])
                 if found is None:
                     self._push({"id": state[0], "role": "assistant", "content": content.text}, owner)
@@ -429,8 +457,8 @@ class _SnapshotBuilder:
     def _call(self, view: ViewNode, content: ToolCallContent, owner: Run | None, state: list[Any]) -> None:
         holder = self.by_id.get(state[0]) if state[0] is not None else None
         if holder is None or holder.get("role") != "assistant":
-            state[0] = view.id
-            holder = self._push({"id": view.id, "role": "assistant"}, owner)
+            state[0] = self._id(view.id, owner, new=True)
+            holder = self._push({"id": state[0], "role": "assistant"}, owner)
         state[1] = True
         call = {
             "id": view.id,

@@ -108,6 +108,8 @@ def outcome_of(end: HarnessEnd | None) -> Outcome:
     return "success"
 
 
+_FREE: Final = object()
+
 _RESUME: Final = re.compile(r"([0-9]{1,19})(?::([0-9]{1,9}))?")
 
 
@@ -198,6 +200,9 @@ class Run:
     turn_has_calls: bool = False
     children: list[Run] = field(default_factory=list)
     last_error: str | None = None
+    invocation: str | None = None
+    """A subagent's invocation id (AG-UI ``subagentRunId``): its run id, or ``<run id>#<seq>``
+    when the run id already named an invocation in the same turn (a restarted run)."""
 
     @property
     def top(self) -> Run:
@@ -209,7 +214,7 @@ class Run:
     @property
     def subagent_run_id(self) -> str | None:
         """The subagent invocation this run is (AG-UI ``subagentRunId``); None for others."""
-        return self.run_id if self.kind == "subagent" else None
+        return self.invocation if self.kind == "subagent" else None
 
 
 @dataclass(eq=False, slots=True)
@@ -267,6 +272,13 @@ class UIEventStream:
         self.calls: dict[str, ToolCallState] = {}
         self.relays: dict[str, Relay] = {}
         self.relay_of_call: dict[str, Relay] = {}
+        self.open_parts: dict[tuple[str, str], Part] = {}
+        """(kind, block id) and (kind, message id) -> the open part: ids a protocol keys its open
+        parts by, so one run's part closes before another run opens one under the same id."""
+        self.message_owner: dict[str, str | None] = {}
+        """Message id -> the subagent run that made it (None: a top-level or loose run)."""
+        self.aliases: dict[tuple[str, str | None, bool], str] = {}
+        """(id, subagent run, new) -> the message id used instead of a taken id."""
         self.repl_owner: dict[str, Run] = {}
         """REPL turn id -> the run whose REPL it is (the runs it spawns are its subagents)."""
         self.usage = UsageTotals()
@@ -374,7 +386,9 @@ class UIEventStream:
             return
         for run in list(turn.runs):  # only when a stream is finished early
             self._end_run(run, None, close_turn=False)
-        for owner in turn.owners.values():
+        for owner in list(turn.owners.values()):
+            if owner.kind == "subagent" and owner.open:  # its parent had ended: interrupted here
+                self._end_run(owner, None)
             self._close_step(owner)
         self.turn = None
         self.after_turn(turn, end)
@@ -450,15 +464,45 @@ class UIEventStream:
             owner.step = None
             self.handle_step_end(owner, step)
 
+    def _open_part(self, part: Part) -> None:
+        for key in ((part.kind, part.block_id), (part.kind + ":message", part.message_id)):
+            other = self.open_parts.get(key)
+            if other is not None:
+                self._close_part(other.owner)
+        part.owner.part = part
+        self.open_parts[(part.kind, part.block_id)] = part
+        self.open_parts[(part.kind + ":message", part.message_id)] = part
+
     def _close_part(self, owner: Run) -> None:
         part = owner.part
         if part is None:
             return
         owner.part = None
+        self.open_parts.pop((part.kind, part.block_id), None)
+        self.open_parts.pop((part.kind + ":message", part.message_id), None)
         if part.kind == "text":
             self.handle_text_end(part)
         else:
             self.handle_reasoning_end(part)
+
+    def _message_id(self, candidate: str, owner: Run, *, new: bool = False) -> str:
+        """A message id for ``candidate`` (a block, call or user id) made by ``owner``: the id
+        itself, unless a message of another subagent (or of the parent) already took it, or
+        ``new`` (a message that must not continue one) and any message took it; then
+        ``<id>@<run id>`` (`aliases`), so a message is never shared by mistake."""
+        sub = owner.subagent_run_id
+        taken = self.message_owner.get(candidate, _FREE)
+        if taken is _FREE:
+            self.message_owner[candidate] = sub
+            return candidate
+        if taken == sub and not new:
+            return candidate
+        key = (candidate, sub, new)
+        alias = self.aliases.get(key)
+        if alias is None:
+            alias = self.aliases[key] = f"{candidate}@{owner.run_id}"
+            self.message_owner.setdefault(alias, sub)
+        return alias
 
     def _new_turn_message(self, owner: Run) -> None:
         owner.turn_message = None
@@ -469,8 +513,10 @@ class UIEventStream:
     def _start_call(self, call_id: str, name: str, tool_input: Any, owner: Run) -> ToolCallState:
         parent = owner.turn_message
         owner.turn_has_calls = True
-        if parent is None:
-            owner.turn_message = call_id  # the call's own message holds the turn's next calls
+        if parent is None:  # the call's own message holds the turn's next calls
+            owner.turn_message = holder = self._message_id(call_id, owner, new=True)
+            if holder != call_id:
+                parent = holder  # named, so a client makes it under this id
         call = self.calls[call_id] = ToolCallState(call_id, name, tool_input, owner, parent)
         call.relay = self.relay_of_call.get(call_id)
         self.handle_tool_call(call)
@@ -492,7 +538,8 @@ class UIEventStream:
             turn = self._turn_for(run)
             turn.owners.setdefault(id(run), run)
             parent.children.append(run)
-            turn.subagents.add(run.run_id)
+            run.invocation = run.run_id if run.run_id not in turn.subagents else f"{run.run_id}#{self.seq}"
+            turn.subagents.add(run.invocation)
             self.handle_subagent_start(run)
             return
         run = Run(event.run_id, "top", event.agent_id)
@@ -518,9 +565,10 @@ class UIEventStream:
         if part is None or part.kind != "text" or part.block_id != event.id:
             self._close_part(owner)
             if owner.turn_message is None or owner.turn_has_calls:
-                owner.turn_message = event.id
+                owner.turn_message = self._message_id(event.id, owner)
                 owner.turn_has_calls = False
-            part = owner.part = Part("text", event.id, owner.turn_message, owner, step)
+            part = Part("text", event.id, owner.turn_message, owner, step)
+            self._open_part(part)
             self.handle_text_start(part)
         part.deltas += 1
         self.handle_text_delta(part, event.content)
@@ -533,8 +581,9 @@ class UIEventStream:
             self._close_part(owner)
             if owner.turn_has_calls:
                 self._new_turn_message(owner)
-            part = owner.part = Part("reasoning", event.id, event.id, owner, step)
+            part = Part("reasoning", event.id, self._message_id(event.id, owner), owner, step)
             part.redacted_data = event.redacted_data
+            self._open_part(part)
             self.handle_reasoning_start(part)
         if event.signature is not None:
             part.signature = event.signature
@@ -604,7 +653,7 @@ class UIEventStream:
             for run in turn.owners.values():
                 self._close_part(run)
                 self._new_turn_message(run)
-        self.handle_user(event, f"{event.run_id}:user", owner)
+        self.handle_user(event, self._message_id(f"{event.run_id}:user", owner), owner)
 
     def _on_usage(self, event: Usage) -> None:
         owner, step = self._locate(event.run_id, event.parent_id)
