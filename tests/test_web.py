@@ -382,3 +382,111 @@ def test_server_mode_branches_belong_to_the_subagent_run(cid: str) -> None:
     server = {v["id"]: v["branchRuns"] for v in walk(result["server"]) if v["branchRuns"]}
     assert server
     assert server == {view_id: client[view_id] for view_id in server}
+
+
+MARKDOWN_RUNNER = """
+import { parseMarkdown, parseInline } from %(markdown)s;
+import { scanner, tokens } from %(highlight)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const out = {
+  blocks: input.markdown.map((text) => parseMarkdown(text)),
+  inline: input.inline.map((text) => parseInline(text)),
+  tokens: input.code.map(([lang, code]) => tokens(code, scanner(lang))),
+};
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def run_markdown(markdown: list[str], inline: list[str], code: list[tuple[str, str]]) -> dict[str, Any]:
+    assert NODE is not None
+    script = MARKDOWN_RUNNER % {
+        "markdown": json.dumps((JS / "markdown.js").as_uri()),
+        "highlight": json.dumps((JS / "highlight.js").as_uri()),
+    }
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"markdown": markdown, "inline": inline, "code": code}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@needs_node
+def test_markdown_blocks_and_inline() -> None:
+    out = run_markdown(
+        markdown=[
+            "```js\nconst a = 1;\n```\nafter",
+            "```\nunclosed (still streaming)",
+            "- a\n- b\n  - c\nlazy\n\n1) one",
+            "| x | y |\n|---|:-:|\n| 1 | a \\| b |",
+            "# Title #\n> q\nlazy\n\n---",
+        ],
+        inline=[
+            "**b** *e* _e_ snake_case_name ~~d~~ `c`",
+            "[t](https://a.io/x_(y) 'title') <https://b.io> see https://c.io/p. end",
+            "<script>x</script> \\*not em\\* ![alt](https://i.io/p.png)",
+            "``a ` b`` and a lone ` tick",
+        ],
+        code=[],
+    )
+    code, unclosed, lists, table, misc = out["blocks"]
+    assert code == [{"type": "code", "lang": "js", "text": "const a = 1;"}, {"type": "p", "text": "after"}]
+    assert unclosed == [{"type": "code", "lang": "", "text": "unclosed (still streaming)"}]
+    bullets, ordered = lists
+    assert [item[0]["text"] for item in bullets["items"]] == ["a", "b"]
+    # A lazy continuation line continues the deepest open paragraph (CommonMark).
+    assert bullets["items"][1][1]["items"] == [[{"type": "p", "text": "c\nlazy"}]]
+    assert (ordered["ordered"], ordered["start"]) == (True, 1)
+    assert table == [
+        {"type": "table", "head": ["x", "y"], "align": [None, "center"], "rows": [["1", "a | b"]]}
+    ]
+    assert [b["type"] for b in misc] == ["h", "quote", "hr"]
+    assert misc[0]["text"] == "Title"
+    assert misc[1]["blocks"] == [{"type": "p", "text": "q\nlazy"}]
+    emphasis, links, unsafe, ticks = out["inline"]
+    assert [n["t"] for n in emphasis if n["t"] != "text"] == ["strong", "em", "em", "del", "code"]
+    assert {"t": "text", "text": " snake_case_name "} in emphasis
+    assert [(n["t"], n.get("href")) for n in links if n["t"] == "link"] == [
+        ("link", "https://a.io/x_(y)"),
+        ("link", "https://b.io"),
+        ("link", "https://c.io/p"),
+    ]
+    assert unsafe[0] == {"t": "text", "text": "<script>x</script> *not em* "}  # text, never markup
+    assert unsafe[1] == {"t": "image", "alt": "alt", "href": "https://i.io/p.png"}
+    assert ticks == [{"t": "code", "text": "a ` b"}, {"t": "text", "text": " and a lone ` tick"}]
+
+
+@needs_node
+def test_highlighter_tokens_cover_the_code_exactly() -> None:
+    samples = [
+        ("python", 'def f(x):  # c\n    return "s" + 1 if x else None\n"""doc\nstring"""'),
+        ("ts", "const a = `t ${b}`; // c\nif (a === null) { return 0x1f; }"),
+        ("json", '{"a": [1, -2.5e3, true, null], "b": "s\\"q"}'),
+        ("bash", 'echo "$HOME" # note\nexport X=1 && ls ${DIR}/a#b'),
+        ("sql", "SELECT a FROM t WHERE b = 'x' -- c"),
+        ("diff", "@@ -1 +1 @@\n-old\n+new"),
+        ("yaml", "key: value # c\nlist:\n  - name: 'x'"),
+        ("rust", 'fn main() { let s = "x"; }'),
+        ("go", "func main() { var x = nil }"),
+        ("html", '<a href="x">t</a><!-- c -->'),
+    ]
+    out = run_markdown([], [], samples)
+    for (lang, code), toks in zip(samples, out["tokens"], strict=True):
+        assert "".join(text for _, text in toks) == code, lang
+    python = out["tokens"][0]
+    assert ["keyword", "def"] in python
+    assert ["comment", "# c"] in python
+    assert ["string", '"s"'] in python
+    assert ["literal", "None"] in python
+    assert ["string", '"""doc\nstring"""'] in python
+    assert ["comment", "# note"] in out["tokens"][3]
+    assert not any(cls == "comment" and "b" in text for cls, text in out["tokens"][3])  # a#b is no comment
+    assert ["keyword", "SELECT"] in out["tokens"][4]
+    assert ["inserted", "+new"] in out["tokens"][5]

@@ -97,7 +97,9 @@ def test_the_list_shows_titles(demo_server: ServerProcess, probe: PageProbe) -> 
     assert research.locator("a").inner_text().startswith("We need a vector database for ~50M embeddings")
     assert research.locator(".conv__id").inner_text() == "demo-research"
     # A conversation created now gets its title live, and the filter matches titles.
-    post(demo_server.url, "e2e-titled", [{"type": "user", "runId": "u", "content": "Plan the  Q3\nmigration"}])
+    post(
+        demo_server.url, "e2e-titled", [{"type": "user", "runId": "u", "content": "Plan the  Q3\nmigration"}]
+    )
     titled = page.locator('tr[data-id="e2e-titled"] a.conv__title')
     titled.wait_for()
     assert titled.inner_text() == "Plan the Q3 migration"

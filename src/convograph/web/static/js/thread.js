@@ -7,7 +7,8 @@
 // lazily the first time their <details> opens, so a 10k-node conversation with collapsed
 // subagents creates only the elements on screen.
 
-import { announce, formatTokens, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
+import { renderMarkdown } from "./markdown.js";
+import { announce, copyButton, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
@@ -126,8 +127,14 @@ export class ThreadView {
     el.append(meta);
     switch (view.kind) {
       case "user":
-      case "text":
         parts.body = h("div", { class: "turn__text" });
+        meta.append(copyButton(() => userText(view.content), "Copy message"));
+        el.append(parts.body);
+        break;
+      case "text":
+        // Model text is Markdown, rendered to DOM nodes (never HTML: see markdown.js).
+        parts.body = h("div", { class: "turn__text md" });
+        meta.append(copyButton(() => view.text, "Copy message"));
         el.append(parts.body);
         break;
       case "reasoning": {
@@ -184,13 +191,17 @@ export class ThreadView {
     parts.input = h("pre", { class: "payload" });
     parts.progress = h("pre", { class: "payload payload--progress" });
     parts.output = h("pre", { class: "payload" });
-    parts.progressBox = h("details", { class: "tool__section", open: true, hidden: true }, h("summary", {}, "Progress"), parts.progress);
-    parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"), parts.output);
+    const copyable = (pre, getText, label) => h("div", { class: "copyable" }, pre, copyButton(getText, label));
+    parts.progressBox = h("details", { class: "tool__section", open: true, hidden: true }, h("summary", {}, "Progress"),
+      copyable(parts.progress, () => progressText(view.progress, { full: true }), "Copy progress"));
+    parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"),
+      copyable(parts.output, () => fullText(view.output), "Copy output"));
     parts.card = h(
       "details",
       { class: "tool" },
       h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.toolState),
-      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"), parts.input), parts.progressBox, parts.outputBox),
+      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"),
+        copyable(parts.input, () => fullText(view.input), "Copy input")), parts.progressBox, parts.outputBox),
     );
     el.append(parts.card);
   }
@@ -219,7 +230,7 @@ export class ThreadView {
       "details",
       { class: "tool repl", open: true },
       h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "›_"), h("span", { class: "tool__name" }, "REPL"), parts.iteration = h("span", { class: "tool__summary" }), parts.state),
-      h("div", { class: "tool__body" }, parts.code, parts.stdout, parts.stderr),
+      h("div", { class: "tool__body" }, h("div", { class: "copyable" }, parts.code, copyButton(() => view.code, "Copy code")), parts.stdout, parts.stderr),
     );
     el.append(parts.card);
   }
@@ -258,7 +269,10 @@ export class ThreadView {
         parts.body.textContent = userText(view.content);
         break;
       case "text":
-        parts.body.textContent = view.text;
+        if (parts.shownText !== view.text) {
+          parts.shownText = view.text;
+          parts.body.replaceChildren(renderMarkdown(view.text, { copyButton }));
+        }
         break;
       case "reasoning":
         parts.body.textContent = view.redacted
@@ -475,10 +489,14 @@ function toolState(view) {
   return view.status === "streaming" ? "running" : "no result";
 }
 
-function progressText(state) {
+/** A tool's progress as text: the end of long stdout / stderr (saying what was left out), or with
+ * `full` all of it (for copying). */
+function progressText(state, { full = false } = {}) {
+  if (!state) return "";
+  const cut = full ? (text) => text : tail;
   const lines = [];
-  if (state.stdout) lines.push(tail(state.stdout));
-  if (state.stderr) lines.push(`[stderr] ${tail(state.stderr)}`);
+  if (state.stdout) lines.push(cut(state.stdout));
+  if (state.stderr) lines.push(`[stderr] ${cut(state.stderr)}`);
   const m = state.metrics;
   if (m) lines.push(`[pid ${m.pid}] cpu ${m.cpuPercent ?? "?"}% · rss ${m.rssKb ?? "?"} KB · ${m.wallMs ?? "?"} ms`);
   for (const content of state.other) lines.push(typeof content === "string" ? content : JSON.stringify(content));
