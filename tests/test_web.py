@@ -490,3 +490,70 @@ def test_highlighter_tokens_cover_the_code_exactly() -> None:
     assert not any(cls == "comment" and "b" in text for cls, text in out["tokens"][3])  # a#b is no comment
     assert ["keyword", "SELECT"] in out["tokens"][4]
     assert ["inserted", "+new"] in out["tokens"][5]
+
+
+TIME_RUNNER = """
+import { ConversationModel } from %(model)s;
+import { eventTime, formatDuration } from %(time)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const model = new ConversationModel();
+for (const event of input.events) model.apply(event);
+const views = {};
+const walk = (level) => { for (const v of level.items) { views[v.id] = { start: v.start, end: v.end, calls: (v.calls ?? []).length }; v.branches.forEach(walk); } };
+walk(model.top);
+process.stdout.write(JSON.stringify({
+  calls: model.modelCalls, views, first: model.firstTime, last: model.lastTime,
+  runs: Object.fromEntries([...model.runs.values()].map((r) => [r.id, [r.start, r.end]])),
+  times: input.stamps.map(eventTime), durations: input.durations.map(formatDuration),
+}));
+"""
+
+
+@needs_node
+def test_client_model_times_turns_tool_calls_and_model_calls() -> None:
+    def event(kind: str, seconds: float, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "timestamp": 1_700_000_000 + seconds, **fields}  # Unix seconds
+
+    events = with_seq(
+        [
+            event("user", 0, runId="u", content="go"),
+            event("text", 1, runId="m1", parentId="u:user", id="t", content="a"),
+            event("text", 3, runId="m1", id="t", content="b"),
+            event("usage", 4, runId="m1", inputTokens=10, outputTokens=2, cacheReadTokens=5),
+            event("tool_call", 5, runId="m1", id="c", name="x"),
+            event("usage", 5.5, runId="m1", inputTokens=3, outputTokens=1),  # starts at the tool call
+            event("tool_result", 7.25, runId="m1", id="c", name="x", output="ok"),
+            {"type": "text", "runId": "m1", "id": "late", "content": "no time"},
+        ]
+    )
+    assert NODE is not None
+    script = TIME_RUNNER % {
+        "model": json.dumps((JS / "model.js").as_uri()),
+        "time": json.dumps((JS / "time.js").as_uri()),
+    }
+    stamps = ["2026-03-01T10:00:00.250Z", 1_700_000_000, 1_700_000_000_500, "1700000000", "soon", None]
+    durations = [420, 2400, 42_000, 65_000, 7_380_000, -1]
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"events": events, "stamps": stamps, "durations": durations}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    base = 1_700_000_000_000
+    assert out["views"]["t"] == {"start": base + 1000, "end": base + 3000, "calls": 1}
+    # Each call shows on the run's newest turn when its usage arrives: the second on the tool call.
+    assert out["views"]["c"] == {"start": base + 5000, "end": base + 7250, "calls": 1}
+    assert out["views"]["late"]["start"] is None  # no timestamp: no time, none guessed
+    first, second = out["calls"]
+    assert (first["start"], first["end"], first["cacheRead"]) == (base + 1000, base + 4000, 5)
+    assert (second["start"], second["end"], second["index"]) == (base + 5000, base + 5500, 1)
+    assert (out["first"], out["last"]) == (base, base + 7250)
+    assert out["runs"]["m1"] == [base + 1000, base + 7250]
+    assert out["times"] == [1_772_359_200_250, base, base + 500, base, None, None]
+    assert out["durations"] == ["420 ms", "2.4 s", "42 s", "1 min 05 s", "2 h 03 min", ""]

@@ -1,5 +1,6 @@
 // The viewer's entry point: routing, the conversation list, the conversation page (thread and
-// graph tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·  /explore.
+// graph and timeline tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·
+// /c/<id>/timeline  ·  /explore.
 
 import { DagView } from "./dag.js";
 import { ExplorerView } from "./explorer.js";
@@ -7,6 +8,8 @@ import { ConversationModel, Level } from "./model.js";
 import { modelFromThread, Steering } from "./steer.js";
 import { followFeed, followStream } from "./stream.js";
 import { ThreadView } from "./thread.js";
+import { TimelineView } from "./timeline.js";
+import { formatDuration, formatStamp } from "./time.js";
 import { api, cidPath, formatTokens, frameScheduler, h, relativeTime } from "./util.js";
 
 const main = document.getElementById("main");
@@ -16,8 +19,8 @@ let current = null; // the active page: {dispose()}
 
 function route() {
   const path = location.pathname;
-  const match = path.match(/^\/c\/(.+?)(\/graph)?\/?$/);
-  const tab = match && match[2] ? "graph" : "thread";
+  const match = path.match(/^\/c\/(.+?)(\/graph|\/timeline)?\/?$/);
+  const tab = match && match[2] ? match[2].slice(1) : "thread";
   if (match && current && current.cid === decodeURIComponent(match[1])) {
     current.showTab(tab); // same conversation, other tab: keep the model and the live stream
     return;
@@ -217,6 +220,8 @@ function conversationPage(cid, tab) {
   const empty = h("p", { class: "muted thread__empty" }, "Waiting for events…");
   const tabThread = h("a", { href: `/c/${encodeURIComponent(cid)}`, "data-link": true, role: "tab", id: "tab-thread" }, "Thread");
   const tabGraph = h("a", { href: `/c/${encodeURIComponent(cid)}/graph`, "data-link": true, role: "tab", id: "tab-graph" }, "Graph");
+  const tabTimeline = h("a", { href: `/c/${encodeURIComponent(cid)}/timeline`, "data-link": true, role: "tab", id: "tab-timeline" }, "Timeline");
+  const tabs = { thread: tabThread, graph: tabGraph, timeline: tabTimeline };
   const threadPanel = h(
     "section",
     { role: "tabpanel", "aria-labelledby": "tab-thread", class: "panel" },
@@ -235,15 +240,18 @@ function conversationPage(cid, tab) {
     threadRoot,
   );
   const graphPanel = h("section", { role: "tabpanel", "aria-labelledby": "tab-graph", class: "panel panel--graph" });
+  const timelinePanel = h("section", { role: "tabpanel", "aria-labelledby": "tab-timeline", class: "panel panel--timeline" });
+  const panels = { thread: threadPanel, graph: graphPanel, timeline: timelinePanel };
   main.replaceChildren(
     h(
       "section",
       { class: "page page--conversation" },
       h("div", { class: "page__head" }, h("h1", {}, h("a", { href: "/", "data-link": true, class: "crumb" }, "Conversations"), " / ", h("span", { class: "cid" }, cid)), connection),
       stats,
-      h("div", { class: "tabs", role: "tablist", "aria-label": "Views" }, tabThread, tabGraph),
+      h("div", { class: "tabs", role: "tablist", "aria-label": "Views" }, tabThread, tabGraph, tabTimeline),
       threadPanel,
       graphPanel,
+      timelinePanel,
     ),
   );
 
@@ -348,15 +356,18 @@ function conversationPage(cid, tab) {
   });
 
   let dag = null;
+  let timeline = null;
   function showTab(name) {
-    const isGraph = name === "graph";
-    tabThread.setAttribute("aria-selected", String(!isGraph));
-    tabGraph.setAttribute("aria-selected", String(isGraph));
-    tabThread.tabIndex = isGraph ? -1 : 0;
-    tabGraph.tabIndex = isGraph ? 0 : -1;
-    threadPanel.hidden = isGraph;
-    graphPanel.hidden = !isGraph;
-    if (isGraph) {
+    for (const [key, tabEl] of Object.entries(tabs)) {
+      tabEl.setAttribute("aria-selected", String(key === name));
+      tabEl.tabIndex = key === name ? 0 : -1;
+      panels[key].hidden = key !== name;
+    }
+    if (name === "timeline") {
+      timeline ??= new TimelineView(timelinePanel, model, showInThread);
+      timeline.refresh();
+    }
+    if (name === "graph") {
       if (!dag) dag = new DagView(graphPanel, cid, (id) => nodeContent(model, id));
       dag.load();
     }
@@ -370,10 +381,13 @@ function conversationPage(cid, tab) {
     const items = [
       ["Events", model.eventCount.toLocaleString()],
       ["Runs", `${runs.streaming} running · ${runs.complete} done${runs.error ? ` · ${runs.error} failed` : ""}`],
-      ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}`],
+      ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}${u.cacheCreation ? ` · ${formatTokens(u.cacheCreation)} cache write` : ""}`],
       ["LLM calls", u.calls.toLocaleString()],
     ];
-    stats.replaceChildren(...items.map(([k, v]) => h("div", { class: "stat" }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
+    if (model.firstTime !== null && model.lastTime > model.firstTime) {
+      items.push(["Duration", formatDuration(model.lastTime - model.firstTime), `${formatStamp(model.firstTime)} → ${formatStamp(model.lastTime)}`]);
+    }
+    stats.replaceChildren(...items.map(([k, v, title]) => h("div", { class: "stat", title: title ?? null }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
     if (model.errors) {
       stats.append(
         h("div", { class: "stat" }, h("span", { class: "stat__label" }, "Errors"),
@@ -463,7 +477,31 @@ function conversationPage(cid, tab) {
       }
     }
     if (dag && !graphPanel.hidden) scheduleDag();
+    if (timeline && !timelinePanel.hidden) scheduleTimeline();
   }, 50);
+  let timelineTimer = null;
+  function scheduleTimeline() {
+    if (timelineTimer) return;
+    timelineTimer = setTimeout(() => {
+      timelineTimer = null;
+      if (!timelinePanel.hidden) timeline.refresh();
+    }, 1000);
+  }
+
+  /** Show a timeline row's turn in the thread (the tool call, or the run's first turn). */
+  function showInThread(row) {
+    navigate(`/c/${encodeURIComponent(cid)}`);
+    const id = row.viewId ?? model.runs.get(row.runId)?.views.find((v) => v.kind !== "pending")?.id;
+    if (!id) return;
+    const view = model.calls.get(id) ?? model.repls.get(id) ?? model.nodes.get(id)?.view;
+    if (view && !serverMode) reveal(view);
+    const el = threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"]`);
+    if (el) {
+      el.scrollIntoView({ block: "center" });
+      el.focus();
+    }
+  }
+
   let dagTimer = null;
   function scheduleDag() {
     if (dagTimer) return;
@@ -514,17 +552,20 @@ function conversationPage(cid, tab) {
     } else if (key === "x") focusNextError();
     else if (key === "g") navigate(`/c/${encodeURIComponent(cid)}/graph`);
     else if (key === "t") navigate(`/c/${encodeURIComponent(cid)}`);
+    else if (key === "w") navigate(`/c/${encodeURIComponent(cid)}/timeline`);
     else if (key === "?") help.showModal();
     else return;
     event.preventDefault();
   }
   document.addEventListener("keydown", onKey);
   // Arrow keys move between the two tabs (WAI-ARIA tabs pattern).
-  for (const t of [tabThread, tabGraph]) {
+  const tabOrder = [tabThread, tabGraph, tabTimeline];
+  for (const t of tabOrder) {
     t.addEventListener("keydown", (e) => {
       if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
         e.preventDefault();
-        const other = t === tabThread ? tabGraph : tabThread;
+        const at = tabOrder.indexOf(t);
+        const other = tabOrder[(at + (e.key === "ArrowRight" ? 1 : tabOrder.length - 1)) % tabOrder.length];
         other.focus();
         other.click();
       }
@@ -543,6 +584,9 @@ function conversationPage(cid, tab) {
     get dag() {
       return dag;
     },
+    get timeline() {
+      return timeline;
+    },
   };
 
   return {
@@ -553,6 +597,7 @@ function conversationPage(cid, tab) {
       scheduleSteer.cancel();
       scheduleServerThread.cancel();
       clearTimeout(dagTimer);
+      clearTimeout(timelineTimer);
       document.removeEventListener("keydown", onKey);
     },
   };

@@ -8,6 +8,7 @@
 // subagents creates only the elements on screen.
 
 import { renderMarkdown } from "./markdown.js";
+import { formatClock, formatDuration, formatStamp } from "./time.js";
 import { announce, copyButton, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
@@ -118,11 +119,13 @@ export class ThreadView {
     const parts = view.parts;
     // Not a live region: a status per turn would make screen readers read every change.
     parts.status = h("span", { class: "status" });
+    parts.time = h("time", { class: "turn__time" });
     const meta = h(
       "div",
       { class: "turn__meta" },
       h("span", { class: "role" }, view.role === "user" ? "You" : this._who(view)),
       parts.status,
+      parts.time,
     );
     el.append(meta);
     switch (view.kind) {
@@ -163,6 +166,8 @@ export class ThreadView {
       default:
         el.append(h("pre", { class: "payload" }, payloadText(view)));
     }
+    parts.calls = h("div", { class: "turn__calls", hidden: true });
+    el.append(parts.calls);
     parts.switcher = h("nav", { class: "switcher", "aria-label": "Alternative continuations", hidden: true });
     parts.branches = h("div", { class: "branches" });
     // An alternative continuation renders right after this turn, in place of the main one.
@@ -188,6 +193,7 @@ export class ThreadView {
     parts.title = h("span", { class: "tool__name" });
     parts.summaryLine = h("span", { class: "tool__summary" });
     parts.toolState = h("span", { class: "tool__state" });
+    parts.duration = h("span", { class: "tool__duration" });
     parts.input = h("pre", { class: "payload" });
     parts.progress = h("pre", { class: "payload payload--progress" });
     parts.output = h("pre", { class: "payload" });
@@ -199,7 +205,7 @@ export class ThreadView {
     parts.card = h(
       "details",
       { class: "tool" },
-      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.toolState),
+      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.duration, parts.toolState),
       h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"),
         copyable(parts.input, () => fullText(view.input), "Copy input")), parts.progressBox, parts.outputBox),
     );
@@ -296,7 +302,34 @@ export class ThreadView {
         break;
       default:
     }
+    this._updateTime(view);
     this._updateBranches(view);
+  }
+
+  /** When the turn started (time of day; the full date and time in its tooltip), how long it took
+   * (a streamed turn: first to last delta; a tool call: call to result), and its model calls. */
+  _updateTime(view) {
+    const parts = view.parts;
+    const start = view.start ?? null;
+    const end = view.end ?? null;
+    if (parts.shownStart !== start || parts.shownEnd !== end) {
+      parts.shownStart = start;
+      parts.shownEnd = end;
+      const took = start !== null && end !== null && end > start ? end - start : null;
+      parts.time.hidden = start === null;
+      if (start !== null) {
+        parts.time.dateTime = new Date(start).toISOString();
+        parts.time.title = took ? `${formatStamp(start)} → ${formatStamp(end)}` : formatStamp(start);
+        parts.time.textContent = formatClock(start) + (took && view.kind !== "tool_call" ? ` · ${formatDuration(took)}` : "");
+      }
+      if (parts.duration) parts.duration.textContent = took && view.hasOutput ? formatDuration(took) : "";
+    }
+    const calls = view.calls ?? [];
+    if (parts.shownCalls !== calls.length) {
+      parts.shownCalls = calls.length;
+      parts.calls.hidden = !calls.length;
+      parts.calls.replaceChildren(...calls.map((call) => h("div", { class: "model-call", "data-call": `${call.runId}#${call.index}` }, ...modelCallParts(call))));
+    }
   }
 
   _updateTool(view) {
@@ -468,6 +501,16 @@ export class ThreadView {
   collapseAll() {
     for (const details of this.root.querySelectorAll("details.branch")) details.open = false;
   }
+}
+
+/** A model call as a line: "Model call · 980 in · 64 out · 1,536 cache read · 2.1 s". */
+export function modelCallParts(call) {
+  const items = [`${call.input.toLocaleString()} in`, `${call.output.toLocaleString()} out`];
+  if (call.cacheRead) items.push(`${call.cacheRead.toLocaleString()} cache read`);
+  if (call.cacheCreation) items.push(`${call.cacheCreation.toLocaleString()} cache write`);
+  const took = call.start !== null && call.end !== null && call.end > call.start ? call.end - call.start : null;
+  if (took) items.push(formatDuration(took));
+  return [h("span", { class: "model-call__label" }, call.model ? `Model call · ${call.model}` : "Model call"), ...items.map((text) => h("span", {}, text))];
 }
 
 /** Show `message` in a relay's problem line as an alert, or hide the line when it is empty. */
