@@ -557,3 +557,63 @@ def test_client_model_times_turns_tool_calls_and_model_calls() -> None:
     assert out["runs"]["m1"] == [base + 1000, base + 7250]
     assert out["times"] == [1_772_359_200_250, base, base + 500, base, None, None]
     assert out["durations"] == ["420 ms", "2.4 s", "42 s", "1 min 05 s", "2 h 03 min", ""]
+
+
+SEARCH_RUNNER = """
+import { ConversationModel } from %(model)s;
+import { searchThread } from %(search)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const model = new ConversationModel();
+for (const event of input.events) model.apply(event);
+process.stdout.write(JSON.stringify(input.queries.map((q) => searchThread(model, q).map((r) => r.view.id))));
+"""
+
+
+@needs_node
+def test_search_within_a_conversation_finds_every_depth_and_filters() -> None:
+    assert NODE is not None
+    script = SEARCH_RUNNER % {
+        "model": json.dumps((JS / "model.js").as_uri()),
+        "search": json.dumps((JS / "search.js").as_uri()),
+    }
+    queries = [
+        {"text": "DELETED_THRESHOLD"},
+        {"kind": "errors"},
+        {"tool": "exec"},
+        {"text": "qdrant", "kind": "messages"},
+        {"status": "running"},
+        {"text": "vacuum", "kind": "reasoning"},
+    ]
+    events = demo_events()["demo-research"]
+    events = events[: next(i for i, e in enumerate(events) if e["type"] == "relay") + 1]  # the relay pending
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"events": events, "queries": queries}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    threshold, errors, execs, qdrant, running, reasoning = json.loads(done.stdout)
+    # Reading order: the researcher's tool output, the code reader's command (two levels down), its
+    # answer, then the lead's final answer.
+    assert threshold == [
+        "run-researcher-qdrant/call-docs",
+        "run-code-reader/call-exec",
+        "c-text-2",
+        "lead-text-2",
+    ]
+    assert errors == ["run-milvus-llm-0:error"]
+    assert execs == ["run-code-reader/call-exec"]
+    assert qdrant[0] == "run-user-1:user"
+    assert all(view_id.endswith(":user") or "text" in view_id for view_id in qdrant)
+    # The lead is still running (it waits on the relay): its turns; the subagents' are done.
+    assert "relay-write-report" in running
+    assert "lead-text-1" in running
+    assert not any(
+        view_id.startswith(("q-", "c-", "m-", "run-researcher", "run-code")) for view_id in running
+    )
+    assert reasoning == ["lead-think-2"]  # "vacuum" in the lead's second thinking block

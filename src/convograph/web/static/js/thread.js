@@ -126,6 +126,8 @@ export class ThreadView {
       h("span", { class: "role" }, view.role === "user" ? "You" : this._who(view)),
       parts.status,
       parts.time,
+      // A link to this turn (copied on click; app.js handles it for every turn at once).
+      h("a", { class: "turn__link", href: `#turn=${encodeURIComponent(view.id)}`, "aria-label": "Copy a link to this turn", title: "Copy a link to this turn" }, "#"),
     );
     el.append(meta);
     switch (view.kind) {
