@@ -382,3 +382,238 @@ def test_server_mode_branches_belong_to_the_subagent_run(cid: str) -> None:
     server = {v["id"]: v["branchRuns"] for v in walk(result["server"]) if v["branchRuns"]}
     assert server
     assert server == {view_id: client[view_id] for view_id in server}
+
+
+MARKDOWN_RUNNER = """
+import { parseMarkdown, parseInline } from %(markdown)s;
+import { scanner, tokens } from %(highlight)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const out = {
+  blocks: input.markdown.map((text) => parseMarkdown(text)),
+  inline: input.inline.map((text) => parseInline(text)),
+  tokens: input.code.map(([lang, code]) => tokens(code, scanner(lang))),
+};
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def run_markdown(markdown: list[str], inline: list[str], code: list[tuple[str, str]]) -> dict[str, Any]:
+    assert NODE is not None
+    script = MARKDOWN_RUNNER % {
+        "markdown": json.dumps((JS / "markdown.js").as_uri()),
+        "highlight": json.dumps((JS / "highlight.js").as_uri()),
+    }
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"markdown": markdown, "inline": inline, "code": code}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@needs_node
+def test_markdown_blocks_and_inline() -> None:
+    out = run_markdown(
+        markdown=[
+            "```js\nconst a = 1;\n```\nafter",
+            "```\nunclosed (still streaming)",
+            "- a\n- b\n  - c\nlazy\n\n1) one",
+            "| x | y |\n|---|:-:|\n| 1 | a \\| b |",
+            "# Title #\n> q\nlazy\n\n---",
+        ],
+        inline=[
+            "**b** *e* _e_ snake_case_name ~~d~~ `c`",
+            "[t](https://a.io/x_(y) 'title') <https://b.io> see https://c.io/p. end",
+            "<script>x</script> \\*not em\\* ![alt](https://i.io/p.png)",
+            "``a ` b`` and a lone ` tick",
+        ],
+        code=[],
+    )
+    code, unclosed, lists, table, misc = out["blocks"]
+    assert code == [{"type": "code", "lang": "js", "text": "const a = 1;"}, {"type": "p", "text": "after"}]
+    assert unclosed == [{"type": "code", "lang": "", "text": "unclosed (still streaming)"}]
+    bullets, ordered = lists
+    assert [item[0]["text"] for item in bullets["items"]] == ["a", "b"]
+    # A lazy continuation line continues the deepest open paragraph (CommonMark).
+    assert bullets["items"][1][1]["items"] == [[{"type": "p", "text": "c\nlazy"}]]
+    assert (ordered["ordered"], ordered["start"]) == (True, 1)
+    assert table == [
+        {"type": "table", "head": ["x", "y"], "align": [None, "center"], "rows": [["1", "a | b"]]}
+    ]
+    assert [b["type"] for b in misc] == ["h", "quote", "hr"]
+    assert misc[0]["text"] == "Title"
+    assert misc[1]["blocks"] == [{"type": "p", "text": "q\nlazy"}]
+    emphasis, links, unsafe, ticks = out["inline"]
+    assert [n["t"] for n in emphasis if n["t"] != "text"] == ["strong", "em", "em", "del", "code"]
+    assert {"t": "text", "text": " snake_case_name "} in emphasis
+    assert [(n["t"], n.get("href")) for n in links if n["t"] == "link"] == [
+        ("link", "https://a.io/x_(y)"),
+        ("link", "https://b.io"),
+        ("link", "https://c.io/p"),
+    ]
+    assert unsafe[0] == {"t": "text", "text": "<script>x</script> *not em* "}  # text, never markup
+    assert unsafe[1] == {"t": "image", "alt": "alt", "href": "https://i.io/p.png"}
+    assert ticks == [{"t": "code", "text": "a ` b"}, {"t": "text", "text": " and a lone ` tick"}]
+
+
+@needs_node
+def test_highlighter_tokens_cover_the_code_exactly() -> None:
+    samples = [
+        ("python", 'def f(x):  # c\n    return "s" + 1 if x else None\n"""doc\nstring"""'),
+        ("ts", "const a = `t ${b}`; // c\nif (a === null) { return 0x1f; }"),
+        ("json", '{"a": [1, -2.5e3, true, null], "b": "s\\"q"}'),
+        ("bash", 'echo "$HOME" # note\nexport X=1 && ls ${DIR}/a#b'),
+        ("sql", "SELECT a FROM t WHERE b = 'x' -- c"),
+        ("diff", "@@ -1 +1 @@\n-old\n+new"),
+        ("yaml", "key: value # c\nlist:\n  - name: 'x'"),
+        ("rust", 'fn main() { let s = "x"; }'),
+        ("go", "func main() { var x = nil }"),
+        ("html", '<a href="x">t</a><!-- c -->'),
+    ]
+    out = run_markdown([], [], samples)
+    for (lang, code), toks in zip(samples, out["tokens"], strict=True):
+        assert "".join(text for _, text in toks) == code, lang
+    python = out["tokens"][0]
+    assert ["keyword", "def"] in python
+    assert ["comment", "# c"] in python
+    assert ["string", '"s"'] in python
+    assert ["literal", "None"] in python
+    assert ["string", '"""doc\nstring"""'] in python
+    assert ["comment", "# note"] in out["tokens"][3]
+    assert not any(cls == "comment" and "b" in text for cls, text in out["tokens"][3])  # a#b is no comment
+    assert ["keyword", "SELECT"] in out["tokens"][4]
+    assert ["inserted", "+new"] in out["tokens"][5]
+
+
+TIME_RUNNER = """
+import { ConversationModel } from %(model)s;
+import { eventTime, formatDuration } from %(time)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const model = new ConversationModel();
+for (const event of input.events) model.apply(event);
+const views = {};
+const walk = (level) => { for (const v of level.items) { views[v.id] = { start: v.start, end: v.end, calls: (v.calls ?? []).length }; v.branches.forEach(walk); } };
+walk(model.top);
+process.stdout.write(JSON.stringify({
+  calls: model.modelCalls, views, first: model.firstTime, last: model.lastTime,
+  runs: Object.fromEntries([...model.runs.values()].map((r) => [r.id, [r.start, r.end]])),
+  times: input.stamps.map(eventTime), durations: input.durations.map(formatDuration),
+}));
+"""
+
+
+@needs_node
+def test_client_model_times_turns_tool_calls_and_model_calls() -> None:
+    def event(kind: str, seconds: float, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "timestamp": 1_700_000_000 + seconds, **fields}  # Unix seconds
+
+    events = with_seq(
+        [
+            event("user", 0, runId="u", content="go"),
+            event("text", 1, runId="m1", parentId="u:user", id="t", content="a"),
+            event("text", 3, runId="m1", id="t", content="b"),
+            event("usage", 4, runId="m1", inputTokens=10, outputTokens=2, cacheReadTokens=5),
+            event("tool_call", 5, runId="m1", id="c", name="x"),
+            event("usage", 5.5, runId="m1", inputTokens=3, outputTokens=1),  # starts at the tool call
+            event("tool_result", 7.25, runId="m1", id="c", name="x", output="ok"),
+            {"type": "text", "runId": "m1", "id": "late", "content": "no time"},
+        ]
+    )
+    assert NODE is not None
+    script = TIME_RUNNER % {
+        "model": json.dumps((JS / "model.js").as_uri()),
+        "time": json.dumps((JS / "time.js").as_uri()),
+    }
+    stamps = ["2026-03-01T10:00:00.250Z", 1_700_000_000, 1_700_000_000_500, "1700000000", "soon", None]
+    durations = [420, 2400, 42_000, 65_000, 7_380_000, -1]
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"events": events, "stamps": stamps, "durations": durations}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    base = 1_700_000_000_000
+    assert out["views"]["t"] == {"start": base + 1000, "end": base + 3000, "calls": 1}
+    # Each call shows on the run's newest turn when its usage arrives: the second on the tool call.
+    assert out["views"]["c"] == {"start": base + 5000, "end": base + 7250, "calls": 1}
+    assert out["views"]["late"]["start"] is None  # no timestamp: no time, none guessed
+    first, second = out["calls"]
+    assert (first["start"], first["end"], first["cacheRead"]) == (base + 1000, base + 4000, 5)
+    assert (second["start"], second["end"], second["index"]) == (base + 5000, base + 5500, 1)
+    assert (out["first"], out["last"]) == (base, base + 7250)
+    assert out["runs"]["m1"] == [base + 1000, base + 7250]
+    assert out["times"] == [1_772_359_200_250, base, base + 500, base, None, None]
+    assert out["durations"] == ["420 ms", "2.4 s", "42 s", "1 min 05 s", "2 h 03 min", ""]
+
+
+SEARCH_RUNNER = """
+import { ConversationModel } from %(model)s;
+import { searchThread } from %(search)s;
+const input = JSON.parse(await new Promise((resolve) => {
+  let data = ""; process.stdin.on("data", (c) => (data += c)); process.stdin.on("end", () => resolve(data));
+}));
+const model = new ConversationModel();
+for (const event of input.events) model.apply(event);
+process.stdout.write(JSON.stringify(input.queries.map((q) => searchThread(model, q).map((r) => r.view.id))));
+"""
+
+
+@needs_node
+def test_search_within_a_conversation_finds_every_depth_and_filters() -> None:
+    assert NODE is not None
+    script = SEARCH_RUNNER % {
+        "model": json.dumps((JS / "model.js").as_uri()),
+        "search": json.dumps((JS / "search.js").as_uri()),
+    }
+    queries = [
+        {"text": "DELETED_THRESHOLD"},
+        {"kind": "errors"},
+        {"tool": "exec"},
+        {"text": "qdrant", "kind": "messages"},
+        {"status": "running"},
+        {"text": "vacuum", "kind": "reasoning"},
+    ]
+    events = demo_events()["demo-research"]
+    events = events[: next(i for i, e in enumerate(events) if e["type"] == "relay") + 1]  # the relay pending
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps({"events": events, "queries": queries}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    threshold, errors, execs, qdrant, running, reasoning = json.loads(done.stdout)
+    # Reading order: the researcher's tool output, the code reader's command (two levels down), its
+    # answer, then the lead's final answer.
+    assert threshold == [
+        "run-researcher-qdrant/call-docs",
+        "run-code-reader/call-exec",
+        "c-text-2",
+        "lead-text-2",
+    ]
+    assert errors == ["run-milvus-llm-0:error"]
+    assert execs == ["run-code-reader/call-exec"]
+    assert qdrant[0] == "run-user-1:user"
+    assert all(view_id.endswith(":user") or "text" in view_id for view_id in qdrant)
+    # The lead is still running (it waits on the relay): its turns; the subagents' are done.
+    assert "relay-write-report" in running
+    assert "lead-text-1" in running
+    assert not any(
+        view_id.startswith(("q-", "c-", "m-", "run-researcher", "run-code")) for view_id in running
+    )
+    assert reasoning == ["lead-think-2"]  # "vacuum" in the lead's second thinking block

@@ -55,7 +55,7 @@ def test_regenerate_sits_on_the_answer(demo_server: ServerProcess, probe: PagePr
     assert page.locator('article[data-id="r1"] .steer').count() == 0
     # Below the answer's text.
     order = answer.evaluate(
-        "(el) => [...el.children].map((c) => c.className.split(' ')[0]).filter((c) => c !== 'switcher' && c !== 'branches')"
+        "(el) => [...el.children].filter((c) => !c.hidden && c.className !== 'branches').map((c) => c.className.split(' ')[0])"
     )
     assert order[-2:] == ["turn__text", "steer"], order
     probe.shot("regenerate-on-answer")

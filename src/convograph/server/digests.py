@@ -194,7 +194,8 @@ def _snippet(text: str, lower: str, at: int, length: int) -> str:
     # A lower-case copy of unusual Unicode can differ in length: then the snippet comes from it.
     source = text if len(text) == len(lower) else lower
     start, end = max(0, at - SNIPPET_CHARS), min(len(source), at + length + SNIPPET_CHARS)
-    return ("…" if start else "") + _one_line(source[start:end]) + ("…" if end < len(source) else "")
+    piece = source[start:end].replace("\\n", " ")  # a newline inside JSON-encoded tool output
+    return ("…" if start else "") + _one_line(piece) + ("…" if end < len(source) else "")
 
 
 def search_digests(digest: Digest, needle: str, *, max_hits: int = 3) -> list[SearchHit]:

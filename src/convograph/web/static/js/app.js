@@ -1,13 +1,19 @@
 // The viewer's entry point: routing, the conversation list, the conversation page (thread and
-// graph tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·  /explore.
+// graph and timeline tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·
+// /c/<id>/timeline  ·  /explore.
 
 import { DagView } from "./dag.js";
 import { ExplorerView } from "./explorer.js";
+import { FindBar } from "./find.js";
+import { listPage } from "./list.js";
 import { ConversationModel, Level } from "./model.js";
 import { modelFromThread, Steering } from "./steer.js";
-import { followFeed, followStream } from "./stream.js";
+import { allViews } from "./search.js";
+import { followStream } from "./stream.js";
 import { ThreadView } from "./thread.js";
-import { api, cidPath, formatTokens, frameScheduler, h, relativeTime } from "./util.js";
+import { TimelineView } from "./timeline.js";
+import { formatDuration, formatStamp } from "./time.js";
+import { announce, api, cidPath, copyText, formatTokens, frameScheduler, h } from "./util.js";
 
 const main = document.getElementById("main");
 let current = null; // the active page: {dispose()}
@@ -16,8 +22,8 @@ let current = null; // the active page: {dispose()}
 
 function route() {
   const path = location.pathname;
-  const match = path.match(/^\/c\/(.+?)(\/graph)?\/?$/);
-  const tab = match && match[2] ? "graph" : "thread";
+  const match = path.match(/^\/c\/(.+?)(\/graph|\/timeline)?\/?$/);
+  const tab = match && match[2] ? match[2].slice(1) : "thread";
   if (match && current && current.cid === decodeURIComponent(match[1])) {
     current.showTab(tab); // same conversation, other tab: keep the model and the live stream
     return;
@@ -32,7 +38,7 @@ function route() {
     current = explorerPage();
   } else {
     document.querySelector('[data-nav="conversations"]').setAttribute("aria-current", "page");
-    current = listPage();
+    current = listPage(main);
   }
 }
 
@@ -53,106 +59,42 @@ window.addEventListener("popstate", route);
 const help = document.getElementById("help");
 document.getElementById("help-button").addEventListener("click", () => help.showModal());
 
-// -- conversation list -----------------------------------------------------------------------------
+// -- colour theme: follows the system until the reader picks one (remembered on this device) -------
 
-function listPage() {
-  document.title = "Conversations · convograph";
-  const filter = h("input", { type: "search", class: "input", placeholder: "Filter by title or id", "aria-label": "Filter conversations by title or id" });
-  const state = h("p", { class: "muted", role: "status", "aria-live": "polite" }, "Loading…");
-  const body = h("tbody");
-  const table = h(
-    "table",
-    { class: "table conversations", "aria-label": "Conversations" },
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num col-events" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
-    body,
-  );
-  main.replaceChildren(h("section", { class: "page" }, h("div", { class: "page__head" }, h("h1", {}, "Conversations"), filter), state, h("div", { class: "table-wrap" }, table)));
-  let rows = [];
-  const rowEls = new Map();
+const THEME_KEY = "convograph.theme";
+const THEMES = ["auto", "dark", "light"]; // the button cycles through them in this order
+const themeButton = document.getElementById("theme-button");
 
-  function render() {
-    const needle = filter.value.trim().toLowerCase();
-    const shown = rows.filter((r) => !needle || r.id.toLowerCase().includes(needle) || (r.title ?? "").toLowerCase().includes(needle));
-    const els = shown.map((r) => {
-      let tr = rowEls.get(r.id);
-      if (!tr) {
-        tr = h("tr", { "data-id": r.id });
-        rowEls.set(r.id, tr);
-      }
-      // The title (the first user message, from the server's digest) when there is one, the id below.
-      const link = h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true, class: r.title ? "conv__title" : "conv__id", title: r.title || null }, r.title || r.id);
-      tr.replaceChildren(
-        h("td", {}, link, r.title ? h("div", { class: "conv__id muted" }, r.id) : null),
-        h("td", {}, h("span", { class: `status status--${r.status}` }, r.status)),
-        h("td", { class: "num col-events" }, (r.eventCount ?? 0).toLocaleString()),
-        h("td", { title: new Date((r.lastActivity ?? 0) * 1000).toLocaleString() }, relativeTime(r.lastActivity)),
-      );
-      return tr;
-    });
-    body.replaceChildren(...els);
-    state.textContent = rows.length
-      ? `${rows.length} conversation${rows.length === 1 ? "" : "s"}${needle ? `, ${shown.length} shown` : ""} · updates live`
-      : "No conversations yet. Post events to /v1/conversations/<id>/events, or run `convograph demo`.";
-  }
-
-  // Rows arrive over the live feed (/v1/live/conversations: a snapshot, then changed rows). A row
-  // can come again, or right after the snapshot be older than it: the larger lastSeq wins. An
-  // older server without the feed is polled instead.
-  const byId = new Map();
-  let feed = null;
-  let stopped = false;
-  let timer = null;
-  let ticker = null;
-  function show() {
-    rows = [...byId.values()].sort((a, b) => (b.lastActivity ?? 0) - (a.lastActivity ?? 0));
-    render();
-  }
-  const scheduleShow = frameScheduler(show, 100);
-  function onMessage(event, data) {
-    if (event === "snapshot") {
-      byId.clear();
-      for (const row of data.conversations ?? []) byId.set(row.id, row);
-      show();
-      return;
-    }
-    if (event === "conversation") {
-      const known = byId.get(data.id);
-      if (!known || (data.lastSeq ?? 0) >= (known.lastSeq ?? 0)) byId.set(data.id, data);
-    } else if (event === "deleted") {
-      byId.delete(data.id);
-      rowEls.delete(data.id);
-    }
-    scheduleShow();
-  }
-  async function poll() {
-    try {
-      const data = await api("/v1/conversations");
-      byId.clear();
-      for (const row of Array.isArray(data) ? data : data.conversations ?? []) byId.set(row.id, row);
-      show();
-    } catch (error) {
-      state.textContent = `Could not load conversations: ${error.message}`;
-    }
-    if (!stopped) timer = setTimeout(poll, document.hidden ? 10000 : 2000);
-  }
-  feed = followFeed("/v1/live/conversations", {
-    onMessage,
-    onState(s) {
-      if (s === "unsupported" && !stopped) poll();
-      else if (s === "reconnecting" && !rows.length) state.textContent = "Could not load conversations: reconnecting…";
-    },
-  });
-  ticker = setInterval(render, 10000); // keep "last activity" fresh while nothing changes
-  filter.addEventListener("input", render);
-  return {
-    dispose() {
-      stopped = true;
-      feed.close();
-      clearTimeout(timer);
-      clearInterval(ticker);
-    },
-  };
+function currentTheme() {
+  const chosen = document.documentElement.dataset.theme;
+  return chosen === "light" || chosen === "dark" ? chosen : "auto";
 }
+
+function showTheme() {
+  const theme = currentTheme();
+  const system = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+  const label = theme === "auto" ? `Auto (${system})` : theme === "dark" ? "Dark" : "Light";
+  const next = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+  themeButton.replaceChildren(h("span", { "aria-hidden": "true" }, theme === "dark" ? "☾ " : theme === "light" ? "☀ " : "◐ "), h("span", { class: "wide-only" }, label));
+  themeButton.dataset.theme = theme;
+  themeButton.setAttribute("aria-label", `Colour theme: ${label}. Switch to ${next}.`);
+  themeButton.title = `Colour theme: ${label} (click for ${next})`;
+}
+
+themeButton.addEventListener("click", () => {
+  const next = THEMES[(THEMES.indexOf(currentTheme()) + 1) % THEMES.length];
+  if (next === "auto") delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = next;
+  try {
+    if (next === "auto") localStorage.removeItem(THEME_KEY);
+    else localStorage.setItem(THEME_KEY, next);
+  } catch {
+    /* not remembered: this page only */
+  }
+  showTheme();
+});
+matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showTheme);
+showTheme();
 
 // -- conversation page -----------------------------------------------------------------------------
 
@@ -217,6 +159,8 @@ function conversationPage(cid, tab) {
   const empty = h("p", { class: "muted thread__empty" }, "Waiting for events…");
   const tabThread = h("a", { href: `/c/${encodeURIComponent(cid)}`, "data-link": true, role: "tab", id: "tab-thread" }, "Thread");
   const tabGraph = h("a", { href: `/c/${encodeURIComponent(cid)}/graph`, "data-link": true, role: "tab", id: "tab-graph" }, "Graph");
+  const tabTimeline = h("a", { href: `/c/${encodeURIComponent(cid)}/timeline`, "data-link": true, role: "tab", id: "tab-timeline" }, "Timeline");
+  const tabs = { thread: tabThread, graph: tabGraph, timeline: tabTimeline };
   const threadPanel = h(
     "section",
     { role: "tabpanel", "aria-labelledby": "tab-thread", class: "panel" },
@@ -234,16 +178,34 @@ function conversationPage(cid, tab) {
     empty,
     threadRoot,
   );
+  const find = new FindBar({
+    model: () => thread.model,
+    reveal: (view) => {
+      reveal(view);
+      // Open what hides the match: a tool card (input, progress, output) or a reasoning block.
+      const parts = view.parts ?? {};
+      if (parts.card) parts.card.open = true;
+      if (parts.outputBox && !parts.outputBox.hidden) parts.outputBox.open = true;
+      if (parts.details) parts.details.open = true;
+      if (view.el) view.el.focus({ preventScroll: true });
+    },
+    toolNames: () => [...model.calls.values()].map((v) => v.name),
+    who: (view) => (view.role === "user" ? "You" : thread._who(view)),
+  });
+  threadPanel.querySelector(".toolbar").after(find.element);
   const graphPanel = h("section", { role: "tabpanel", "aria-labelledby": "tab-graph", class: "panel panel--graph" });
+  const timelinePanel = h("section", { role: "tabpanel", "aria-labelledby": "tab-timeline", class: "panel panel--timeline" });
+  const panels = { thread: threadPanel, graph: graphPanel, timeline: timelinePanel };
   main.replaceChildren(
     h(
       "section",
       { class: "page page--conversation" },
       h("div", { class: "page__head" }, h("h1", {}, h("a", { href: "/", "data-link": true, class: "crumb" }, "Conversations"), " / ", h("span", { class: "cid" }, cid)), connection),
       stats,
-      h("div", { class: "tabs", role: "tablist", "aria-label": "Views" }, tabThread, tabGraph),
+      h("div", { class: "tabs", role: "tablist", "aria-label": "Views" }, tabThread, tabGraph, tabTimeline),
       threadPanel,
       graphPanel,
+      timelinePanel,
     ),
   );
 
@@ -345,18 +307,23 @@ function conversationPage(cid, tab) {
     }
     empty.hidden = json.length > 0;
     steering.decorate(threadRoot);
+    if (find.active) find.run(); // the views were rebuilt
+    goToTarget();
   });
 
   let dag = null;
+  let timeline = null;
   function showTab(name) {
-    const isGraph = name === "graph";
-    tabThread.setAttribute("aria-selected", String(!isGraph));
-    tabGraph.setAttribute("aria-selected", String(isGraph));
-    tabThread.tabIndex = isGraph ? -1 : 0;
-    tabGraph.tabIndex = isGraph ? 0 : -1;
-    threadPanel.hidden = isGraph;
-    graphPanel.hidden = !isGraph;
-    if (isGraph) {
+    for (const [key, tabEl] of Object.entries(tabs)) {
+      tabEl.setAttribute("aria-selected", String(key === name));
+      tabEl.tabIndex = key === name ? 0 : -1;
+      panels[key].hidden = key !== name;
+    }
+    if (name === "timeline") {
+      timeline ??= new TimelineView(timelinePanel, model, showInThread);
+      timeline.refresh();
+    }
+    if (name === "graph") {
       if (!dag) dag = new DagView(graphPanel, cid, (id) => nodeContent(model, id));
       dag.load();
     }
@@ -370,10 +337,13 @@ function conversationPage(cid, tab) {
     const items = [
       ["Events", model.eventCount.toLocaleString()],
       ["Runs", `${runs.streaming} running · ${runs.complete} done${runs.error ? ` · ${runs.error} failed` : ""}`],
-      ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}`],
+      ["Tokens", `${formatTokens(u.input)} in · ${formatTokens(u.output)} out${u.cacheRead ? ` · ${formatTokens(u.cacheRead)} cached` : ""}${u.cacheCreation ? ` · ${formatTokens(u.cacheCreation)} cache write` : ""}`],
       ["LLM calls", u.calls.toLocaleString()],
     ];
-    stats.replaceChildren(...items.map(([k, v]) => h("div", { class: "stat" }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
+    if (model.firstTime !== null && model.lastTime > model.firstTime) {
+      items.push(["Duration", formatDuration(model.lastTime - model.firstTime), `${formatStamp(model.firstTime)} → ${formatStamp(model.lastTime)}`]);
+    }
+    stats.replaceChildren(...items.map(([k, v, title]) => h("div", { class: "stat", title: title ?? null }, h("span", { class: "stat__label" }, k), h("span", { class: "stat__value" }, v))));
     if (model.errors) {
       stats.append(
         h("div", { class: "stat" }, h("span", { class: "stat__label" }, "Errors"),
@@ -463,7 +433,83 @@ function conversationPage(cid, tab) {
       }
     }
     if (dag && !graphPanel.hidden) scheduleDag();
+    if (find.active && !serverMode) scheduleFind();
+    if (model.calls.size !== toolCount) {
+      toolCount = model.calls.size;
+      find.refreshTools();
+    }
+    if (target) goToTarget();
+    if (timeline && !timelinePanel.hidden) scheduleTimeline();
   }, 50);
+  let toolCount = 0; // tool calls known when the find bar's tool list was last made
+  // While a search is shown, new events are searched too (at most twice a second).
+  let findTimer = null;
+  function scheduleFind() {
+    if (findTimer) return;
+    findTimer = setTimeout(() => {
+      findTimer = null;
+      if (find.active) find.run({ keepPlace: true });
+    }, 500);
+  }
+
+  // A link to one turn: /c/<id>#turn=<view id>. The turn is shown (opening the subagents that hold
+  // it) as soon as it is rendered; the turn's "#" link copies it.
+  let target = turnInHash();
+  let targeted = null;
+  function goToTarget() {
+    if (!target) return;
+    const view = findView(thread.model, target);
+    if (!view) return;
+    target = null;
+    reveal(view);
+    if (targeted) targeted.classList.remove("turn--target");
+    targeted = view.el;
+    if (view.el) {
+      view.el.classList.add("turn--target");
+      view.el.focus({ preventScroll: true });
+    }
+  }
+  function onHashChange() {
+    target = turnInHash();
+    goToTarget();
+  }
+  window.addEventListener("hashchange", onHashChange);
+  threadRoot.addEventListener("click", async (event) => {
+    const link = event.target.closest("a.turn__link");
+    if (!link) return;
+    event.preventDefault();
+    const url = `${location.origin}${location.pathname}${link.getAttribute("href")}`;
+    history.replaceState(null, "", link.getAttribute("href"));
+    onHashChange();
+    const ok = await copyText(url);
+    link.dataset.copied = String(ok);
+    announce(ok ? "Link to this turn copied." : "The link to this turn is in the address bar.");
+    setTimeout(() => delete link.dataset.copied, 1500);
+  });
+
+  let timelineTimer = null;
+  function scheduleTimeline() {
+    if (timelineTimer) return;
+    timelineTimer = setTimeout(() => {
+      timelineTimer = null;
+      if (!timelinePanel.hidden) timeline.refresh();
+    }, 1000);
+  }
+
+  /** Show a timeline row's turn in the thread (the tool call, or the run's first turn). */
+  function showInThread(row) {
+    navigate(`/c/${encodeURIComponent(cid)}`);
+    const id = row.viewId ?? model.runs.get(row.runId)?.views.find((v) => v.kind !== "pending")?.id;
+    if (!id) return;
+    const view = model.calls.get(id) ?? model.repls.get(id) ?? model.nodes.get(id)?.view;
+    if (view && !serverMode) reveal(view);
+    const el = threadRoot.querySelector(`article[data-id="${CSS.escape(id)}"]`);
+    if (el) {
+      el.scrollIntoView({ block: "center" });
+      el.focus();
+    }
+  }
+
   let dagTimer = null;
   function scheduleDag() {
     if (dagTimer) return;
@@ -514,17 +560,21 @@ function conversationPage(cid, tab) {
     } else if (key === "x") focusNextError();
     else if (key === "g") navigate(`/c/${encodeURIComponent(cid)}/graph`);
     else if (key === "t") navigate(`/c/${encodeURIComponent(cid)}`);
+    else if (key === "w") navigate(`/c/${encodeURIComponent(cid)}/timeline`);
     else if (key === "?") help.showModal();
+    else if (key === "/") find.input.focus();
     else return;
     event.preventDefault();
   }
   document.addEventListener("keydown", onKey);
   // Arrow keys move between the two tabs (WAI-ARIA tabs pattern).
-  for (const t of [tabThread, tabGraph]) {
+  const tabOrder = [tabThread, tabGraph, tabTimeline];
+  for (const t of tabOrder) {
     t.addEventListener("keydown", (e) => {
       if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
         e.preventDefault();
-        const other = t === tabThread ? tabGraph : tabThread;
+        const at = tabOrder.indexOf(t);
+        const other = tabOrder[(at + (e.key === "ArrowRight" ? 1 : tabOrder.length - 1)) % tabOrder.length];
         other.focus();
         other.click();
       }
@@ -543,6 +593,10 @@ function conversationPage(cid, tab) {
     get dag() {
       return dag;
     },
+    get timeline() {
+      return timeline;
+    },
+    find,
   };
 
   return {
@@ -553,9 +607,33 @@ function conversationPage(cid, tab) {
       scheduleSteer.cancel();
       scheduleServerThread.cancel();
       clearTimeout(dagTimer);
+      clearTimeout(timelineTimer);
+      clearTimeout(findTimer);
+      window.removeEventListener("hashchange", onHashChange);
       document.removeEventListener("keydown", onKey);
     },
   };
+}
+
+/** The view id named by the address's `#turn=<id>`, or null. */
+function turnInHash() {
+  const match = location.hash.match(/^#turn=(.+)$/);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** The view with id `id` in a thread model (client or server-built): O(views) at worst. */
+function findView(threadModel, id) {
+  if (threadModel.calls) {
+    const known = threadModel.calls.get(id) ?? threadModel.repls.get(id) ?? threadModel.relays.get(id) ?? threadModel.nodes.get(id)?.view;
+    if (known && !known.removed) return known;
+  }
+  for (const view of allViews(threadModel)) if (view.id === id) return view;
+  return null;
 }
 
 /** What the graph view shows for a clicked node: its recorded event (and merged text). */

@@ -12,6 +12,9 @@
 // added to `dirtyViews`; every list that grew or shrank to `dirtyLevels`. The renderer
 // drains both once per animation frame.
 
+import { foldProgress, newProgress } from "./progress.js";
+import { eventTime } from "./time.js";
+
 const CONTENT_KINDS = new Set(["text", "reasoning", "tool_call", "user", "error", "relay", "repl"]);
 const NESTING_KINDS = new Set(["tool_call", "repl"]); // children always nest, never promote
 const SUFFIX = { harness_start: ":harness_start", harness_end: ":harness_end", error: ":error", user: ":user" };
@@ -45,6 +48,9 @@ class Run {
     this.views = [];
     this.agentId = null;
     this.usage = { input: 0, output: 0, cacheRead: 0, cacheCreation: 0, calls: 0 };
+    this.start = null; // time (ms) of the run's first and last timestamped events
+    this.end = null;
+    this.callStart = null; // time of the first event since the run's last usage: the next model call's start
   }
   get hasLifecycle() {
     return this.started || this.ended || this.errored;
@@ -73,6 +79,10 @@ export class ConversationModel {
     this.usage = { input: 0, output: 0, cacheRead: 0, cacheCreation: 0, calls: 0 };
     this.errors = 0;
     this.errorViews = [];
+    this.modelCalls = []; // one per usage event: {runId, index, input, output, cacheRead, cacheCreation, start, end, model}
+    this.now = null; // time (ms) of the event being applied, null without a timestamp
+    this.firstTime = null;
+    this.lastTime = null;
     this.dirtyViews = new Set();
     this.dirtyLevels = new Set();
     this.dirtyMeta = false;
@@ -92,6 +102,7 @@ export class ConversationModel {
     }
     this.eventCount += 1;
     this.dirtyMeta = true;
+    this._clock(event);
     const type = event.type;
     if (type === "relay_resolved") return this._resolveRelay(event), true;
     if (type === "repl_progress") return this._replProgress(event), true;
@@ -115,6 +126,20 @@ export class ConversationModel {
     this.nodes.set(nodeId, node);
     this._add(node, parent);
     return true;
+  }
+
+  /** Note the event's time: the conversation's span, its run's span, the run's next call start. */
+  _clock(event) {
+    const t = eventTime(event.timestamp);
+    this.now = t;
+    if (t === null) return;
+    if (this.firstTime === null || t < this.firstTime) this.firstTime = t;
+    if (this.lastTime === null || t > this.lastTime) this.lastTime = t;
+    if (!event.runId) return;
+    const run = this._run(event.runId);
+    if (run.start === null || t < run.start) run.start = t;
+    if (run.end === null || t > run.end) run.end = t;
+    if (run.callStart === null && event.type !== "usage") run.callStart = t;
   }
 
   _nodeId(event, runId) {
@@ -259,6 +284,8 @@ export class ConversationModel {
       level: null,
       seq: node.event.seq ?? null,
       timestamp: node.event.timestamp ?? null,
+      start: this.now, // ms; a streamed turn or a tool call ends later (`end`)
+      end: this.now,
       ...fields,
     };
   }
@@ -355,6 +382,7 @@ export class ConversationModel {
           // a delta to an earlier merged member rebuilds the text.
           if (view.members[view.members.length - 1] === node) view.text += event.content;
           else view.text = view.members.map((m) => m.text).join("");
+          if (this.now !== null) view.end = this.now;
           this.dirtyViews.add(view);
         }
         return;
@@ -372,6 +400,7 @@ export class ConversationModel {
         if (call) {
           call.output = event.output;
           call.hasOutput = true;
+          if (this.now !== null) call.end = this.now;
           this.dirtyViews.add(call);
         }
         return;
@@ -392,8 +421,22 @@ export class ConversationModel {
       u.cacheCreation += ev.cacheCreationTokens ?? 0;
       u.calls += 1;
     };
+    const run = this._run(runId);
+    const call = {
+      runId, index: run.usage.calls, input: ev.inputTokens ?? 0, output: ev.outputTokens ?? 0,
+      cacheRead: ev.cacheReadTokens ?? 0, cacheCreation: ev.cacheCreationTokens ?? 0,
+      start: run.callStart ?? this.now, end: this.now, model: typeof ev.model === "string" ? ev.model : null,
+    };
+    run.callStart = null;
+    this.modelCalls.push(call);
+    // Shown on the run's newest turn (the call's answer, for a run per model call).
+    const view = run.views[run.views.length - 1];
+    if (view) {
+      (view.calls ??= []).push(call);
+      this.dirtyViews.add(view);
+    }
     add(this.usage);
-    add(this._run(runId).usage);
+    add(run.usage);
     // Let branch headers that sum usage over their runs refresh.
     let current = runId;
     const seen = new Set();
@@ -460,6 +503,7 @@ export class ConversationModel {
     if (call) {
       call.output = ev.output;
       call.hasOutput = true;
+      if (this.now !== null) call.end = this.now;
       this.dirtyViews.add(call);
       return;
     }
@@ -477,7 +521,7 @@ export class ConversationModel {
     const ev = node.event;
     let entries = this.progress.get(ev.toolCallId);
     if (!entries) {
-      entries = { count: 0, stdout: "", stderr: "", metrics: null, other: [] };
+      entries = newProgress();
       this.progress.set(ev.toolCallId, entries);
     }
     foldProgress(entries, ev.content);
@@ -514,6 +558,7 @@ export class ConversationModel {
       stdout: ev.stdout ?? "", error: ev.error ?? null, done: !!ev.done,
       durationMs: ev.durationMs ?? null, truncated: !!ev.truncated,
     };
+    if (this.now !== null) view.end = this.now;
     this.dirtyViews.add(view);
   }
 
@@ -591,22 +636,5 @@ export class ConversationModel {
       return { id: v.id, runId: v.runId, role: v.role, content, status: v.status, branches: v.branches.map(conv) };
     });
     return conv(this.top);
-  }
-}
-
-const MAX_OTHER_PROGRESS = 50;
-
-/** Fold one tool_progress content into a call's progress state, in O(size of the content): the
- * `exec` accumulator of convograph.projections.progress (stdout / stderr chunks appended, the
- * latest metrics snapshot kept), plus the latest few contents of any other shape. */
-function foldProgress(state, content) {
-  state.count += 1;
-  if (content && typeof content === "object" && (content.channel === "stdout" || content.channel === "stderr") && typeof content.data === "string") {
-    state[content.channel] += content.data;
-  } else if (content && typeof content === "object" && typeof content.pid === "number") {
-    state.metrics = content;
-  } else {
-    state.other.push(content);
-    if (state.other.length > MAX_OTHER_PROGRESS) state.other.shift();
   }
 }

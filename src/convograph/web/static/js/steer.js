@@ -203,6 +203,9 @@ export function modelFromThread(json, live, Level) {
     for (const v of items) {
       const c = v.content;
       const view = { id: v.id, kind: c.kind, runId: v.runId, role: v.role, status: v.status, branches: [], level, seq: null };
+      // Times and model calls come from the client model's view of the same id.
+      const mine = live.calls.get(v.id) ?? live.repls.get(v.id) ?? live.nodes.get(v.id)?.view;
+      if (mine) Object.assign(view, { start: mine.start ?? null, end: mine.end ?? null, calls: mine.calls });
       if (c.kind === "text" || c.kind === "reasoning") view.text = c.text ?? "";
       if (c.kind === "reasoning") view.redacted = Boolean(c.redactedData);
       if (c.kind === "user") view.content = c.content;

@@ -7,7 +7,9 @@
 // lazily the first time their <details> opens, so a 10k-node conversation with collapsed
 // subagents creates only the elements on screen.
 
-import { announce, formatTokens, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
+import { renderMarkdown } from "./markdown.js";
+import { formatClock, formatDuration, formatStamp } from "./time.js";
+import { announce, copyButton, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
@@ -117,17 +119,27 @@ export class ThreadView {
     const parts = view.parts;
     // Not a live region: a status per turn would make screen readers read every change.
     parts.status = h("span", { class: "status" });
+    parts.time = h("time", { class: "turn__time" });
     const meta = h(
       "div",
       { class: "turn__meta" },
       h("span", { class: "role" }, view.role === "user" ? "You" : this._who(view)),
       parts.status,
+      parts.time,
+      // A link to this turn (copied on click; app.js handles it for every turn at once).
+      h("a", { class: "turn__link", href: `#turn=${encodeURIComponent(view.id)}`, "aria-label": "Copy a link to this turn", title: "Copy a link to this turn" }, "#"),
     );
     el.append(meta);
     switch (view.kind) {
       case "user":
-      case "text":
         parts.body = h("div", { class: "turn__text" });
+        meta.append(copyButton(() => userText(view.content), "Copy message"));
+        el.append(parts.body);
+        break;
+      case "text":
+        // Model text is Markdown, rendered to DOM nodes (never HTML: see markdown.js).
+        parts.body = h("div", { class: "turn__text md" });
+        meta.append(copyButton(() => view.text, "Copy message"));
         el.append(parts.body);
         break;
       case "reasoning": {
@@ -156,6 +168,8 @@ export class ThreadView {
       default:
         el.append(h("pre", { class: "payload" }, payloadText(view)));
     }
+    parts.calls = h("div", { class: "turn__calls", hidden: true });
+    el.append(parts.calls);
     parts.switcher = h("nav", { class: "switcher", "aria-label": "Alternative continuations", hidden: true });
     parts.branches = h("div", { class: "branches" });
     // An alternative continuation renders right after this turn, in place of the main one.
@@ -181,16 +195,21 @@ export class ThreadView {
     parts.title = h("span", { class: "tool__name" });
     parts.summaryLine = h("span", { class: "tool__summary" });
     parts.toolState = h("span", { class: "tool__state" });
+    parts.duration = h("span", { class: "tool__duration" });
     parts.input = h("pre", { class: "payload" });
     parts.progress = h("pre", { class: "payload payload--progress" });
     parts.output = h("pre", { class: "payload" });
-    parts.progressBox = h("details", { class: "tool__section", open: true, hidden: true }, h("summary", {}, "Progress"), parts.progress);
-    parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"), parts.output);
+    const copyable = (pre, getText, label) => h("div", { class: "copyable" }, pre, copyButton(getText, label));
+    parts.progressBox = h("details", { class: "tool__section", open: true, hidden: true }, h("summary", {}, "Progress"),
+      copyable(parts.progress, () => progressText(view.progress, { full: true }), "Copy progress"));
+    parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"),
+      copyable(parts.output, () => fullText(view.output), "Copy output"));
     parts.card = h(
       "details",
       { class: "tool" },
-      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.toolState),
-      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"), parts.input), parts.progressBox, parts.outputBox),
+      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.duration, parts.toolState),
+      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"),
+        copyable(parts.input, () => fullText(view.input), "Copy input")), parts.progressBox, parts.outputBox),
     );
     el.append(parts.card);
   }
@@ -219,7 +238,7 @@ export class ThreadView {
       "details",
       { class: "tool repl", open: true },
       h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "›_"), h("span", { class: "tool__name" }, "REPL"), parts.iteration = h("span", { class: "tool__summary" }), parts.state),
-      h("div", { class: "tool__body" }, parts.code, parts.stdout, parts.stderr),
+      h("div", { class: "tool__body" }, h("div", { class: "copyable" }, parts.code, copyButton(() => view.code, "Copy code")), parts.stdout, parts.stderr),
     );
     el.append(parts.card);
   }
@@ -258,7 +277,10 @@ export class ThreadView {
         parts.body.textContent = userText(view.content);
         break;
       case "text":
-        parts.body.textContent = view.text;
+        if (parts.shownText !== view.text) {
+          parts.shownText = view.text;
+          parts.body.replaceChildren(renderMarkdown(view.text, { copyButton }));
+        }
         break;
       case "reasoning":
         parts.body.textContent = view.redacted
@@ -282,7 +304,34 @@ export class ThreadView {
         break;
       default:
     }
+    this._updateTime(view);
     this._updateBranches(view);
+  }
+
+  /** When the turn started (time of day; the full date and time in its tooltip), how long it took
+   * (a streamed turn: first to last delta; a tool call: call to result), and its model calls. */
+  _updateTime(view) {
+    const parts = view.parts;
+    const start = view.start ?? null;
+    const end = view.end ?? null;
+    if (parts.shownStart !== start || parts.shownEnd !== end) {
+      parts.shownStart = start;
+      parts.shownEnd = end;
+      const took = start !== null && end !== null && end > start ? end - start : null;
+      parts.time.hidden = start === null;
+      if (start !== null) {
+        parts.time.dateTime = new Date(start).toISOString();
+        parts.time.title = took ? `${formatStamp(start)} → ${formatStamp(end)}` : formatStamp(start);
+        parts.time.textContent = formatClock(start) + (took && view.kind !== "tool_call" ? ` · ${formatDuration(took)}` : "");
+      }
+      if (parts.duration) parts.duration.textContent = took && view.hasOutput ? formatDuration(took) : "";
+    }
+    const calls = view.calls ?? [];
+    if (parts.shownCalls !== calls.length) {
+      parts.shownCalls = calls.length;
+      parts.calls.hidden = !calls.length;
+      parts.calls.replaceChildren(...calls.map((call) => h("div", { class: "model-call", "data-call": `${call.runId}#${call.index}` }, ...modelCallParts(call))));
+    }
   }
 
   _updateTool(view) {
@@ -456,6 +505,16 @@ export class ThreadView {
   }
 }
 
+/** A model call as a line: "Model call · 980 in · 64 out · 1,536 cache read · 2.1 s". */
+export function modelCallParts(call) {
+  const items = [`${call.input.toLocaleString()} in`, `${call.output.toLocaleString()} out`];
+  if (call.cacheRead) items.push(`${call.cacheRead.toLocaleString()} cache read`);
+  if (call.cacheCreation) items.push(`${call.cacheCreation.toLocaleString()} cache write`);
+  const took = call.start !== null && call.end !== null && call.end > call.start ? call.end - call.start : null;
+  if (took) items.push(formatDuration(took));
+  return [h("span", { class: "model-call__label" }, call.model ? `Model call · ${call.model}` : "Model call"), ...items.map((text) => h("span", {}, text))];
+}
+
 /** Show `message` in a relay's problem line as an alert, or hide the line when it is empty. */
 function showProblem(el, message) {
   el.hidden = !message;
@@ -475,10 +534,14 @@ function toolState(view) {
   return view.status === "streaming" ? "running" : "no result";
 }
 
-function progressText(state) {
+/** A tool's progress as text: the end of long stdout / stderr (saying what was left out), or with
+ * `full` all of it (for copying). */
+function progressText(state, { full = false } = {}) {
+  if (!state) return "";
+  const cut = full ? (text) => text : tail;
   const lines = [];
-  if (state.stdout) lines.push(tail(state.stdout));
-  if (state.stderr) lines.push(`[stderr] ${tail(state.stderr)}`);
+  if (state.stdout) lines.push(cut(state.stdout));
+  if (state.stderr) lines.push(`[stderr] ${cut(state.stderr)}`);
   const m = state.metrics;
   if (m) lines.push(`[pid ${m.pid}] cpu ${m.cpuPercent ?? "?"}% · rss ${m.rssKb ?? "?"} KB · ${m.wallMs ?? "?"} ms`);
   for (const content of state.other) lines.push(typeof content === "string" ? content : JSON.stringify(content));

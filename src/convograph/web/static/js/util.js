@@ -28,6 +28,65 @@ export function announce(message) {
   }, 50);
 }
 
+/** Put `text` on the clipboard: the Clipboard API where the page may use it (a secure context:
+ * https, or http on localhost), else a hidden textarea and `execCommand("copy")`. Returns whether
+ * it worked. */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    /* refused (no permission, no focus): try the fallback */
+  }
+  const focused = document.activeElement;
+  const area = h("textarea", { class: "visually-hidden", readonly: true, "aria-hidden": "true" });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand("copy");
+  } catch {
+    ok = false;
+  }
+  area.remove();
+  if (focused && focused.focus) focused.focus();
+  return ok;
+}
+
+/** A small "Copy" button that copies `getText()` (called on click: the full text, not what the
+ * page shows of it) and says so for a moment. */
+export function copyButton(getText, label = "Copy") {
+  const button = h("button", { type: "button", class: "btn btn--copy", title: label, "aria-label": label }, "Copy");
+  button.addEventListener("click", async (event) => {
+    event.preventDefault();
+    event.stopPropagation();
+    const ok = await copyText(getText());
+    button.textContent = ok ? "Copied" : "Copy failed";
+    button.dataset.copied = String(ok);
+    announce(ok ? "Copied to the clipboard." : "Could not copy to the clipboard.");
+    clearTimeout(button._reset);
+    button._reset = setTimeout(() => {
+      button.textContent = "Copy";
+      delete button.dataset.copied;
+    }, 1500);
+  });
+  return button;
+}
+
+/** The whole of a payload as text (for copying): strings as-is, anything else as indented JSON. */
+export function fullText(value) {
+  if (value === undefined || value === null) return "";
+  if (typeof value === "string") return value;
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
 export const MAX_PAYLOAD_CHARS = 20000;
 
 /** A payload as display text: strings as-is, anything else as indented JSON; long text is cut
