@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,12 @@ def seed_demo(url: str) -> None:
     envelopes for the explorer (workspace ``demo``), as ``convograph demo`` does."""
     scripts = [factory() for factory in DEMO_CONVERSATIONS]
     envelopes = [e for s in scripts for e in hook_envelopes(s.events(), prefix=s.conversation_id)]
-    asyncio.run(play_all(url, scripts, speed=None, wait_for_relays=False, envelopes=envelopes))
+    # In a thread of its own: Playwright's sync API keeps an event loop running in this one once the
+    # package's browser fixture has started (any test module may start it before this fixture).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(
+            asyncio.run, play_all(url, scripts, speed=None, wait_for_relays=False, envelopes=envelopes)
+        ).result()
     # Hook events reach the graph shortly after 202: wait until the demo sessions are queryable.
     query = {"query": "MATCH (s:Session {workspace: $workspace}) RETURN count(s) AS n", "workspace": "demo"}
     deadline = time.monotonic() + 30
