@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import uuid
@@ -11,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from convograph.intelligence.blobs import MemoryBlobStore
 from convograph.intelligence.engine import FalkorEngine
 from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
-from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
+from tests.test_intelligence_support import falkor, snapshot  # noqa: F401  (fixture)
 
 DATASET = Path(__file__).resolve().parent / "fixtures" / "ci_layers.ndjson"
 LINES: list[dict[str, Any]] = [json.loads(x) for x in DATASET.read_text(encoding="utf-8").splitlines()]
@@ -261,4 +264,88 @@ def test_self_delegation_resolves_across_sessions_in_any_order(
         {"s": "C2", "a": "explorer"},
         {"s": "C3", "a": "explorer"},
     ]
+    service.close()
+
+
+# --- arrival order (issue 26 item 9): event-time folds ---------------------------------------------
+
+
+def untied(delivered: list[dict[str, Any]], original: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``delivered`` with the events of each session that share a timestamp put back in their
+    ``original`` relative order: journal order breaks event-time ties, so only such deliveries
+    must give the in-order graph."""
+
+    def tie(line: dict[str, Any]) -> tuple[str, str]:
+        return line["data"]["session_id"], line["data"]["timestamp"]
+
+    queues: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in original:
+        queues.setdefault(tie(line), []).append(line)
+    cursors = dict.fromkeys(queues, 0)
+    out = []
+    for line in delivered:
+        key = tie(line)
+        out.append(queues[key][cursors[key]])
+        cursors[key] += 1
+    return out
+
+
+def deliver(service: IntelligenceService, lines: list[dict[str, Any]], cuts: list[int]) -> None:
+    """``lines`` as separate batches at ``cuts`` (each applied before the next is sent)."""
+    bounds = [0, *sorted({cut % (len(lines) + 1) for cut in cuts}), len(lines)]
+    for start, end in itertools.pairwise(bounds):
+        if start < end:
+            ingest(service, lines[start:end])
+
+
+_IN_ORDER: dict[str, Any] = {}
+
+
+def in_order_graph(graphs: Graphs) -> Any:
+    """The fixture ingested in order (its `snapshot`), computed once."""
+    if not _IN_ORDER:
+        service = graphs.service()
+        ingest(service, LINES)
+        _IN_ORDER["graph"] = snapshot(service, WS)
+        service.close()
+    return _IN_ORDER["graph"]
+
+
+@pytest.mark.parametrize("batch", [None, 100])
+def test_reversed_delivery_gives_the_in_order_graph(graphs: Graphs, batch: int | None) -> None:
+    """The whole fixture delivered backwards (ties kept in order), in one batch or in batches of
+    100 whose every event arrives late: the graph of the in-order delivery, every node with its
+    properties and every edge (it was 1,668 nodes / 3,183 edges against 1,655 / 3,488, with no
+    CAUSED edge, no RecipeStep and 41 ContextCompactions instead of 26)."""
+    expected = in_order_graph(graphs)
+    service = graphs.service()
+    lines = untied(list(reversed(LINES)), LINES)
+    deliver(service, lines, [] if batch is None else list(range(batch, len(lines), batch)))
+    assert snapshot(service, WS) == expected
+    layer = service.applier.planned_stages[0]
+    assert (layer.repairs > 0) == (batch is not None)
+    service.close()
+
+
+SESSION_IDS = sorted({line["data"]["session_id"] for line in LINES})
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.sampled_from(SESSION_IDS), st.randoms(use_true_random=False), st.lists(st.integers(0, 200), max_size=4)
+)
+def test_any_permutation_of_a_session_gives_the_same_graph(
+    graphs: Graphs, session_id: str, rnd: random.Random, cuts: list[int]
+) -> None:
+    """One session's events in any order (ties kept), delivered in any batches after the other
+    sessions: the in-order graph."""
+    expected = in_order_graph(graphs)
+    own = [line for line in LINES if line["data"]["session_id"] == session_id]
+    others = [line for line in LINES if line["data"]["session_id"] != session_id]
+    shuffled = list(own)
+    rnd.shuffle(shuffled)
+    service = graphs.service()
+    ingest(service, others)
+    deliver(service, untied(shuffled, own), cuts)
+    assert snapshot(service, WS) == expected
     service.close()

@@ -110,6 +110,10 @@ def test_histories_from_the_hypergraph_are_valid(
             conv = _operate(conv, events, step)
         assert_valid_openai(project_messages(conv, format="openai"))
         assert_valid_anthropic(project_messages(conv, format="anthropic"))
+        gateway = project_messages(conv, format="gateway")
+        assert not gateway or gateway[0]["role"] == "user"
+        calls = [c["id"] for m in gateway for c in m.get("tool_calls", [])]
+        assert calls == [m["tool_call_id"] for m in gateway if m["role"] == "tool"]
     assert not check_no_overlap(project_dag(conv).nodes)
 
 

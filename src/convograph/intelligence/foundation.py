@@ -1,7 +1,7 @@
 """Foundation layer: Delegations, Agents, SkillLoads, RecipeRuns, RecipeSteps, Recipes.
 
 Same contract as `convograph.intelligence.kernel`: a pure step of the per-session fold over the
-journal in seq order, ids from the ordered log:
+journal in event-time order (`layer_semantic.fold_key`), ids from the ordered log:
 
 - Delegation ``{parent_session_id}::delegation::{tool_call_id or sub_session_id}`` — created by
   *any* ``delegate:*`` event that names it (a lifecycle event that overtook ``agent_spawned``

@@ -1,7 +1,8 @@
 """The graph applier: journal → (collision ids, blob offload, layer 1) → graph, in batches.
 
-One background thread reads the journal after the *applied cursor*, in seq order (so each
-session's events are applied in arrival order), up to ``batch_size`` records at a time, and
+One background thread reads the journal after the *applied cursor*, in seq order (arrival
+order; the semantic layers fold each session in event-time order all the same:
+`convograph.intelligence.layer_semantic`), up to ``batch_size`` records at a time, and
 writes them with the writer's statements (rendered while planning). When only a few records are
 waiting it lingers up to ``linger_s`` (100 ms) while more keep arriving (`GraphApplier._linger`),
 so events arriving one POST at a time still travel in batches. While a batch is

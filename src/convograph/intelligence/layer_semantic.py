@@ -1,19 +1,31 @@
 """The semantic layers (kernel + foundation) as a stage of the graph applier.
 
 `SemanticLayer.apply(engine, graph, workspace, facts)` runs after layer 1 has written a batch:
-it folds each touched session's new events (in seq order) with the kernel, foundation and
-conversation steps and writes the derived entities as ``UNWIND`` statements (one per label and
-one per relationship type and endpoint labels), every node MERGEd on ``{node_id, workspace}``.
+it folds each touched session's new events with the kernel, foundation and conversation steps
+and writes the derived entities as ``UNWIND`` statements (one per label and one per relationship
+type and endpoint labels), every node MERGEd on ``{node_id, workspace}``.
 
-Determinism: the per-session fold state is a cache of "the session's log up to ``last_seq``".
-It is used only when the batch continues the session strictly after ``last_seq``; otherwise
-(first sight after a restart, a retried batch, a rewound applier, a dead letter isolated record
-by record) the state is rebuilt by folding the session's earlier journal records again. The
-fold is pure in the ordered log, so every path yields the same ids, and MERGE makes repeated
-writes no-ops: no duplicate iterations, no self-loops (upstream §10 B2/B3).
+Fold order: a session's events are folded in **event-time order**, journal order breaking ties
+(`fold_key`: ``(epoch_ms, seq)``), never in arrival order, so a retried, reordered or late
+delivery converges on the graph an in-order delivery gives (issue 26).
 
-Complexity: O(events in the batch) folding plus, per rebuilt session, O(that session's prefix)
-(one indexed journal read when the journal offers ``read_session``, else a scan).
+Determinism: the per-session fold state is a cache of "every record of the session with
+``seq <= upto``, folded in `fold_key` order". It is used when the batch continues the session
+strictly after ``upto``; otherwise (first sight after a restart, a retried batch, a rewound
+applier, a dead letter isolated record by record) the state is rebuilt by folding the session's
+earlier journal records again. A batch whose first event sorts before the last one folded (an
+event that arrived late) cannot continue the fold: the session is folded again from the journal
+up to the batch, and the graph is *repaired*: the derived entities of the session's component
+(`purge.component_of`: every session whose writes are entangled with it) are deleted
+(`purge.purge_derived`; layer 1, whose writes commute, stays) and the component's sessions are
+folded again in order and written. The fold is pure in the ordered log, so every path yields the
+same ids, and MERGE makes repeated writes no-ops: no duplicate iterations, no self-loops
+(upstream §10 B2/B3).
+
+Complexity: O(events in the batch) folding, O(k log k) to order a session's k events of the
+batch, plus, per rebuilt session, O(that session's prefix) (one indexed journal read when the
+journal offers ``read_session``, else a scan); a repair is O(component) in graph round trips
+and folding.
 """
 
 from __future__ import annotations
@@ -27,15 +39,18 @@ import msgspec
 
 from convograph.intelligence.engine import EngineError, GraphEngine, MapFreeList
 from convograph.intelligence.foundation import fold_foundation
+from convograph.intelligence.ingest import resolve_node_ids
 from convograph.intelligence.journal import Journal, JournalRecord
 from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, SessionFold, fold_kernel
 from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import STATUS_RANK, EventFacts, iso_ms
+from convograph.intelligence.purge import SHARED_LABELS, component_of, purge_derived
 from convograph.intelligence.writer import GraphNames
 
 __all__ = [
     "FOLD_STEPS",
     "SemanticLayer",
+    "fold_key",
     "fold_session",
     "resolve_self_delegations",
     "session_prefix",
@@ -68,6 +83,13 @@ _LABELS = (
     "RecipeStep",
     "Recipe",
 )
+_OWN_LABELS = tuple(label for label in _LABELS if label not in SHARED_LABELS)
+"""Labels only the folds write: a repair deletes a component's nodes of these labels."""
+_FOLD_EDGES = ("PARALLEL_EXECUTION", "HAS_AGENT")
+"""Edges the folds draw between nodes they do not own (ToolCalls, Sessions, Agents), whose ends
+depend on the fold order (which parallel call came first, which agent ``self`` resolved to)."""
+_FOLD_PROPERTIES = {"ToolCall": ("iteration_id", "run_id")}
+"""Properties the folds set on nodes they do not own, from their cursors."""
 _INDEXES = (
     *((label, "node_id") for label in _LABELS),
     ("Iteration", "session_id"),
@@ -168,32 +190,60 @@ def session_prefix(journal: Journal, workspace: str, session_id: str, before_seq
     return out
 
 
+FoldKey = tuple[int, int]
+_FIRST: FoldKey = (-(2**63), 0)
+"""Sorts before every fact: the ``last`` key of an empty fold."""
+
+
+def fold_key(fact: Fact) -> FoldKey:
+    """Where ``fact`` sorts in its session's fold: event time (``data.timestamp``, UTC ms), then
+    journal order (``seq``) for events of the same millisecond."""
+    return (fact.epoch_ms, fact.seq)
+
+
 def fold_session(
     state: SessionFold, facts: Iterable[Fact], out: Derived, steps: Sequence[FoldStep] = FOLD_STEPS
 ) -> None:
-    """Fold ``facts`` (one session, seq order) into ``state``, adding entities to ``out``."""
+    """Fold ``facts`` (one session, in the order given: `fold_key` order for the layers) into
+    ``state``, adding entities to ``out``."""
     for fact in facts:
         for step in steps:
             step(state, fact, out)
         state.last_seq = fact.seq
 
 
-def _record_fact(record: JournalRecord) -> Fact:
+def _record_fact(record: JournalRecord, node_id: str | None = None) -> Fact:
     return Fact(
         record.seq,
         record.session_id,
         record.event,
         record.epoch_ms,
-        record.base_id,
+        record.base_id if node_id is None else node_id,
         _decoder.decode(record.data),
     )
 
 
+class _Folded:
+    """A cached fold: ``state`` after every record of its session with ``seq <= upto``, folded
+    in `fold_key` order; ``last`` is the key of the last fact folded (the greatest)."""
+
+    __slots__ = ("last", "state", "upto")
+
+    def __init__(self, state: SessionFold, upto: int, last: FoldKey) -> None:
+        self.state = state
+        self.upto = upto
+        self.last = last
+
+
 class SemanticPlan(NamedTuple):
-    """A batch folded by `SemanticLayer.plan_stage`: ``(graph, workspace, entities)`` parts."""
+    """A batch folded by `SemanticLayer.plan_stage`: ``(graph, workspace, entities)`` parts, and
+    ``(graph, workspace, sessions)`` whose component the write must repair (`SemanticLayer`)
+    up to journal seq ``upto``."""
 
     replay: bool
     parts: list[tuple[str, str, Derived]]
+    repairs: list[tuple[str, str, list[str]]]
+    upto: int
 
 
 class SemanticLayer:
@@ -205,38 +255,91 @@ class SemanticLayer:
         self.journal = journal
         self.max_sessions = max_sessions
         self.steps = tuple(steps)
-        self._states: OrderedDict[tuple[str, str], SessionFold] = OrderedDict()
+        self._states: OrderedDict[tuple[str, str], _Folded] = OrderedDict()
         self._schema_ready: set[str] = set()
         self._high_seq = 0
         self.rebuilds = 0
+        self.repairs = 0
+        """Sessions folded again because an event arrived out of event-time order."""
 
-    def _state_for(self, workspace: str, session_id: str, first_seq: int) -> SessionFold:
+    def _cache(self, key: tuple[str, str], folded: _Folded) -> None:
+        self._states[key] = folded
+        self._states.move_to_end(key)
+        while len(self._states) > self.max_sessions:
+            self._states.popitem(last=False)
+
+    def _state_for(self, workspace: str, session_id: str, first_seq: int) -> _Folded:
         key = (workspace, session_id)
-        state = self._states.get(key)
-        if state is not None and state.last_seq < first_seq:
+        folded = self._states.get(key)
+        if folded is not None and folded.upto < first_seq:
             self._states.move_to_end(key)
-            return state
+            return folded
         # missing, or this batch replays what the cache already folded: rebuild from the journal
         self.rebuilds += 1
         state = SessionFold(workspace, session_id)
-        prefix = session_prefix(self.journal, workspace, session_id, first_seq)
-        fold_session(state, (_record_fact(r) for r in prefix), Derived(), self.steps)
-        self._states[key] = state
-        while len(self._states) > self.max_sessions:
-            self._states.popitem(last=False)
-        return state
+        prefix = sorted(
+            (_record_fact(r) for r in session_prefix(self.journal, workspace, session_id, first_seq)),
+            key=fold_key,
+        )
+        fold_session(state, prefix, Derived(), self.steps)
+        folded = _Folded(state, first_seq - 1, fold_key(prefix[-1]) if prefix else _FIRST)
+        self._cache(key, folded)
+        return folded
+
+    def refold(self, workspace: str, session_id: str, upto: int, out: Derived) -> None:
+        """Fold the session's journal records with ``seq <= upto`` from scratch, in `fold_key`
+        order, into ``out``, and cache the state. O(the session's records)."""
+        facts = self._ordered_facts(workspace, session_prefix(self.journal, workspace, session_id, upto + 1))
+        state = SessionFold(workspace, session_id)
+        fold_session(state, facts, out, self.steps)
+        self._cache((workspace, session_id), _Folded(state, upto, fold_key(facts[-1]) if facts else _FIRST))
+
+    def _ordered_facts(self, workspace: str, records: list[JournalRecord]) -> list[Fact]:
+        """One session's records as facts in `fold_key` order, with the Event ids the graph
+        holds (collision renames included: the entities' ``SOURCED_FROM`` edges name them)."""
+        groups = (
+            {
+                (workspace, base_id): fps
+                for base_id, fps in self.journal.collision_groups(
+                    workspace, [(r.base_id, r.epoch_ms) for r in records]
+                ).items()
+            }
+            if records
+            else {}
+        )
+        node_ids, _ = resolve_node_ids(records, groups)
+        facts = [_record_fact(r, node_id) for r, node_id in zip(records, node_ids, strict=True)]
+        facts.sort(key=fold_key)
+        return facts
 
     def plan(self, workspace: str, facts: Sequence[Fact]) -> Derived:
-        """Fold a workspace's share of a batch (any interleaving of sessions, seq order within)."""
+        """Fold a workspace's share of a batch (any interleaving of sessions and of a session's
+        events): its entities, a late session's whole fold included (`_plan`)."""
+        out = Derived()
+        self._plan(workspace, facts, out, out)
+        return out
+
+    def _plan(self, workspace: str, facts: Sequence[Fact], out: Derived, refolded: Derived) -> list[str]:
+        """Fold each session's facts of a batch in `fold_key` order into ``out``; a session with a
+        fact sorting before what its fold already holds (arrived late) is folded again from the
+        journal into ``refolded`` instead. Returns those sessions (the graph needs repairing)."""
         by_session: dict[str, list[Fact]] = {}
         for fact in facts:
             by_session.setdefault(fact.session_id, []).append(fact)
-        out = Derived()
+        late: list[str] = []
         for session_id, items in by_session.items():
-            items.sort(key=lambda f: f.seq)
-            state = self._state_for(workspace, session_id, items[0].seq)
-            fold_session(state, items, out, self.steps)
-        return out
+            items.sort(key=fold_key)
+            upto = max(fact.seq for fact in items)
+            folded = self._state_for(workspace, session_id, min(fact.seq for fact in items))
+            if fold_key(items[0]) < folded.last:
+                self.repairs += 1
+                self.refold(workspace, session_id, upto, refolded)
+                late.append(session_id)
+                continue
+            fold_session(folded.state, items, out, self.steps)
+            folded.upto = upto
+            folded.last = fold_key(items[-1])
+        return late
 
     def ensure_schema(self, engine: GraphEngine, graph: str) -> None:
         if graph in self._schema_ready:
@@ -247,9 +350,38 @@ class SemanticLayer:
         self._schema_ready.add(graph)
 
     def apply(self, engine: GraphEngine, graph: str, workspace: str, facts: Sequence[Fact]) -> int:
-        """Plan and write; returns the number of statements issued."""
+        """Plan and write (repairing the graph after a late event); returns the statements issued."""
         self.ensure_schema(engine, graph)
-        return write_derived(engine, graph, workspace, self.plan(workspace, facts))
+        out = Derived()
+        late = self._plan(workspace, facts, out, Derived())
+        statements = write_derived(engine, graph, workspace, out)
+        if late:
+            statements += self.repair(engine, graph, workspace, late, max(fact.seq for fact in facts))
+        return statements
+
+    def repair(
+        self, engine: GraphEngine, graph: str, workspace: str, sessions: Sequence[str], upto: int
+    ) -> int:
+        """Make the graph what an in-order fold gives after the late events of ``sessions``:
+        delete the derived entities of their component and write the fold of every session in
+        it again, up to journal seq ``upto`` (the batch's last). Runs on the writing thread and
+        never touches the cache (the planner may be folding the next batch). O(component)."""
+        component = component_of(engine, graph, workspace, sessions)
+        purge_derived(
+            engine,
+            graph,
+            workspace,
+            component,
+            labels=_OWN_LABELS,
+            edge_types=_FOLD_EDGES,
+            properties=_FOLD_PROPERTIES,
+        )
+        out = Derived()
+        for session_id in sorted({*component.sessions, *sessions}):
+            records = session_prefix(self.journal, workspace, session_id, upto + 1)
+            state = SessionFold(workspace, session_id)  # (not cached: see above)
+            fold_session(state, self._ordered_facts(workspace, records), out, self.steps)
+        return write_derived(engine, graph, workspace, out)
 
     def plan_stage(
         self, names: GraphNames, records: Sequence[JournalRecord], facts: Sequence[EventFacts]
@@ -263,17 +395,26 @@ class SemanticLayer:
             by_workspace.setdefault(record.workspace, []).append(
                 Fact(record.seq, record.session_id, record.event, record.epoch_ms, item.node_id, item.data)
             )
-        return SemanticPlan(
-            replay, [(names.graph(ws), ws, self.plan(ws, items)) for ws, items in by_workspace.items()]
-        )
+        parts: list[tuple[str, str, Derived]] = []
+        repairs: list[tuple[str, str, list[str]]] = []
+        for workspace, items in by_workspace.items():
+            graph, out = names.graph(workspace), Derived()
+            late = self._plan(workspace, items, out, Derived())  # (a repair writes the late folds)
+            parts.append((graph, workspace, out))
+            if late:
+                repairs.append((graph, workspace, late))
+        return SemanticPlan(replay, parts, repairs, records[-1].seq if records else 0)
 
     def write_stage(self, engine: GraphEngine, planned: SemanticPlan) -> None:
-        """Half two: write the folded entities (a replay re-creates the indexes first)."""
+        """Half two: write the folded entities, then repair what late events changed (a replay
+        re-creates the indexes first)."""
         if planned.replay:
             self._schema_ready.clear()  # the graph store may have lost our indexes too
         for graph, workspace, out in planned.parts:
             self.ensure_schema(engine, graph)
             write_derived(engine, graph, workspace, out)
+        for graph, workspace, sessions in planned.repairs:
+            self.repair(engine, graph, workspace, sessions, planned.upto)
 
     def forget(self) -> None:
         """Drop every cached state (they are rebuilt from the journal on demand)."""

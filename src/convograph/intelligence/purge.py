@@ -19,21 +19,30 @@ no longer holds ingest back for a whole replay:
 It declines (returns False, having written nothing) where the in-place result could differ from a
 fresh build: a parallel group whose ``session_id`` names a forgotten session but that has members
 of another session, or a response whose stored ``data`` does not decode. The caller then rebuilds.
-The semantic layers (which fold across sessions) are never purged in place: with them the caller
-always rebuilds. Not atomic: a failure half way leaves a graph only a rebuild repairs, so the
+The semantic layers (which fold across sessions) are purged per component: `purge_component`
+for a forget (everything of the component goes, and its records are written again), and
+`purge_derived` when an event arrived out of order (only what the layers derived goes, layer 1
+stays, and the layers fold the component's sessions again). Not atomic: a failure half way leaves a graph only a rebuild repairs, so the
 caller rebuilds after any failure (`GraphApplier`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Final, NamedTuple
 
 from convograph.intelligence.engine import GraphEngine, MapFreeList
 from convograph.intelligence.layer1 import model_response_row
 
-__all__ = ["SHARED_LABELS", "Component", "component_of", "purge_component", "purge_sessions"]
+__all__ = [
+    "SHARED_LABELS",
+    "Component",
+    "component_of",
+    "purge_component",
+    "purge_derived",
+    "purge_sessions",
+]
 
 _TOOLS_TOUCHED = """
 UNWIND $sids AS sid
@@ -321,6 +330,60 @@ def component_of(engine: GraphEngine, graph: str, workspace: str, session_ids: C
                     new_sessions.append(node_id)
                     add_session(internal, node_id, parent_id)
     return Component(sessions, nodes, shared)
+
+
+_DELETE_LABELLED = """
+UNWIND $ids AS i
+MATCH (n) WHERE id(n) = i AND any(label IN labels(n) WHERE label IN $labels)
+DETACH DELETE n
+"""
+
+_DELETE_EDGES_FROM = """
+UNWIND $ids AS i
+MATCH (n) WHERE id(n) = i
+MATCH (n)-[r]->()
+WHERE type(r) IN $types
+DELETE r
+"""
+
+_CLEAR_PROPERTIES = """
+UNWIND $ids AS i
+MATCH (n:{label}) WHERE id(n) = i
+SET {assignments}
+"""
+
+
+def purge_derived(
+    engine: GraphEngine,
+    graph: str,
+    workspace: str,
+    component: Component,
+    *,
+    labels: Collection[str],
+    edge_types: Collection[str],
+    properties: Mapping[str, Collection[str]],
+) -> None:
+    """Delete what a fold derived over ``component``, so that folding its sessions again writes
+    exactly what an in-order fold writes: the nodes with one of ``labels`` (their edges go with
+    them), the ``edge_types`` edges leaving its other nodes, the ``properties`` (label -> names)
+    a fold sets on them, and the shared ``Agent`` / ``Recipe`` nodes nothing names any more.
+    Layer-1 nodes and their own edges stay. O(component)."""
+    ids = sorted(component.nodes)
+    for start in range(0, len(ids), _CHUNK_IDS):
+        chunk = MapFreeList(ids[start : start + _CHUNK_IDS])
+        engine.execute(graph, _DELETE_LABELLED, {"ids": chunk, "labels": MapFreeList(sorted(labels))})
+        if edge_types:
+            engine.execute(
+                graph, _DELETE_EDGES_FROM, {"ids": chunk, "types": MapFreeList(sorted(edge_types))}
+            )
+        for label, names in properties.items():
+            assignments = ", ".join(f"n.`{name}` = null" for name in sorted(names))
+            engine.execute(
+                graph, _CLEAR_PROPERTIES.format(label=label, assignments=assignments), {"ids": chunk}
+            )
+    unnamed = sorted({*component.shared["Agent"], *component.shared["Recipe"]})
+    if unnamed:
+        engine.execute(graph, _DELETE_UNNAMED, {"ids": MapFreeList(unnamed)})
 
 
 def purge_component(engine: GraphEngine, graph: str, workspace: str, component: Component) -> bool:
