@@ -45,7 +45,7 @@ class TimingPort(RemotePort):
         await super().emit(events)
 
 
-async def _one(url: str, cid: str, chunks: int, delay: float, linger: float) -> list[float]:
+async def _one(url: str, cid: str, chunks: int, delay: float, linger: float) -> tuple[list[float], int]:
     async with ConvographClient(url, timeout=60) as client:
         received: dict[str, float] = {}
 
@@ -66,13 +66,15 @@ async def _one(url: str, cid: str, chunks: int, delay: float, linger: float) -> 
     missing = set(port.sent) - set(received)
     if missing:
         raise RuntimeError(f"{len(missing)} deltas never reached the subscriber")
-    return sorted((received[i] - port.sent[i]) * 1000 for i in port.sent)
+    return sorted((received[i] - port.sent[i]) * 1000 for i in port.sent), port.attempts
 
 
-def _report(label: str, lags: list[float]) -> None:
+def _report(label: str, measured: tuple[list[float], int]) -> None:
+    lags, posts = measured
     p = statistics.quantiles(lags, n=100)
     print(
-        f"{label:34s} p50 {p[49]:7.1f} ms  p99 {p[98]:7.1f} ms  max {lags[-1]:7.1f} ms  (target p99 < 100 ms)"
+        f"{label:34s} p50 {p[49]:7.1f} ms  p99 {p[98]:7.1f} ms  max {lags[-1]:7.1f} ms  "
+        f"({posts} POSTs; target p99 < 100 ms)"
     )
 
 
