@@ -150,8 +150,8 @@ def test_the_repl_mode(workdir: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "gpt-4o"], "--model must look like openai:MODEL or anthropic:MODEL"),
-        (["--model", "mistral:large"], "unknown provider 'mistral'"),
+        (["--model", "gpt-4o"], "model spec 'gpt-4o' must be API:MODEL, one of openai:MODEL"),
+        (["--model", "mistral:large"], "unknown API 'mistral' in model spec 'mistral:large'"),
         (["--model", "scripted:/no/such.json"], "cannot read the scripted model"),
         (["--model", "scripted:echo", "--tools", "nope"], "--tools must look like module:attribute"),
         (["--model", "scripted:echo", "--tools", "no_such_module_x:T"], "cannot load tools"),

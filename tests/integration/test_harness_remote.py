@@ -160,7 +160,7 @@ async def test_events_emitted_while_the_server_is_down_are_retried_and_stored_on
     data = tmp_path / "data"
     server = start_server(data, env=FAST)
     try:
-        async with ConvographClient(server.url, timeout=2) as client:
+        async with ConvographClient(server.url, timeout=15) as client:
             port = RemotePort(client, "outage", retry_initial=0.05, retry_max=0.3, linger=0)
             await port.emit([Text(run_id="r", id="t", content="before ")])
             await port.flush()
@@ -185,7 +185,7 @@ async def test_a_full_queue_makes_emit_wait(tmp_path: Path) -> None:
     data = tmp_path / "data"
     server = start_server(data, env=FAST)
     try:
-        async with ConvographClient(server.url, timeout=2) as client:
+        async with ConvographClient(server.url, timeout=15) as client:
             port = RemotePort(
                 client, "pressure", queue_size=4, batch_size=2, retry_initial=0.05, retry_max=0.2
             )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from convograph.events import Error, Event, HarnessEnd, Relay, ToolResult, Usage
+from convograph.events import Error, Event, HarnessEnd, Relay, ToolCall, ToolResult, Usage
 from convograph.harness import Agent, Budget, LogPort, ReplHarness, SandboxLimits, ToolContext, tool
 from convograph.harness.providers import OpenAIChatProvider
 from convograph.harness.retry import RetryPolicy
@@ -302,3 +302,84 @@ def test_convograph_run_without_a_key_names_the_variable(tmp_path: Any) -> None:
     )
     assert done.returncode == 1
     assert "set OPENAI_API_KEY" in done.stdout + done.stderr
+
+
+# --- the same loop over the other APIs ---------------------------------------------------------------
+
+
+def provider_for(api: str, server: ModelServer) -> Any:
+    from convograph.harness.providers import AnthropicProvider, OpenAIResponsesProvider
+
+    if api == "anthropic":
+        return AnthropicProvider(base_url=server.anthropic_base_url, api_key="sk-ant-test", retry=FAST)
+    if api == "responses":
+        return OpenAIResponsesProvider(base_url=server.openai_base_url, api_key="sk-test", retry=FAST)
+    return openai(server)
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses", "chat"])
+async def test_a_multi_turn_tool_loop_is_valid_on_every_api(api: str, port: LogPort) -> None:
+    script = [
+        Reply(
+            content=[
+                Think(text="Two cities.", signature="sig-1"),
+                Say(text="Checking."),
+                ToolUse(name="weather", arguments={"city": "Paris"}),
+                ToolUse(name="weather", arguments={"city": "Rome"}),
+                ToolUse(name="weather", arguments='{"city": '),
+            ]
+        ),
+        Reply(
+            content=[
+                Think(text="Now book.", signature="sig-2"),
+                ToolUse(name="book", arguments={"city": "Rome"}),
+            ]
+        ),
+        Reply(content=[ToolUse(name="fail", arguments={"reason": "x"})]),
+        Reply(content=[Say(text="Rome is booked.")]),
+    ]
+
+    async def allow(relay: Relay) -> bool:
+        return relay.tool == "book"
+
+    async with ModelServer(script) as server:
+        provider = provider_for(api, server)
+        agent = Agent(provider, model="m", tools=[weather, book, fail], ask=allow, system="Be brief.")
+        result = await agent.run(port, "Weather in Paris and Rome, then book the better one.")
+        await provider.aclose()
+    assert (result.reason, result.text) == ("final", "Rome is booked."), result.error
+    assert len(server.requests) == 4
+    assert_every_request_valid(server)
+    events = await events_of(port)
+    calls = [e.id for e in events if isinstance(e, ToolCall)]
+    results = [e.id for e in events if isinstance(e, ToolResult)]
+    assert sorted(calls) == sorted(results)
+    if api == "anthropic":  # signed thinking goes back to the API verbatim
+        last = server.requests[-1].body["messages"]
+        thinking = [
+            b for m in last if m["role"] == "assistant" for b in m["content"] if b["type"] == "thinking"
+        ]
+        assert [(b["thinking"], b["signature"]) for b in thinking] == [
+            ("Two cities.", "sig-1"),
+            ("Now book.", "sig-2"),
+        ]
+
+
+async def test_the_repl_harness_over_the_anthropic_sdk(port: LogPort) -> None:
+    script = [
+        Reply(
+            content=[Think(text="Count.", signature="s1"), Say(text="```python\nprint(len(context))\n```")]
+        ),
+        Reply(content=[Say(text="```python\nFINAL('seven')\n```")]),
+    ]
+    async with ModelServer(script) as server:
+        provider = provider_for("anthropic", server)
+        result = await ReplHarness(provider, "claude-test", limits=SandboxLimits(timeout=10)).run(
+            port, "How long is the context?", context="abcdefg"
+        )
+        await provider.aclose()
+    assert (result.reason, result.answer) == ("final", "seven")
+    assert_every_request_valid(server)
+    assert (
+        server.requests[1].body["messages"][-1]["content"] == '<repl_output iteration="0">\n7\n</repl_output>'
+    )

@@ -58,31 +58,18 @@ class UsageError(Exception):
 
 def make_provider(spec: str, *, base_url: str | None) -> tuple[Provider, str]:
     """The provider and model name for ``--model``: ``API:MODEL`` for the SDK providers
-    (``openai:``, ``anthropic:``, and whatever else the providers' ``make_provider`` accepts), or
-    the offline test models ``scripted:echo`` and ``scripted:FILE.json``."""
+    (`convograph.harness.providers.make_provider`: ``openai:``, ``openai-responses:``,
+    ``anthropic:``; keys from the SDKs' environment variables), or the offline test models
+    ``scripted:echo`` and ``scripted:FILE.json``."""
     kind, _, model = spec.partition(":")
-    if not model:
-        raise UsageError(f"--model must look like openai:MODEL or anthropic:MODEL, got {spec!r}")
-    if kind == "scripted":
+    if kind == "scripted" and model:
         return _scripted(model), model
-    providers = importlib.import_module("convograph.harness.providers")
-    factory = getattr(providers, "make_provider", None)
-    if factory is not None:  # the providers' own parsing (keys from the SDKs' variables)
-        try:
-            made, name = factory(spec, base_url=base_url)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        return made, name
-    classes = {"openai": "OpenAIChatProvider", "anthropic": "AnthropicProvider"}
-    if kind not in classes:
-        raise UsageError(
-            f"unknown provider {kind!r} in --model {spec!r}: use openai:, anthropic: or scripted:"
-        )
-    cls = getattr(providers, classes[kind], None)
-    if cls is None:
-        raise UsageError(f"the {kind} provider is not available in this build of convograph")
-    provider: Provider = cls(base_url=base_url)
-    return provider, model
+    from convograph.harness.providers import make_provider as sdk_provider  # the SDKs load only when used
+
+    try:
+        return sdk_provider(spec, base_url=base_url)
+    except ValueError as exc:
+        raise UsageError(f"{exc} (or scripted:echo / scripted:FILE.json to run offline)") from None
 
 
 def _scripted(name: str) -> Provider:
