@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,47 @@ def test_cypher_errors_and_read_only(client: TestClient[Litestar]) -> None:
     assert write.json()["error"]["code"] == "read_only"
     shape = client.post("/cypher", json={"nope": 1})
     assert shape.status_code == 400
+
+
+def test_cypher_limits_are_named_in_4xx_answers(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    """Issue 26: a runaway query is answered with a 4xx naming the limit (not a 503 after 60 s)."""
+    from convograph.intelligence.engine import FalkorEngine
+    from convograph.intelligence.http import CYPHER_MAX_BODY_BYTES
+
+    client.post("/events", json=ev("session:start", 1))
+    assert service.wait_applied(timeout=30)
+    service.query_timeout_ms = 200
+    runaway = {
+        "query": "RETURN size(reduce(s = '', x IN range(1, 100000) | s + 'aaaaaaaaaa'))",
+        "workspace": WS,
+    }
+    for _ in range(2):
+        slow = client.post("/cypher", json=runaway, headers={"x-test-user": "mallory"})
+        assert slow.status_code == 400
+        assert slow.json()["error"]["code"] == "query_timeout"
+        assert "200 ms" in slow.json()["error"]["message"]
+    busy = client.post("/cypher", json={"query": "RETURN 1"}, headers={"x-test-user": "mallory"})
+    assert busy.status_code == 429
+    assert busy.headers["retry-after"] == "1"
+    assert busy.json()["error"]["code"] == "too_many_queries"
+    assert "2 queries" in busy.json()["error"]["message"]
+    other = client.post(
+        "/cypher", json={"query": "RETURN 1 AS one", "workspace": WS}, headers={"x-test-user": "bob"}
+    )
+    assert other.json()["results"] == [{"one": 1}]
+    big = client.post("/cypher", json={"query": "RETURN size(range(1, 200000000))", "workspace": WS})
+    assert big.status_code == 400
+    assert big.json()["error"]["code"] == "query_memory"
+    assert "512 MB" in big.json()["error"]["message"]
+    huge = client.post("/cypher", json={"query": "RETURN $p", "params": {"p": "x" * CYPHER_MAX_BODY_BYTES}})
+    assert huge.status_code == 413
+    engine = service.engine
+    assert isinstance(engine, FalkorEngine)
+    deadline = time.monotonic() + 120
+    while engine._read_pool().in_flight() and time.monotonic() < deadline:  # the runaways end
+        time.sleep(0.1)
 
 
 def test_workspace_restricted_keys_over_http(

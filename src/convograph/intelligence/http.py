@@ -21,9 +21,12 @@
   every workspace the key may write) idle for more than D days → 202 ``{"idle_days", "sessions",
   "events", "blobs", "rebuilding"}``.
 
-Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
-workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure or
-graph engine unavailable (``graph_unavailable``, with ``Retry-After``).
+Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query (a query
+past its limits: ``query_timeout``, ``query_memory``), 403 a workspace the key may not touch, 404
+unknown blob, 413 a ``/cypher`` body over `CYPHER_MAX_BODY_BYTES`, 422 invalid batch items, 429 a
+key already running its share of queries (``too_many_queries``, with ``Retry-After``), 503 store
+failure, graph engine unavailable (``graph_unavailable``) or every query slot busy
+(``graph_busy``), both with ``Retry-After``.
 
 ``principal(request) -> Principal`` tells the routes who is calling (``created_by``) and which
 workspaces the key may touch; the default reads ``request.state["principal"]`` if an auth
@@ -42,7 +45,7 @@ from litestar.concurrency import sync_to_thread
 from litestar.params import FromPath, QueryParameter
 
 from convograph.intelligence.blobs import BlobError
-from convograph.intelligence.engine import EngineUnavailable
+from convograph.intelligence.engine import EngineUnavailable, ReadBusy, TooManyQueries
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.journal import DeadLetterGroup
 from convograph.intelligence.query import AccessDenied, CypherResult, QueryError
@@ -58,7 +61,10 @@ from convograph.intelligence.service import (
 from convograph.server.bodies import JSON_ERRORS, json_problem
 from convograph.server.openapi import documented
 
-__all__ = ["Principal", "create_intelligence_router", "error_response"]
+__all__ = ["CYPHER_MAX_BODY_BYTES", "Principal", "create_intelligence_router", "error_response"]
+
+CYPHER_MAX_BODY_BYTES = 1024 * 1024
+"""Largest ``POST /cypher`` body (query and parameters): 413 beyond it."""
 
 _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
@@ -189,6 +195,11 @@ def _map_error(exc: Exception) -> Response[bytes]:
         return error_response(400, exc.code, exc.message)
     if isinstance(exc, NotFound):
         return error_response(404, "not_found", str(exc))
+    if isinstance(exc, TooManyQueries | ReadBusy):
+        status, code = (429, "too_many_queries") if isinstance(exc, TooManyQueries) else (503, "graph_busy")
+        response = error_response(status, code, str(exc))
+        response.headers["Retry-After"] = "1"
+        return response
     raise exc
 
 
@@ -308,7 +319,8 @@ def create_intelligence_router(
         status_code=200,
         summary="Read-only Cypher query",
         tags=["context intelligence"],
-        **documented(CypherResult, body=CypherRequest, errors=(400, 413)),
+        request_max_body_size=CYPHER_MAX_BODY_BYTES,
+        **documented(CypherResult, body=CypherRequest, errors=(400, 413, 429)),
     )
     async def post_cypher(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
@@ -330,8 +342,9 @@ def create_intelligence_router(
                 body.get("params"),
                 workspace,
                 allowed_workspaces=caller.allowed_workspaces,
+                key=caller.created_by,
             )
-        except (QueryError, AccessDenied) as exc:
+        except (QueryError, AccessDenied, TooManyQueries, ReadBusy) as exc:
             return _map_error(exc)
         return _json(result)
 

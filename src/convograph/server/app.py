@@ -250,10 +250,19 @@ async def _retention_loop(service: Any, config: ServerConfig) -> None:
 
 
 async def _open_intelligence(config: ServerConfig) -> Any:
+    from convograph.intelligence.reads import ReadLimits
     from convograph.intelligence.service import IntelligenceService
 
     def start() -> Any:
-        service = IntelligenceService.open(config.data_dir, graph_url=config.graph_url)
+        limits = ReadLimits(
+            memory_mb=config.query_memory_mb, slots=config.query_slots, per_key=config.query_slots_per_key
+        )
+        service = IntelligenceService.open(
+            config.data_dir,
+            graph_url=config.graph_url,
+            read_limits=limits,
+            query_timeout_ms=config.query_timeout_ms,
+        )
         service.start()
         return service
 
