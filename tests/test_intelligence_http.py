@@ -185,6 +185,52 @@ def test_cypher_limits_are_named_in_4xx_answers(
         time.sleep(0.1)
 
 
+def test_batches_are_capped_and_stored_off_the_event_loop(service: IntelligenceService) -> None:
+    """Issue 26: a 25 MB batch held the event loop for ~10 s (every other request waited)."""
+    import threading
+
+    app = Litestar(
+        route_handlers=[create_intelligence_router(service, max_batch_events=60_000)],
+        request_max_body_size=64 * 1024 * 1024,
+    )
+    lines = [
+        json.dumps({**ev("x:y", 0, session=f"s{i}"), "idempotency_key": f"k{i}"}).encode()
+        for i in range(60_001)
+    ]
+    ndjson = {"content-type": "application/x-ndjson"}
+    with TestClient(app, timeout=600) as client:
+        too_many = client.post("/events", content=b"\n".join(lines), headers=ndjson)
+        assert too_many.status_code == 413
+        assert too_many.json()["error"]["code"] == "batch_too_large"
+        assert "60,000" in too_many.json()["error"]["message"]
+        storing, stored = threading.Event(), threading.Event()
+        ingest_many = service.ingest_many
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            storing.set()
+            try:
+                return ingest_many(*args, **kwargs)
+            finally:
+                stored.set()
+
+        service.ingest_many = observed  # type: ignore[method-assign]
+        replies: list[int] = []
+        thread = threading.Thread(
+            target=lambda: replies.append(
+                client.post("/events", content=b"\n".join(lines[:-1]), headers=ndjson).status_code
+            )
+        )
+        thread.start()
+        assert storing.wait(120)
+        answered_while_storing = 0
+        while not stored.is_set():
+            assert client.get("/intelligence/status").status_code == 200
+            answered_while_storing += not stored.is_set()
+        thread.join()
+        assert replies == [202]
+        assert answered_while_storing >= 1, "the event loop was held while the batch was stored"
+
+
 def test_workspace_restricted_keys_over_http(
     client: TestClient[Litestar], service: IntelligenceService
 ) -> None:

@@ -113,7 +113,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         openapi_json,
     ]
     if config.intelligence:
-        route_handlers.append(_intelligence_router(intelligence))
+        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
     route_handlers.extend(_optional_routes(config))
 
     app = Litestar(
@@ -287,7 +287,7 @@ def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
         raise ApiError(403, f"this API key lacks the {scope!r} scope")
 
 
-def _intelligence_router(service: Any) -> Any:
+def _intelligence_router(service: Any, max_batch_events: int) -> Any:
     from convograph.intelligence.http import Principal as CallerPrincipal
     from convograph.intelligence.http import create_intelligence_router
 
@@ -297,7 +297,9 @@ def _intelligence_router(service: Any) -> Any:
 
     return Router(
         path="/",
-        route_handlers=[create_intelligence_router(service, principal=caller)],
+        route_handlers=[
+            create_intelligence_router(service, principal=caller, max_batch_events=max_batch_events)
+        ],
         guards=[_intelligence_guard],
     )
 
