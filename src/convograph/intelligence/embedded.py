@@ -6,7 +6,10 @@ run as **one supervised child process** on a Unix socket, for `convograph serve`
 whose command line is ours is a *stale* server (a previous owner crashed) and is stopped before a
 fresh one starts. The child is stopped on `close()` and at interpreter exit (SIGTERM, on which
 redis-server saves its snapshot; SIGKILL after 30 s). If it dies while we run, `ensure_running`
-restarts it (the writer calls it on connection errors).
+restarts it (the writer calls it on connection errors). If *we* die without running either
+(SIGKILL, a crash), the kernel sends the child SIGTERM (Linux ``PR_SET_PDEATHSIG``), so it never
+outlives us: the children are forked by one thread that lives as long as the process
+(`_Spawner`), since the kernel sends that signal when the forking *thread* ends.
 
 The child is started with the read limits (`convograph.intelligence.reads`): ``QUERY_MEM_CAPACITY``
 caps each statement's memory and ``THREAD_COUNT`` is the read slots + 1, so the ingest writer
@@ -16,14 +19,20 @@ always finds a worker thread free.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
+import ctypes
 import logging
 import os
+import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -35,7 +44,14 @@ from convograph.intelligence.engine import (
 )
 from convograph.intelligence.reads import ReadLimits
 
-__all__ = ["LOAD_BYTES_PER_S", "MODULE_ARGS", "EmbeddedFalkorDB", "bundled_binaries", "limit_args"]
+__all__ = [
+    "LOAD_BYTES_PER_S",
+    "MODULE_ARGS",
+    "EmbeddedFalkorDB",
+    "bundled_binaries",
+    "limit_args",
+    "parent_death_hook",
+]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +102,63 @@ MODULE_ARGS: tuple[str, ...] = ("CACHE_SIZE", "512")
 (default 25 statements): layer 1 alone issues ~27 distinct statement texts per batch (one per
 event name) and the semantic layers ~40 more, so with the default every write statement was
 parsed and planned again (an LRU cycled by more keys than it holds never hits)."""
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_death_hook(signal_number: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` after which the kernel sends the child ``signal_number`` when the thread
+    that forked it ends (Linux ``prctl(PR_SET_PDEATHSIG)``); a child whose parent died before the
+    call kills itself. ``prctl`` is looked up here, before the fork: the child only calls it.
+    None where there is no ``prctl`` (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal_number), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died between fork and prctl
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+class _Spawner:
+    """One daemon thread, alive as long as the process, that runs the child-starting calls."""
+
+    _instance: _Spawner | None = None
+    _guard = threading.Lock()
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._serve, name="convograph-falkordb-spawner", daemon=True).start()
+
+    @classmethod
+    def run(cls, work: Callable[[], Any]) -> Any:
+        """``work()`` on the spawner thread; its result or exception."""
+        with cls._guard:
+            if cls._instance is None:
+                cls._instance = _Spawner()
+            spawner = cls._instance
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        spawner._queue.put((work, future))
+        return future.result()
+
+    def _serve(self) -> None:
+        while True:
+            work, future = self._queue.get()
+            try:
+                future.set_result(work())
+            except BaseException as exc:
+                future.set_exception(exc)
 
 
 def limit_args(limits: ReadLimits) -> tuple[str, ...]:
@@ -176,17 +249,8 @@ class EmbeddedFalkorDB:
             self._stop_stale()
             self._write_config()
             self.socket.unlink(missing_ok=True)
-            log_handle = self.logfile.open("ab")
-            try:
-                self._process = subprocess.Popen(
-                    [str(server), str(self.config), "--loadmodule", str(module), *self.module_args],
-                    cwd=self.directory,
-                    stdout=log_handle,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                )
-            finally:
-                log_handle.close()
+            command = [str(server), str(self.config), "--loadmodule", str(module), *self.module_args]
+            self._process = _Spawner.run(lambda: self._spawn(command))
             client = redis.Redis(unix_socket_path=str(self.socket), **engine_client_options())
             deadline = time.monotonic() + self.start_timeout + self._load_allowance()
             while True:
@@ -209,6 +273,17 @@ class EmbeddedFalkorDB:
                 self._engine._client = client
                 self._engine._graphs.clear()
             return self._engine
+
+    def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
+        with self.logfile.open("ab") as log_handle:
+            return subprocess.Popen(
+                command,
+                cwd=self.directory,
+                stdout=log_handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=parent_death_hook(),  # only prctl runs in the child
+            )
 
     def _load_allowance(self) -> float:
         """Seconds to allow for loading the snapshot on start, on top of ``start_timeout``: redis-server
