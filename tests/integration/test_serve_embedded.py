@@ -113,6 +113,7 @@ def test_the_embedded_falkordb_dies_with_a_killed_server(tmp_path: Path, started
     server.wait_ready()
     child = server.falkordb_pid()
     assert alive(child)
+    socket_dir = Path((tmp_path / "data" / "intelligence" / "falkordb" / "falkordb.socket-dir").read_text())
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait(10)
     try:
@@ -120,6 +121,11 @@ def test_the_embedded_falkordb_dies_with_a_killed_server(tmp_path: Path, started
     finally:
         if alive(child):
             os.kill(child, signal.SIGKILL)
+    assert socket_dir.exists()  # what the crash left behind is removed by the next start
+    again = Serve(tmp_path / "data")
+    started.append(again)
+    again.wait_ready()
+    assert not socket_dir.exists()
 
 
 def test_a_leftover_falkordb_is_stopped_when_the_server_starts(tmp_path: Path, started: list[Serve]) -> None:
@@ -130,6 +136,15 @@ def test_a_leftover_falkordb_is_stopped_when_the_server_starts(tmp_path: Path, s
     config = directory / "falkordb.conf"
     first.stop()
     # a leftover of a crash: the same server, on the same configuration, owned by nobody
+    socket_path = Path(
+        next(
+            line.split(" ", 1)[1]
+            for line in config.read_text().splitlines()
+            if line.startswith("unixsocket ")
+        )
+    )
+    socket_path.parent.mkdir(mode=0o700)
+    (directory / "falkordb.socket-dir").write_text(str(socket_path.parent))  # as a crashed run leaves it
     redis_server, module = bundled_binaries()
     leftover = subprocess.Popen(
         [str(redis_server), str(config), "--loadmodule", str(module)],
@@ -139,13 +154,40 @@ def test_a_leftover_falkordb_is_stopped_when_the_server_starts(tmp_path: Path, s
         start_new_session=True,
     )
     try:
-        assert wait_until(lambda: (directory / "falkordb.pid").exists(), 20)
+        assert wait_until(socket_path.exists, 20)
         second = Serve(tmp_path / "data")
         started.append(second)
         second.wait_ready()
         assert leftover.wait(30) is not None
         assert second.falkordb_pid() != leftover.pid
+        assert not socket_path.parent.exists()  # the leftover's socket directory was removed
     finally:
         if leftover.poll() is None:
             leftover.kill()
             leftover.wait(10)
+
+
+def test_a_long_data_dir_serves(tmp_path: Path, started: list[Serve]) -> None:
+    """Before: exit code 3, "unix socket path too long (109)": the socket lived in the data dir."""
+    data_dir = tmp_path
+    while len(str(data_dir)) < 200:
+        data_dir = data_dir / "a-rather-long-directory-name"
+    server = Serve(data_dir)
+    started.append(server)
+    server.wait_ready()
+    body = {
+        "event": "session:start",
+        "workspace": "w",
+        "data": {"session_id": "s", "timestamp": "2026-03-01T00:00:00Z"},
+    }
+    assert httpx.post(f"{server.url}/events", json=body, timeout=10).status_code == 202
+    assert wait_until(
+        lambda: (
+            httpx.post(
+                f"{server.url}/cypher",
+                json={"query": "MATCH (s:Session) RETURN count(s) AS n", "workspace": "w"},
+            ).json()["results"]
+            == [{"n": 1}]
+        ),
+        30,
+    )

@@ -2,6 +2,11 @@
 run as **one supervised child process** on a Unix socket, for `convograph serve` without a
 ``--graph-url``.
 
+The Unix socket lives in a private directory of its own (0700) under ``$XDG_RUNTIME_DIR`` or
+``/tmp``, never in the data directory: a socket path is limited to 107 bytes, and a long
+``--data-dir`` made the child refuse to start. Its name is recorded in the data directory, so a
+crashed run's socket directory is removed at the next start.
+
 `EmbeddedFalkorDB` writes a pid file in its directory; on start a live process named in that file
 whose command line is ours is a *stale* server (a previous owner crashed) and is stopped before a
 fresh one starts. The child is stopped on `close()` and at interpreter exit (SIGTERM, on which
@@ -25,9 +30,11 @@ import ctypes
 import logging
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -105,6 +112,24 @@ parsed and planned again (an LRU cycled by more keys than it holds never hits)."
 
 
 _PR_SET_PDEATHSIG = 1
+_SOCKET_DIR_PREFIX = "convograph-fdb-"
+_SOCKET_BASE_MAX = 60
+"""Longest base directory for the socket directory: base + ``/convograph-fdb-XXXXXXXX/falkordb.sock``
+stays under 100 bytes, well inside the 107-byte limit of a Unix socket path."""
+
+
+def socket_directory() -> Path:
+    """A new private (0700) directory for a Unix socket, under the first of ``$XDG_RUNTIME_DIR``,
+    ``/tmp`` and the temp directory that is short and writable. Raises `EngineError` if none is."""
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir()):
+        if (
+            base
+            and len(base) <= _SOCKET_BASE_MAX
+            and os.path.isdir(base)
+            and os.access(base, os.W_OK | os.X_OK)
+        ):
+            return Path(tempfile.mkdtemp(prefix=_SOCKET_DIR_PREFIX, dir=base))
+    raise EngineError("no short writable directory for the FalkorDB socket (tried $XDG_RUNTIME_DIR and /tmp)")
 
 
 def parent_death_hook(signal_number: int = signal.SIGTERM) -> Callable[[], None] | None:
@@ -173,7 +198,8 @@ LOAD_BYTES_PER_S = 4 * 1024 * 1024
 
 
 class EmbeddedFalkorDB:
-    """One supervised ``redis-server`` + FalkorDB child on a Unix socket under ``directory``."""
+    """One supervised ``redis-server`` + FalkorDB child with its data in ``directory`` (its socket:
+    see the module docstring)."""
 
     def __init__(
         self,
@@ -187,7 +213,8 @@ class EmbeddedFalkorDB:
         self.module_args = (*module_args, *limit_args(self.limits))
         self.directory = Path(directory).resolve()
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.socket = self.directory / "falkordb.sock"
+        self.socket_record = self.directory / "falkordb.socket-dir"
+        self.socket = socket_directory() / "falkordb.sock"
         self.pidfile = self.directory / "falkordb.pid"
         self.config = self.directory / "falkordb.conf"
         self.logfile = self.directory / "falkordb.log"
@@ -221,6 +248,15 @@ class EmbeddedFalkorDB:
             _wait_gone(pid, 5.0)
         self.stale_pid_stopped = pid
 
+    def _remove_stale_socket_directory(self) -> None:
+        """Remove the socket directory a crashed run recorded (only one of ours: by its name)."""
+        try:
+            recorded = Path(self.socket_record.read_text().strip())
+        except OSError:
+            return
+        if recorded != self.socket.parent and recorded.name.startswith(_SOCKET_DIR_PREFIX):
+            shutil.rmtree(recorded, ignore_errors=True)
+
     def _write_config(self) -> None:
         lines = [
             "port 0",
@@ -247,6 +283,9 @@ class EmbeddedFalkorDB:
                 return self._engine
             server, module = bundled_binaries()
             self._stop_stale()
+            self._remove_stale_socket_directory()
+            self.socket.parent.mkdir(mode=0o700, exist_ok=True)
+            self.socket_record.write_text(str(self.socket.parent))
             self._write_config()
             self.socket.unlink(missing_ok=True)
             command = [str(server), str(self.config), "--loadmodule", str(module), *self.module_args]
@@ -347,6 +386,7 @@ class EmbeddedFalkorDB:
                 with contextlib.suppress(Exception):
                     self._engine._client.close()
             self.pidfile.unlink(missing_ok=True)
-            self.socket.unlink(missing_ok=True)
+            shutil.rmtree(self.socket.parent, ignore_errors=True)
+            self.socket_record.unlink(missing_ok=True)
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
