@@ -44,6 +44,7 @@ from convograph.intelligence.reads import (
     ReadPool,
     ReadTimeout,
     TooManyQueries,
+    ping,
 )
 
 __all__ = [
@@ -129,6 +130,8 @@ class GraphEngine(Protocol):
         row_cap: int,
         key: str | None = None,
     ) -> tuple[QueryRows, bool]: ...
+
+    def reachable(self) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -425,6 +428,10 @@ class FalkorEngine:
         except Exception as exc:  # a runtime error in the reply, a schema refresh error ...
             raise _classify(exc) from None
         return _to_rows(result), total > row_cap
+
+    def reachable(self) -> bool:
+        """Whether the engine answers ``PING`` on a new connection within 2 s."""
+        return ping(ReadAddress.of(self._client))
 
     def _read_pool(self) -> ReadPool:
         pool = self._reads

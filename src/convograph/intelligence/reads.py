@@ -49,6 +49,7 @@ __all__ = [
     "RespReader",
     "TooManyQueries",
     "pack_command",
+    "ping",
 ]
 
 GRACE_S = 1.0
@@ -231,7 +232,7 @@ class RespReader:
 class _Link:
     """One read connection: a plain socket speaking RESP2 to FalkorDB."""
 
-    def __init__(self, address: ReadAddress) -> None:
+    def __init__(self, address: ReadAddress, timeout_s: float | None = None) -> None:
         if address.unix_path is not None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(5.0)
@@ -245,7 +246,7 @@ class _Link:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # a vanished server ends the wait
             if address.tls:
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=address.host)
-        sock.settimeout(None)  # a reply takes as long as the engine takes: see the module docstring
+        sock.settimeout(timeout_s)  # None: a reply takes as long as the engine takes (module docstring)
         self.sock = sock
         self.reader = RespReader(sock)
         if address.password is not None:
@@ -266,6 +267,20 @@ class _Link:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def ping(address: ReadAddress, timeout_s: float = 2.0) -> bool:
+    """Whether the engine at ``address`` answers ``PING`` on a new connection within ``timeout_s``."""
+    try:
+        link = _Link(address, timeout_s)
+    except (OSError, ConnectionError, redis.ResponseError):
+        return False
+    try:
+        return bool(link.call("PING") in ("PONG", b"PONG"))
+    except (OSError, ConnectionError, redis.ResponseError):
+        return False
+    finally:
+        link.close()
 
 
 class ReadPool:

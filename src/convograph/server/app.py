@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -48,6 +49,36 @@ async def healthz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response({"status": "ok", "version": __version__, "eventLog": type(state.log).__name__})
 
 
+@get(
+    "/status",
+    summary="Status in the shape of Amplifier's context-intelligence server (no key needed)",
+    tags=["operations"],
+)
+async def status(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """Sessions and events only for a caller whose key may read (docs/intelligence.md, "GET /status")."""
+    from convograph.intelligence.status import StatusContext, build_status
+
+    state = server_state(request)
+    try:
+        caller = principal_of(request)
+    except ApiError:
+        caller = None  # no key, or an unknown one: the aggregate figures only
+    detail = caller is not None and caller.allows("read")
+    context = StatusContext(
+        started_at=request.app.state.get("convograph_started_at", time.time()),
+        version=__version__,
+        auth_mode="static" if state.keys.enabled else "none",
+        admin_api_enabled=state.keys.enabled,
+        detail=detail,
+        allowed_workspaces=caller.workspaces if caller is not None else None,
+        graph_url=state.config.graph_url,
+    )
+    body = await asyncio.to_thread(
+        build_status, state.intelligence if state.config.intelligence else None, context
+    )
+    return Response(body, media_type=MediaType.JSON)
+
+
 @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, tags=["operations"])
 async def metrics(request: Request[Any, Any, Any]) -> str:
     return server_state(request).metrics.render()
@@ -71,6 +102,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         event_log = await open_event_log(config.database_url, data_dir=config.data_dir)
         state = ServerState(config, keys, event_log)
+        app.state["convograph_started_at"] = time.time()
         app.state["convograph"] = state
         holder["state"] = state
         try:
@@ -109,6 +141,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         BranchController,
         live_conversation_list,
         healthz,
+        status,
         metrics,
         openapi_json,
     ]
