@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,93 @@ def test_cypher_errors_and_read_only(client: TestClient[Litestar]) -> None:
     assert write.json()["error"]["code"] == "read_only"
     shape = client.post("/cypher", json={"nope": 1})
     assert shape.status_code == 400
+
+
+def test_cypher_limits_are_named_in_4xx_answers(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    """Issue 26: a runaway query is answered with a 4xx naming the limit (not a 503 after 60 s)."""
+    from convograph.intelligence.engine import FalkorEngine
+    from convograph.intelligence.http import CYPHER_MAX_BODY_BYTES
+
+    client.post("/events", json=ev("session:start", 1))
+    assert service.wait_applied(timeout=30)
+    service.query_timeout_ms = 200
+    runaway = {
+        "query": "RETURN size(reduce(s = '', x IN range(1, 100000) | s + 'aaaaaaaaaa'))",
+        "workspace": WS,
+    }
+    for _ in range(2):
+        slow = client.post("/cypher", json=runaway, headers={"x-test-user": "mallory"})
+        assert slow.status_code == 400
+        assert slow.json()["error"]["code"] == "query_timeout"
+        assert "200 ms" in slow.json()["error"]["message"]
+    busy = client.post("/cypher", json={"query": "RETURN 1"}, headers={"x-test-user": "mallory"})
+    assert busy.status_code == 429
+    assert busy.headers["retry-after"] == "1"
+    assert busy.json()["error"]["code"] == "too_many_queries"
+    assert "2 queries" in busy.json()["error"]["message"]
+    other = client.post(
+        "/cypher", json={"query": "RETURN 1 AS one", "workspace": WS}, headers={"x-test-user": "bob"}
+    )
+    assert other.json()["results"] == [{"one": 1}]
+    big = client.post("/cypher", json={"query": "RETURN size(range(1, 200000000))", "workspace": WS})
+    assert big.status_code == 400
+    assert big.json()["error"]["code"] == "query_memory"
+    assert "512 MB" in big.json()["error"]["message"]
+    huge = client.post("/cypher", json={"query": "RETURN $p", "params": {"p": "x" * CYPHER_MAX_BODY_BYTES}})
+    assert huge.status_code == 413
+    engine = service.engine
+    assert isinstance(engine, FalkorEngine)
+    deadline = time.monotonic() + 120
+    while engine._read_pool().in_flight() and time.monotonic() < deadline:  # the runaways end
+        time.sleep(0.1)
+
+
+def test_batches_are_capped_and_stored_off_the_event_loop(service: IntelligenceService) -> None:
+    """Issue 26: a 25 MB batch held the event loop for ~10 s (every other request waited)."""
+    import threading
+
+    app = Litestar(
+        route_handlers=[create_intelligence_router(service, max_batch_events=60_000)],
+        request_max_body_size=64 * 1024 * 1024,
+    )
+    lines = [
+        json.dumps({**ev("x:y", 0, session=f"s{i}"), "idempotency_key": f"k{i}"}).encode()
+        for i in range(60_001)
+    ]
+    ndjson = {"content-type": "application/x-ndjson"}
+    with TestClient(app, timeout=600) as client:
+        too_many = client.post("/events", content=b"\n".join(lines), headers=ndjson)
+        assert too_many.status_code == 413
+        assert too_many.json()["error"]["code"] == "batch_too_large"
+        assert "60,000" in too_many.json()["error"]["message"]
+        storing, stored = threading.Event(), threading.Event()
+        ingest_many = service.ingest_many
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            storing.set()
+            try:
+                return ingest_many(*args, **kwargs)
+            finally:
+                stored.set()
+
+        service.ingest_many = observed  # type: ignore[method-assign]
+        replies: list[int] = []
+        thread = threading.Thread(
+            target=lambda: replies.append(
+                client.post("/events", content=b"\n".join(lines[:-1]), headers=ndjson).status_code
+            )
+        )
+        thread.start()
+        assert storing.wait(120)
+        answered_while_storing = 0
+        while not stored.is_set():
+            assert client.get("/intelligence/status").status_code == 200
+            answered_while_storing += not stored.is_set()
+        thread.join()
+        assert replies == [202]
+        assert answered_while_storing >= 1, "the event loop was held while the batch was stored"
 
 
 def test_workspace_restricted_keys_over_http(

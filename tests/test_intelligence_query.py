@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from convograph.intelligence.query import AccessDenied, QueryError, check_read_only
+from convograph.intelligence.query import AccessDenied, QueryError, check_complexity, check_read_only
 from convograph.intelligence.service import IntelligenceService
 from tests.test_intelligence_support import WS, ev, falkor, names, service, session_stream, snapshot  # noqa: F401
 
@@ -117,3 +117,49 @@ def test_row_cap_and_timeout(falkor, names) -> None:  # type: ignore[no-untyped-
         assert info.value.code == "query_timeout"
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "limit"),
+    [
+        ("RETURN " + "+".join(["1"] * 50_000), "characters"),  # before: the engine crashed (SIGSEGV)
+        ("RETURN " + "+".join(["1"] * 2_500), "operators"),
+        ("RETURN [[1]]" + "[0]" * 2_500, "operators"),  # 30,000 took the engine 45 s
+        ("RETURN " + "--(" * 7 + "1" + ")" * 7, "nest"),  # 18 s of parsing, not interruptible
+        ("RETURN " + "-[" * 12 + "1" + "]" * 12, "nest"),  # 72 s
+        ("RETURN " + "(" * 13 + "1" + ")" * 13, "nest"),
+    ],
+)
+def test_shapes_the_engine_cannot_bound_are_refused(query: str, limit: str) -> None:
+    with pytest.raises(QueryError) as info:
+        check_complexity(query)
+    assert info.value.code == "query_too_complex"
+    assert limit in info.value.message
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "MATCH (s:Session)-[:HAS_EVENT]->(e:Event) WHERE NOT (e)-[:CAUSED]->() RETURN s.node_id, count(e)",
+        "RETURN toInteger(round(100.0 * (count(CASE WHEN (e.x > 0) THEN 1 END)) / count(*)))",
+        "RETURN -abs(-abs(-abs(-abs(1))))",
+        "RETURN " + "(" * 12 + "1" + ")" * 12,
+        "MATCH (e) WHERE e.data CONTAINS '((((((((((((((((((((((' RETURN e",
+    ],
+)
+def test_ordinary_queries_pass_the_complexity_check(query: str) -> None:
+    check_complexity(query)
+
+
+def test_deep_params_are_refused(service: IntelligenceService) -> None:
+    deep: object = 1
+    for _ in range(11):
+        deep = [deep]
+    with pytest.raises(QueryError) as info:
+        service.cypher("RETURN $p", {"p": deep}, workspace=WS)
+    assert info.value.code == "invalid_params"
+    assert "10 deep" in info.value.message
+    assert service.cypher("RETURN $p AS p", {"p": [[[1]]]}, workspace=WS).results == [{"p": [[[1]]]}]
+    with pytest.raises(QueryError) as too_long:
+        service.cypher("RETURN " + "+".join(["1"] * 50_000), workspace=WS)
+    assert too_long.value.code == "query_too_complex"

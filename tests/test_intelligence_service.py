@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from convograph.intelligence.engine import EmbeddedFalkorDB, EngineError
+from convograph.intelligence.embedded import EmbeddedFalkorDB
+from convograph.intelligence.engine import EngineError
 from convograph.intelligence.service import IntelligenceService
 from tests.test_intelligence_support import SID, WS, ev, session_stream
 
@@ -145,7 +146,7 @@ def test_a_restart_waits_while_a_large_snapshot_loads(
     graph): the start allows time by snapshot size and treats a read timeout as "still loading"."""
     import redis
 
-    from convograph.intelligence import engine as engine_module
+    from convograph.intelligence import embedded as embedded_module
 
     first = EmbeddedFalkorDB(tmp_path)
     first.start().execute("g", "CREATE (:X {v: 1})")
@@ -153,7 +154,7 @@ def test_a_restart_waits_while_a_large_snapshot_loads(
     size = (tmp_path / "falkordb.rdb").stat().st_size
     assert size > 0
     # no start budget of its own: only the snapshot allowance (here ~30 s) lets the start wait
-    monkeypatch.setattr(engine_module, "LOAD_BYTES_PER_S", size / 30)
+    monkeypatch.setattr(embedded_module, "LOAD_BYTES_PER_S", size / 30)
     timeouts = iter(range(3))
     real_ping = redis.Redis.ping
 

@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 from convograph.intelligence.blobs import MemoryBlobStore
-from convograph.intelligence.engine import EmbeddedFalkorDB, FalkorEngine
+from convograph.intelligence.embedded import EmbeddedFalkorDB
+from convograph.intelligence.engine import FalkorEngine
 from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames

@@ -24,12 +24,21 @@ import httpx
 import msgspec
 import pytest
 
-from convograph.intelligence.engine import bundled_binaries
+from convograph.intelligence.embedded import bundled_binaries
+from convograph.intelligence.query import QueryError
+from convograph.intelligence.reads import ReadLimits
 from convograph.intelligence.service import IntelligenceService
 
 pytestmark = pytest.mark.falkordb
 
-WORKLOADS = Path(__file__).resolve().parents[3] / "shared" / "workloads"
+WORKLOADS = next(
+    (
+        p / "shared" / "workloads"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared" / "workloads").is_dir()
+    ),
+    Path("shared/workloads"),
+)  # /work/shared beside the checkout, whether it is /work/main or a worktree /work/wt/<name>
 CI_SMALL = WORKLOADS / "ci-small.ndjson"
 
 
@@ -43,7 +52,8 @@ def free_port() -> int:
 class FalkorServer:
     """A standalone FalkorDB server on 127.0.0.1:<free port> (no persistence: a restart loses data)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *module_args: str) -> None:
+        self.module_args = module_args
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="cg-falkor-"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -69,6 +79,7 @@ class FalkorServer:
                 str(self.dir),
                 "--loadmodule",
                 str(module),
+                *self.module_args,
             ],
             cwd=self.dir,
             stdout=subprocess.DEVNULL,
@@ -117,6 +128,57 @@ def snapshot(svc: IntelligenceService, workspace: str) -> dict[str, Any]:
         ),
         "edges": sorted((e["a"], e["t"], e["b"]) for e in edges),
     }
+
+
+def running_queries(svc: IntelligenceService) -> list[Any]:
+    reply = svc.engine.command("GRAPH.INFO", "RunningQueries")  # type: ignore[attr-defined]
+    return list(reply[1]) if isinstance(reply, list) and len(reply) > 1 else []
+
+
+def test_query_limits_on_a_falkordb_server(tmp_path: Path) -> None:
+    """Issue 26 item 1 against a FalkorDB server: its QUERY_MEM_CAPACITY is brought down to ours,
+    a runaway is answered at its deadline, and reads run on their own slots (THREAD_COUNT 3: two)."""
+    server = FalkorServer("THREAD_COUNT", "3")
+    server.start()
+    svc = IntelligenceService.open(
+        tmp_path, graph_url=server.url, read_limits=ReadLimits(memory_mb=64), query_timeout_ms=300
+    )
+    try:
+        for n in range(11):
+            svc.ingest(
+                {
+                    "event": "prompt:submit",
+                    "workspace": "w",
+                    "data": {"session_id": "s", "timestamp": f"2026-03-01T00:00:{n:02d}Z", "prompt": "p"},
+                }
+            )
+        assert svc.wait_applied(timeout=60)
+        assert svc.cypher("RETURN 1 AS one", workspace="w").results == [{"one": 1}]
+        assert svc.engine.command("GRAPH.CONFIG", "GET", "QUERY_MEM_CAPACITY")[1] == 64 * 1024 * 1024  # type: ignore[attr-defined]
+        for query, code in [
+            ("MATCH (a),(b),(c),(d),(e),(f),(g),(h) RETURN count(*)", "query_timeout"),
+            ("RETURN size(range(1, 200000000))", "query_memory"),
+        ]:
+            with pytest.raises(QueryError) as info:
+                svc.cypher(query, workspace="w")
+            assert info.value.code == code
+        svc.query_timeout_ms = 20_000
+        with pytest.raises(QueryError) as info:
+            svc.cypher(
+                "UNWIND range(1, 3000) AS a UNWIND range(1, 3000) AS b WITH collect(a + b) AS l RETURN size(l)",
+                workspace="w",
+            )
+        assert info.value.code == "query_memory"
+        assert "64 MB" in info.value.message
+        svc.query_timeout_ms = 300
+        with pytest.raises(QueryError) as info:
+            svc.cypher("RETURN size(reduce(s = '', x IN range(1, 100000) | s + 'aaaaaaaaaa'))", workspace="w")
+        assert info.value.code == "query_timeout"
+        assert running_queries(svc), "answered only once the server had finished the statement"
+        assert svc.cypher("RETURN 2 AS two", workspace="w", key="other").results == [{"two": 2}]
+    finally:
+        svc.close()
+        server.stop()
 
 
 def workload() -> list[bytes]:

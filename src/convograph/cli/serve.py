@@ -64,6 +64,18 @@ def serve(
         float | None,
         typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
     ] = None,
+    query_timeout_ms: Annotated[
+        int | None, typer.Option(help="Time limit of one /cypher query in ms [default: 10000].")
+    ] = None,
+    query_memory_mb: Annotated[
+        int | None, typer.Option(help="Memory limit of one /cypher query in MB [default: 512].")
+    ] = None,
+    query_slots: Annotated[
+        int | None, typer.Option(help="/cypher queries in the graph engine at once [default: 4].")
+    ] = None,
+    query_slots_per_key: Annotated[
+        int | None, typer.Option(help="Of those, queries one API key may hold [default: 2].")
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -82,6 +94,10 @@ def serve(
             allow_public_without_keys=allow_public_without_keys or None,
             intelligence=intelligence,
             retention_days=retention_days,
+            query_timeout_ms=query_timeout_ms,
+            query_memory_mb=query_memory_mb,
+            query_slots=query_slots,
+            query_slots_per_key=query_slots_per_key,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)

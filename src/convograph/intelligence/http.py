@@ -21,9 +21,12 @@
   every workspace the key may write) idle for more than D days → 202 ``{"idle_days", "sessions",
   "events", "blobs", "rebuilding"}``.
 
-Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query, 403 a
-workspace the key may not touch, 404 unknown blob, 422 invalid batch items, 503 store failure or
-graph engine unavailable (``graph_unavailable``, with ``Retry-After``).
+Errors are ``{"error": {"code", "message", "details"?}}``: 400 invalid envelope / query (a query
+past its limits: ``query_timeout``, ``query_memory``), 403 a workspace the key may not touch, 404
+unknown blob, 413 a ``/cypher`` body over `CYPHER_MAX_BODY_BYTES`, 422 invalid batch items, 429 a
+key already running its share of queries (``too_many_queries``, with ``Retry-After``), 503 store
+failure, graph engine unavailable (``graph_unavailable``) or every query slot busy
+(``graph_busy``), both with ``Retry-After``.
 
 ``principal(request) -> Principal`` tells the routes who is calling (``created_by``) and which
 workspaces the key may touch; the default reads ``request.state["principal"]`` if an auth
@@ -42,7 +45,7 @@ from litestar.concurrency import sync_to_thread
 from litestar.params import FromPath, QueryParameter
 
 from convograph.intelligence.blobs import BlobError
-from convograph.intelligence.engine import EngineUnavailable
+from convograph.intelligence.engine import EngineUnavailable, ReadBusy, TooManyQueries
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.journal import DeadLetterGroup
 from convograph.intelligence.query import AccessDenied, CypherResult, QueryError
@@ -58,10 +61,15 @@ from convograph.intelligence.service import (
 from convograph.server.bodies import JSON_ERRORS, json_problem
 from convograph.server.openapi import documented
 
-__all__ = ["Principal", "create_intelligence_router", "error_response"]
+__all__ = ["CYPHER_MAX_BODY_BYTES", "Principal", "create_intelligence_router", "error_response"]
+
+CYPHER_MAX_BODY_BYTES = 1024 * 1024
+"""Largest ``POST /cypher`` body (query and parameters): 413 beyond it."""
 
 _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
+_INLINE_BODY_BYTES = 64 * 1024
+"""``POST /events`` bodies up to this size are decoded on the event loop (cheap), larger ones on a thread."""
 
 
 class Principal(msgspec.Struct, frozen=True):
@@ -189,17 +197,24 @@ def _map_error(exc: Exception) -> Response[bytes]:
         return error_response(400, exc.code, exc.message)
     if isinstance(exc, NotFound):
         return error_response(404, "not_found", str(exc))
+    if isinstance(exc, TooManyQueries | ReadBusy):
+        status, code = (429, "too_many_queries") if isinstance(exc, TooManyQueries) else (503, "graph_busy")
+        response = error_response(status, code, str(exc))
+        response.headers["Retry-After"] = "1"
+        return response
     raise exc
 
 
 class _GroupCommit:
     """Group commit for single-envelope POSTs: envelopes submitted in one event-loop turn share
-    one journal transaction; every caller still gets its reply only after that commit."""
+    one journal transaction, run on a worker thread (a large batch holding the journal's write
+    lock must not stall the event loop); every caller still gets its reply only after that commit."""
 
     def __init__(self, service: IntelligenceService) -> None:
         self.service = service
         self.pending: list[tuple[Envelope, str | None, asyncio.Future[IngestResult]]] = []
         self.scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def submit(self, envelope: Envelope, created_by: str | None) -> IngestResult:
         loop = asyncio.get_running_loop()
@@ -213,12 +228,19 @@ class _GroupCommit:
     def flush(self) -> None:
         self.scheduled = False
         pending, self.pending = self.pending, []
+        task = asyncio.get_running_loop().create_task(self._commit(pending))
+        self._tasks.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _commit(self, pending: list[tuple[Envelope, str | None, asyncio.Future[IngestResult]]]) -> None:
         by_author: dict[str | None, list[tuple[Envelope, asyncio.Future[IngestResult]]]] = {}
         for envelope, created_by, future in pending:
             by_author.setdefault(created_by, []).append((envelope, future))
         for created_by, items in by_author.items():
             try:
-                results = self.service.append_envelopes([e for e, _ in items], created_by=created_by)
+                results = await sync_to_thread(
+                    self.service.append_envelopes, [e for e, _ in items], created_by=created_by
+                )
             except Exception as exc:  # nothing of this group was stored: every caller sees the error
                 for _, future in items:
                     if not future.done():
@@ -256,8 +278,12 @@ def create_intelligence_router(
     *,
     principal: Callable[[Request[Any, Any, Any]], Principal] | None = None,
     path: str = "/",
+    max_batch_events: int = 100_000,
 ) -> Router:
-    """Routes of contract §4 bound to ``service``; mount with ``Litestar(route_handlers=[router])``."""
+    """Routes of contract §4 bound to ``service``; mount with ``Litestar(route_handlers=[router])``.
+
+    A ``POST /events`` batch holds at most ``max_batch_events`` envelopes (413 beyond); batches
+    are decoded and stored on a worker thread, never on the event loop."""
     who = principal or _default_principal
     committer = _GroupCommit(service)
 
@@ -278,13 +304,25 @@ def create_intelligence_router(
     async def post_events(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
         try:
-            body = _split_body(await request.body(), request.headers.get("content-type", ""))
+            raw = await request.body()
+            content_type = request.headers.get("content-type", "")
+            if len(raw) > _INLINE_BODY_BYTES:  # decoding 32 MiB takes seconds: not on the loop
+                body = await sync_to_thread(_split_body, raw, content_type)
+            else:
+                body = _split_body(raw, content_type)
             if isinstance(body, dict):
                 envelope = parse_envelope(body, json_decoded=True)
                 check_write(envelope, caller.allowed_workspaces)
                 result = await committer.submit(envelope, caller.created_by)
                 return _json({"status": result.status, "session_id": result.session_id}, 202)
-            batch = service.ingest_many(
+            if len(body) > max_batch_events:
+                return error_response(
+                    413,
+                    "batch_too_large",
+                    f"the batch holds {len(body):,} events; at most {max_batch_events:,} are accepted per request",
+                )
+            batch = await sync_to_thread(
+                service.ingest_many,
                 body,
                 created_by=caller.created_by,
                 allowed_workspaces=caller.allowed_workspaces,
@@ -308,7 +346,8 @@ def create_intelligence_router(
         status_code=200,
         summary="Read-only Cypher query",
         tags=["context intelligence"],
-        **documented(CypherResult, body=CypherRequest, errors=(400, 413)),
+        request_max_body_size=CYPHER_MAX_BODY_BYTES,
+        **documented(CypherResult, body=CypherRequest, errors=(400, 413, 429)),
     )
     async def post_cypher(request: Request[Any, Any, Any]) -> Response[bytes]:
         caller = who(request)
@@ -330,8 +369,9 @@ def create_intelligence_router(
                 body.get("params"),
                 workspace,
                 allowed_workspaces=caller.allowed_workspaces,
+                key=caller.created_by,
             )
-        except (QueryError, AccessDenied) as exc:
+        except (QueryError, AccessDenied, TooManyQueries, ReadBusy) as exc:
             return _map_error(exc)
         return _json(result)
 

@@ -55,6 +55,7 @@ __all__ = [
     "Journal",
     "JournalRecord",
     "MemoryJournal",
+    "RecentRecord",
     "SqliteJournal",
     "event_base_key",
 ]
@@ -80,6 +81,18 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
     base_key: int | None = None
     """`event_base_key` of ``(workspace, base_id, epoch_ms)`` as the journal indexed it (None: not
     known, compute it)."""
+
+
+class RecentRecord(msgspec.Struct, frozen=True):
+    """One of the newest records (`Journal.recent`): what the status page shows of it."""
+
+    seq: int
+    workspace: str
+    session_id: str
+    event: str
+    received_ms: int
+    error: str | None = None
+    """Its dead-letter error, if it was dead-lettered."""
 
 
 class AppendResult(msgspec.Struct, frozen=True, gc=False):
@@ -144,6 +157,14 @@ class Journal(Protocol):
     def idle_sessions(self, received_before_ms: int, workspace: str | None = None) -> list[tuple[str, str]]:
         """``(workspace, session_id)`` of every session (of ``workspace``, or all) whose newest
         record was received before ``received_before_ms``, sorted."""
+        ...
+
+    def recent(self, limit: int) -> list[RecentRecord]:
+        """The newest ``limit`` records, newest first. O(limit)."""
+        ...
+
+    def dead_letters_since(self, ts: float) -> int:
+        """How many records were dead-lettered at or after ``ts`` (epoch seconds)."""
         ...
 
     def read_workspace(
@@ -541,6 +562,21 @@ class SqliteJournal:
             ).fetchone()
         return int(row[0])
 
+    def recent(self, limit: int) -> list[RecentRecord]:
+        """The primary key read backwards, O(limit)."""
+        with self._read_lock:
+            rows = self._read.execute(
+                "SELECT e.seq, e.workspace, e.session_id, e.event, e.received_ms, d.error FROM events e"
+                " LEFT JOIN dead_letters d ON d.seq = e.seq ORDER BY e.seq DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [RecentRecord(*row) for row in rows]
+
+    def dead_letters_since(self, ts: float) -> int:
+        with self._read_lock:
+            row = self._read.execute("SELECT count(*) FROM dead_letters WHERE ts >= ?", (ts,)).fetchone()
+        return int(row[0])
+
     def read_workspace(
         self, workspace: str, after_seq: int, upto_seq: int, limit: int
     ) -> list[JournalRecord]:
@@ -930,6 +966,25 @@ class MemoryJournal:
             return sum(
                 1 for r in self._records.values() if r.workspace == workspace and r.session_id == session_id
             )
+
+    def recent(self, limit: int) -> list[RecentRecord]:
+        with self._lock:
+            newest = sorted(self._records, reverse=True)[:limit]
+            return [
+                RecentRecord(
+                    seq,
+                    self._records[seq].workspace,
+                    self._records[seq].session_id,
+                    self._records[seq].event,
+                    self._received[seq],
+                    self._dead[seq][0] if seq in self._dead else None,
+                )
+                for seq in newest
+            ]
+
+    def dead_letters_since(self, ts: float) -> int:
+        with self._lock:
+            return sum(1 for _, when in self._dead.values() if when >= ts)
 
     def read_workspace(
         self, workspace: str, after_seq: int, upto_seq: int, limit: int

@@ -10,7 +10,8 @@ principal), never taken from the body.
 
 `IntelligenceService.open(data_dir)` builds the default stack: SQLite journal, local blob
 directory and an embedded FalkorDB child, all under ``<data_dir>/intelligence``;
-``graph_url="falkordb://host:port"`` uses an existing server instead.
+``graph_url="falkordb://host:port"`` uses an existing server instead. ``read_limits`` bound the
+engine's user reads (memory per statement, slots); ``query_timeout_ms`` and ``row_cap`` each query.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import msgspec
 
 from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
-from convograph.intelligence.engine import EmbeddedFalkorDB, GraphEngine, connect_engine
+from convograph.intelligence.embedded import EmbeddedFalkorDB
+from convograph.intelligence.engine import GraphEngine, connect_engine
 from convograph.intelligence.envelope import (
     Envelope,
     EnvelopeError,
@@ -37,6 +39,7 @@ from convograph.intelligence.ingest import GraphApplier
 from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
+from convograph.intelligence.reads import ReadLimits
 from convograph.intelligence.writer import GraphNames
 
 __all__ = [
@@ -163,6 +166,7 @@ class IntelligenceService:
         graph_url: str | None = None,
         graph_prefix: str = "convograph_ci:",
         synchronous: Literal["normal", "full"] = "normal",
+        read_limits: ReadLimits | None = None,
         **options: Any,
     ) -> IntelligenceService:
         """Default stack under ``<data_dir>/intelligence`` (embedded FalkorDB unless ``graph_url``)."""
@@ -170,10 +174,10 @@ class IntelligenceService:
         root.mkdir(parents=True, exist_ok=True)
         embedded = None
         if graph_url is None:
-            embedded = EmbeddedFalkorDB(root / "falkordb")
+            embedded = EmbeddedFalkorDB(root / "falkordb", limits=read_limits)
             engine: GraphEngine = embedded.start()
         else:
-            engine = connect_engine(graph_url)
+            engine = connect_engine(graph_url, limits=read_limits)
         journal = SqliteJournal(root / "journal.sqlite3", synchronous=synchronous)
         options.setdefault("semantic_layers", True)  # kernel + foundation layers (docs/querying.md)
         service = cls(
@@ -299,8 +303,10 @@ class IntelligenceService:
         workspace: str | None = None,
         *,
         allowed_workspaces: frozenset[str] | None = None,
+        key: str | None = None,
     ) -> CypherResult:
-        """Read-only Cypher (see `convograph.intelligence.query`)."""
+        """Read-only Cypher (see `convograph.intelligence.query`); ``key`` is the caller's API key
+        id, which the per-key read slots count."""
         return run_cypher(
             self.engine,
             self.names,
@@ -310,6 +316,7 @@ class IntelligenceService:
             allowed_workspaces=allowed_workspaces,
             row_cap=self.row_cap,
             timeout_ms=self.query_timeout_ms,
+            key=key,
         )
 
     # -- blobs -----------------------------------------------------------------------------------

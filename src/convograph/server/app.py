@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -52,6 +53,36 @@ async def healthz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response({"status": "ok", "version": __version__, "eventLog": type(state.log).__name__})
 
 
+@get(
+    "/status",
+    summary="Status in the shape of Amplifier's context-intelligence server (no key needed)",
+    tags=["operations"],
+)
+async def status(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """Sessions and events only for a caller whose key may read (docs/intelligence.md, "GET /status")."""
+    from convograph.intelligence.status import StatusContext, build_status
+
+    state = server_state(request)
+    try:
+        caller = principal_of(request)
+    except ApiError:
+        caller = None  # no key, or an unknown one: the aggregate figures only
+    detail = caller is not None and caller.allows("read")
+    context = StatusContext(
+        started_at=request.app.state.get("convograph_started_at", time.time()),
+        version=__version__,
+        auth_mode="static" if state.keys.enabled else "none",
+        admin_api_enabled=state.keys.enabled,
+        detail=detail,
+        allowed_workspaces=caller.workspaces if caller is not None else None,
+        graph_url=state.config.graph_url,
+    )
+    body = await asyncio.to_thread(
+        build_status, state.intelligence if state.config.intelligence else None, context
+    )
+    return Response(body, media_type=MediaType.JSON)
+
+
 @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, tags=["operations"])
 async def metrics(request: Request[Any, Any, Any]) -> str:
     return server_state(request).metrics.render()
@@ -75,6 +106,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         event_log = await open_event_log(config.database_url, data_dir=config.data_dir)
         state = ServerState(config, keys, event_log)
+        app.state["convograph_started_at"] = time.time()
         app.state["convograph"] = state
         holder["state"] = state
         try:
@@ -118,11 +150,12 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         search_conversations,
         export_traces,
         healthz,
+        status,
         metrics,
         openapi_json,
     ]
     if config.intelligence:
-        route_handlers.append(_intelligence_router(intelligence))
+        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
     route_handlers.extend(_optional_routes(config))
 
     app = Litestar(
@@ -268,10 +301,19 @@ async def _retention_loop(service: Any, config: ServerConfig) -> None:
 
 
 async def _open_intelligence(config: ServerConfig) -> Any:
+    from convograph.intelligence.reads import ReadLimits
     from convograph.intelligence.service import IntelligenceService
 
     def start() -> Any:
-        service = IntelligenceService.open(config.data_dir, graph_url=config.graph_url)
+        limits = ReadLimits(
+            memory_mb=config.query_memory_mb, slots=config.query_slots, per_key=config.query_slots_per_key
+        )
+        service = IntelligenceService.open(
+            config.data_dir,
+            graph_url=config.graph_url,
+            read_limits=limits,
+            query_timeout_ms=config.query_timeout_ms,
+        )
         service.start()
         return service
 
@@ -296,7 +338,7 @@ def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
         raise ApiError(403, f"this API key lacks the {scope!r} scope")
 
 
-def _intelligence_router(service: Any) -> Any:
+def _intelligence_router(service: Any, max_batch_events: int) -> Any:
     from convograph.intelligence.http import Principal as CallerPrincipal
     from convograph.intelligence.http import create_intelligence_router
 
@@ -306,7 +348,9 @@ def _intelligence_router(service: Any) -> Any:
 
     return Router(
         path="/",
-        route_handlers=[create_intelligence_router(service, principal=caller)],
+        route_handlers=[
+            create_intelligence_router(service, principal=caller, max_batch_events=max_batch_events)
+        ],
         guards=[_intelligence_guard],
     )
 

@@ -49,6 +49,16 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Forget context-intelligence sessions idle for longer than this many days (a sweep at start
     and every ``retention_interval_seconds``); ``None`` keeps everything."""
     retention_interval_seconds: float = 3600.0
+    query_timeout_ms: int = 10_000
+    """Time limit of one ``POST /cypher`` query (a ``"*"`` query shares it across workspaces)."""
+    query_memory_mb: int = 512
+    """Memory limit of one query statement (FalkorDB ``QUERY_MEM_CAPACITY``; on a FalkorDB server
+    a server-wide setting, lowered to this when larger); 0 leaves the engine's setting."""
+    query_slots: int = 4
+    """Queries in the graph engine at once (the embedded engine gets one worker thread more, the
+    writer's; on a server, at most its ``THREAD_COUNT`` - 1)."""
+    query_slots_per_key: int = 2
+    """Of those, queries one API key may hold (429 beyond it)."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerConfig:
@@ -65,6 +75,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             ("max_body_bytes", int),
             ("sse_heartbeat_seconds", float),
             ("retention_days", float),
+            ("query_timeout_ms", int),
+            ("query_memory_mb", int),
+            ("query_slots", int),
+            ("query_slots_per_key", int),
         )
         for name, kind in kinds:
             raw = env.get(ENV_PREFIX + name.upper())
@@ -96,6 +110,14 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(f"retention_days must be a positive number of days, got {self.retention_days}")
         if not self.retention_interval_seconds > 0:
             raise ConfigError("retention_interval_seconds must be positive")
+        if not 1 <= self.query_timeout_ms <= 600_000:
+            raise ConfigError(f"query_timeout_ms must be 1-600000 ms, got {self.query_timeout_ms}")
+        if self.query_memory_mb < 0:
+            raise ConfigError(
+                f"query_memory_mb must be 0 (the engine's setting) or more, got {self.query_memory_mb}"
+            )
+        if self.query_slots < 1 or self.query_slots_per_key < 1:
+            raise ConfigError("query_slots and query_slots_per_key must be at least 1")
 
 
 def is_loopback(host: str) -> bool:

@@ -76,6 +76,7 @@ ERROR_DESCRIPTIONS: Final[Mapping[int, str]] = {
     413: "The body or the batch is larger than the server accepts",
     415: "Unsupported Content-Type",
     422: "Invalid events: details lists every bad item; nothing was stored",
+    429: "Too many requests from this API key at once; retry (see Retry-After)",
     503: "A backend is unavailable; retry (see Retry-After)",
 }
 
