@@ -64,6 +64,16 @@ def serve(
         float | None,
         typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
     ] = None,
+    max_streams: Annotated[
+        int | None, typer.Option(help="Live streams (SSE) open at once; 429 beyond [default: 1024].")
+    ] = None,
+    max_streams_per_key: Annotated[
+        int | None, typer.Option(help="Live streams open at once per API key [default: 256].")
+    ] = None,
+    max_streams_per_client: Annotated[
+        int | None,
+        typer.Option(help="Live streams open at once per client address, without API keys [default: 256]."),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -82,6 +92,9 @@ def serve(
             allow_public_without_keys=allow_public_without_keys or None,
             intelligence=intelligence,
             retention_days=retention_days,
+            max_streams=max_streams,
+            max_streams_per_key=max_streams_per_key,
+            max_streams_per_client=max_streams_per_client,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)
