@@ -243,7 +243,14 @@ def main() -> None:
     reconnect_clients, reconnect_events = (20, 400) if args.quick else (200, 1000)
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp) / "data", "--log-level", "warning", "--no-intelligence")
+        server = start_server(
+            Path(tmp) / "data",
+            "--log-level",
+            "warning",
+            "--no-intelligence",
+            "--max-streams-per-client",
+            "2000",  # the fan-out's subscribers all come from 127.0.0.1
+        )
         try:
             load = os.getloadavg()[0]
             print(

@@ -59,7 +59,7 @@ def export(
     conversation_id: Annotated[
         str | None,
         typer.Option(
-            help="otlp: the gen_ai.conversation.id to write [default: the conversation id or file name]."
+            help="otlp: the gen_ai.conversation.id to write \\[default: the conversation id or file name]."
         ),
     ] = None,
 ) -> None:

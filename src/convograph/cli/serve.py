@@ -65,16 +65,26 @@ def serve(
         typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
     ] = None,
     query_timeout_ms: Annotated[
-        int | None, typer.Option(help="Time limit of one /cypher query in ms [default: 10000].")
+        int | None, typer.Option(help="Time limit of one /cypher query in ms \\[default: 10000].")
     ] = None,
     query_memory_mb: Annotated[
-        int | None, typer.Option(help="Memory limit of one /cypher query in MB [default: 512].")
+        int | None, typer.Option(help="Memory limit of one /cypher query in MB \\[default: 512].")
     ] = None,
     query_slots: Annotated[
-        int | None, typer.Option(help="/cypher queries in the graph engine at once [default: 4].")
+        int | None, typer.Option(help="/cypher queries in the graph engine at once \\[default: 4].")
     ] = None,
     query_slots_per_key: Annotated[
-        int | None, typer.Option(help="Of those, queries one API key may hold [default: 2].")
+        int | None, typer.Option(help="Of those, queries one API key may hold \\[default: 2].")
+    ] = None,
+    max_streams: Annotated[
+        int | None, typer.Option(help="Live streams (SSE) open at once; 429 beyond \\[default: 1024].")
+    ] = None,
+    max_streams_per_key: Annotated[
+        int | None, typer.Option(help="Live streams open at once per API key \\[default: 256].")
+    ] = None,
+    max_streams_per_client: Annotated[
+        int | None,
+        typer.Option(help="Live streams open at once per client address, without API keys \\[default: 256]."),
     ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
@@ -98,6 +108,9 @@ def serve(
             query_memory_mb=query_memory_mb,
             query_slots=query_slots,
             query_slots_per_key=query_slots_per_key,
+            max_streams=max_streams,
+            max_streams_per_key=max_streams_per_key,
+            max_streams_per_client=max_streams_per_client,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)

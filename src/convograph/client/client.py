@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from convograph.client.sse import SSEDecoder
+from convograph.client.sse import END_EVENT, SSEDecoder
 from convograph.events import Event, encode_event, parse_event
 
 __all__ = ["ApiError", "ConvographClient", "CursorPastHead"]
@@ -166,6 +166,8 @@ class ConvographClient:
                         for message in decoder.feed(chunk):
                             if decoder.retry is not None:
                                 delay = decoder.retry / 1000
+                            if message.event == END_EVENT:  # the server ends the stream: resume
+                                continue
                             if message.id is None or not message.id.isdigit():
                                 continue
                             seq = int(message.id)

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SSEDecoder", "ServerSentEvent"]
+__all__ = ["END_EVENT", "SSEDecoder", "ServerSentEvent"]
+
+END_EVENT = "stream_end"
+"""The name of the frame ``convograph serve`` ends a stream with (shutdown, a deleted conversation,
+a client too far behind): ``{"reason", "message", "lastEventId"}``. Not an event."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,17 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Conversations whose graphs are kept in memory (least recently used are evicted)."""
     sse_heartbeat_seconds: float = 15.0
     sse_client_buffer: int = 4096
-    """Events buffered per SSE client before it is switched to catching up from the log."""
+    """How many events a live SSE subscriber may fall behind its conversation's newest event
+    before it is ended (``stream_end``; it resumes from the log): the frames each conversation
+    with subscribers keeps in memory, shared by all of them."""
+    sse_client_buffer_bytes: int = 8 * 1024 * 1024
+    """The same bound in bytes of frames (whichever is reached first; the newest frame is kept)."""
+    max_streams: int = 1024
+    """Live streams (conversation SSE and the live list) open at once; 429 beyond."""
+    max_streams_per_key: int = 256
+    """Live streams open at once per API key (servers with keys); 429 beyond."""
+    max_streams_per_client: int = 256
+    """Live streams open at once per client address (servers without keys); 429 beyond."""
     intelligence: bool = True
     """Serve the context-intelligence endpoints (`POST /events`, `/cypher`, `/blobs`)."""
     retention_days: float | None = None
@@ -74,6 +84,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             ("api_key_file", Path),
             ("max_body_bytes", int),
             ("sse_heartbeat_seconds", float),
+            ("sse_client_buffer", int),
+            ("sse_client_buffer_bytes", int),
+            ("max_streams", int),
+            ("max_streams_per_key", int),
+            ("max_streams_per_client", int),
             ("retention_days", float),
             ("query_timeout_ms", int),
             ("query_memory_mb", int),
@@ -118,6 +133,13 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             )
         if self.query_slots < 1 or self.query_slots_per_key < 1:
             raise ConfigError("query_slots and query_slots_per_key must be at least 1")
+        for name in ("sse_client_buffer", "max_streams", "max_streams_per_key", "max_streams_per_client"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.sse_client_buffer_bytes < 65536:
+            raise ConfigError(
+                f"sse_client_buffer_bytes must be at least 65536, got {self.sse_client_buffer_bytes}"
+            )
 
 
 def is_loopback(host: str) -> bool:

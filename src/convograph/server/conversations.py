@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
@@ -17,16 +17,19 @@ from convograph.jsonable import to_jsonable
 from convograph.projections import project_dag, project_messages, project_thread
 from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
-from convograph.server.live import LiveState, stream_frames
+from convograph.server.live import LiveState, Subscriber, stream_frames
 from convograph.server.openapi import SSE, SVG, ConversationId, documented, one_of, reply
 from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import (
+    admit_stream,
     existing_conversation,
     principal_of,
     require,
     server_state,
     unknown_conversation,
 )
+from convograph.server.streaming import EventStream
+from convograph.server.summaries import ListListener
 from convograph.store import MAX_SEQ, ConversationInfo
 
 __all__ = ["ConversationController", "RelayDecision", "live_conversation_list"]
@@ -221,6 +224,7 @@ class ConversationController(Controller):
             raise unknown_conversation(cid)
         state.conversations.forget(cid)
         state.conversation_list.deleted(cid)
+        state.hubs.end_conversation(cid, "deleted")  # open streams end: the seqs start again
         if state.feeder is not None:  # its session in the context-intelligence graph goes too
             try:
                 await state.feeder.forget(cid)
@@ -294,22 +298,20 @@ class ConversationController(Controller):
         if after_seq:
             cursor_name = "Last-Event-ID" if resume is not None else "after"
             _check_cursor(after_seq, await state.log.get_conversation(cid), cursor_name)
+        release = admit_stream(request)
         heartbeat = state.config.sse_heartbeat_seconds
         metrics = state.metrics
+        subscriber = Subscriber(after_seq)
 
-        async def frames() -> AsyncIterator[bytes]:
+        async def frames() -> AsyncGenerator[bytes, None]:
             yield RETRY_FRAME
             async for count, chunk in stream_frames(
-                state.log, state.hubs, cid, after_seq, heartbeat=heartbeat
+                state.log, state.hubs, cid, subscriber, heartbeat=heartbeat
             ):
                 metrics.sse_events_sent += count
                 yield chunk
 
-        return Stream(
-            frames(),
-            media_type=SSE,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
-        )
+        return EventStream(frames(), stop=lambda: subscriber.end("disconnected"), release=release)
 
     @get(
         "/{cid:str}/thread",
@@ -490,18 +492,15 @@ async def live_conversation_list(request: Request[Any, Any, Any]) -> Stream:
     again unchanged or, right after the snapshot, older than it: keep the one with the larger
     ``lastSeq``."""
     state = server_state(request)
-    principal = principal_of(request)
+    listener = ListListener(principal_of(request).can_reach_conversation)
+    release = admit_stream(request)
     feed = state.conversation_list.frames(
-        principal.can_reach_conversation, heartbeat=state.config.sse_heartbeat_seconds
+        listener.can_see, heartbeat=state.config.sse_heartbeat_seconds, listener=listener
     )
 
-    async def frames() -> AsyncIterator[bytes]:
+    async def frames() -> AsyncGenerator[bytes, None]:
         yield RETRY_FRAME
         async for chunk in feed:
             yield chunk
 
-    return Stream(
-        frames(),
-        media_type=SSE,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
-    )
+    return EventStream(frames(), stop=lambda: listener.end("disconnected"), release=release)

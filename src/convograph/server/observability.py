@@ -23,6 +23,8 @@ class Metrics:
         self.sse_events_sent = 0
         self.requests: Counter[tuple[str, int]] = Counter()
         self.gauges: dict[str, Callable[[], float]] = {}
+        self.counters: dict[str, Callable[[], float]] = {}
+        """Counters kept by other parts (read when rendered), by metric name."""
 
     def observe_request(self, method: str, status: int) -> None:
         self.requests[(method, status)] += 1
@@ -53,4 +55,6 @@ class Metrics:
         ]
         for name, read in sorted(self.gauges.items()):
             lines += [f"# TYPE {name} gauge", f"{name} {read()}"]
+        for name, read in sorted(self.counters.items()):
+            lines += [f"# TYPE {name} counter", f"{name} {read()}"]
         return "\n".join(lines) + "\n"

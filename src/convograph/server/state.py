@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
@@ -16,7 +17,9 @@ from convograph.server.digests import DigestIndex
 from convograph.server.errors import ApiError
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.live import HubRegistry, LiveConversations, LiveState
+from convograph.server.memory import MemoryTrimmer
 from convograph.server.observability import Metrics
+from convograph.server.streaming import StreamLimits
 from convograph.server.summaries import ConversationListFeed
 from convograph.store import AppendResult, EventLog
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ServerState",
+    "admit_stream",
     "existing_conversation",
     "principal_of",
     "require",
@@ -41,7 +45,16 @@ class ServerState:
         self.keys = keys
         self.log = log
         self.metrics = Metrics()
-        self.hubs = HubRegistry(log, buffer_size=config.sse_client_buffer)
+        self.hubs = HubRegistry(
+            log, max_frames=config.sse_client_buffer, max_bytes=config.sse_client_buffer_bytes
+        )
+        self.memory = MemoryTrimmer()
+        self.streams = StreamLimits(
+            total=config.max_streams,
+            per_key=config.max_streams_per_key,
+            per_client=config.max_streams_per_client,
+            on_close=self.memory.request,
+        )
         self.conversations = LiveConversations(log, capacity=config.conversation_cache_size)
         self.digests = DigestIndex(log)
         self.conversation_list = ConversationListFeed(log, digests=self.digests)
@@ -50,7 +63,11 @@ class ServerState:
         self.retention: asyncio.Task[None] | None = None
         self.otlp: OtlpReceiver | None = None
         """``POST /v1/traces`` (`convograph.integrations.otlp`); set up by the app's lifespan."""
-        self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
+        self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.subscriber_count
+        self.metrics.gauges["convograph_sse_buffered_bytes"] = lambda: self.hubs.buffered_bytes
+        self.metrics.gauges["convograph_streams_open"] = lambda: self.streams.open
+        self.metrics.counters["convograph_streams_refused_total"] = lambda: self.streams.refused
+        self.metrics.counters["convograph_memory_trims_total"] = lambda: self.memory.trims
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
         self.metrics.gauges["convograph_conversation_digests"] = lambda: len(self.digests)
@@ -68,6 +85,7 @@ class ServerState:
 
     async def close(self) -> None:
         await self.end_streams()
+        await self.memory.close()
         if self.retention is not None:
             self.retention.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -123,6 +141,15 @@ def require(scope: Scope) -> Callable[[ASGIConnection[Any, Any, Any, Any], BaseR
             )
 
     return guard
+
+
+def admit_stream(request: Request[Any, Any, Any]) -> Callable[[], None]:
+    """Count a new live stream of ``request`` against the stream limits (per API key when the
+    server has keys, else per client address; and in total): its release, or `ApiError` 429."""
+    state = server_state(request)
+    key_id = principal_of(request).key_id if state.keys.enabled else None
+    client = request.client.host if request.client is not None else "unknown"
+    return state.streams.admit(key_id=key_id, client=client)
 
 
 def unknown_conversation(cid: str) -> ApiError:

@@ -122,10 +122,12 @@ class ConversationListFeed:
             for listener in tuple(self._listeners):
                 listener.offer(conversation_id, frame)
 
-    async def frames(self, can_see: Callable[[str], bool], *, heartbeat: float) -> AsyncIterator[bytes]:
-        """The byte stream of one subscriber: a snapshot, then changes; heartbeats while idle.
-        Ends when the feed closes."""
-        listener = ListListener(can_see)
+    async def frames(
+        self, can_see: Callable[[str], bool], *, heartbeat: float, listener: ListListener | None = None
+    ) -> AsyncIterator[bytes]:
+        """The byte stream of one subscriber (``listener``, or a new one): a snapshot, then
+        changes; heartbeats while idle. Ends when the feed closes or the listener is ended."""
+        listener = listener or ListListener(can_see)
         first = not self._listeners
         self._listeners.add(listener)  # before reading the list: no change can fall in between
         try:
@@ -136,7 +138,7 @@ class ConversationListFeed:
                 self._sent = {info.id: self._row(info) for info in rows}
             self._ensure_running()
             yield _frame("snapshot", {"conversations": [self._row(info) for info in visible]})
-            while not self.closed.is_set():
+            while not self.closed.is_set() and listener.end_reason is None:
                 if listener.pending:
                     yield listener.take()
                     continue
