@@ -21,6 +21,7 @@ from convograph.server.summaries import ConversationListFeed
 from convograph.store import AppendResult, EventLog
 
 if TYPE_CHECKING:
+    from convograph.integrations.otlp.forward import OtlpForwarder
     from convograph.integrations.otlp.http import OtlpReceiver
 
 __all__ = [
@@ -50,6 +51,8 @@ class ServerState:
         self.retention: asyncio.Task[None] | None = None
         self.otlp: OtlpReceiver | None = None
         """``POST /v1/traces`` (`convograph.integrations.otlp`); set up by the app's lifespan."""
+        self.forwarder: OtlpForwarder | None = None
+        """``--otlp-endpoint``: conversations forwarded as GenAI spans (marked on every append)."""
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.listener_count
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
@@ -60,6 +63,8 @@ class ServerState:
         self.conversations.stored(conversation_id, result.stored)
         if result.accepted:
             self.conversation_list.mark(conversation_id)
+            if self.forwarder is not None:
+                self.forwarder.mark(conversation_id)
 
     async def end_streams(self) -> None:
         """End every live stream (conversation SSE and the live list) cleanly. Idempotent."""

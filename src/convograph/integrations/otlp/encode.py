@@ -64,7 +64,14 @@ from convograph.projections.view import (
     ViewNode,
 )
 
-__all__ = ["conversation_spans", "to_otlp_json", "to_otlp_protobuf", "trace_id_for"]
+__all__ = [
+    "conversation_spans",
+    "first_timestamp_ns",
+    "spans_of",
+    "to_otlp_json",
+    "to_otlp_protobuf",
+    "trace_id_for",
+]
 
 TICK_NS: Final = 1_000_000
 SCOPE: Final = "convograph"
@@ -87,8 +94,13 @@ def conversation_spans(
     """The spans of a conversation's events, in the order a batching exporter sends them (a span
     after its children). O(events + views + turns x history)."""
     conv = reduce_conversation_events(create_conversation(), events)
-    base = start_ns if start_ns is not None else _first_timestamp_ns(events)
-    exporter = _Exporter(conv, conversation_id, base)
+    base = start_ns if start_ns is not None else first_timestamp_ns(events)
+    return spans_of(conv, conversation_id, base)
+
+
+def spans_of(conv: Conversation, conversation_id: str, start_ns: int) -> list[Span]:
+    """`conversation_spans` of a conversation already reduced, its clock starting at ``start_ns``."""
+    exporter = _Exporter(conv, conversation_id, start_ns)
     exporter.thread(project_thread(conv, default_active(conv)), parent=None, key="main")
     exporter.close_agents()
     return exporter.spans
@@ -456,7 +468,7 @@ def _run_error(conv: Conversation, run_id: str) -> str:
     return "aborted"
 
 
-def _first_timestamp_ns(events: Sequence[Event]) -> int:
+def first_timestamp_ns(events: Sequence[Event]) -> int:
     """The first event timestamp in nanoseconds (epoch milliseconds or seconds, or ISO 8601), else 0."""
     for event in events:
         stamp = event.timestamp
