@@ -40,7 +40,8 @@ import httpx
 from convograph.events import Event
 from convograph.hypergraph import create_conversation, reduce_conversation_events
 from convograph.hypergraph import queries as q
-from convograph.integrations.otlp.encode import conversation_spans, to_otlp_protobuf
+from convograph.hypergraph.model import Conversation
+from convograph.integrations.otlp.encode import first_timestamp_ns, spans_of, to_otlp_protobuf
 from convograph.integrations.otlp.model import Span
 from convograph.store import EventLog
 
@@ -63,11 +64,10 @@ def traces_url(endpoint: str) -> str:
     return endpoint
 
 
-def due_spans(spans: Sequence[Span], events: Sequence[Event], *, flush: bool) -> list[Span]:
+def due_spans(spans: Sequence[Span], conv: Conversation, *, flush: bool) -> list[Span]:
     """The spans that will not change any more (module docstring), or all of them with ``flush``."""
     if flush:
         return list(spans)
-    conv = reduce_conversation_events(create_conversation(), events)
     running: set[str] = set()
     for span in spans:
         run = span.attributes.get("convograph.run_id")
@@ -216,8 +216,9 @@ class OtlpForwarder:
             cursor = page[-1].seq
         if not events:
             return 0
-        spans = conversation_spans(events, conversation_id)
-        due = due_spans(spans, events, flush=flush)
+        conv = reduce_conversation_events(create_conversation(), events)
+        spans = spans_of(conv, conversation_id, first_timestamp_ns(events))
+        due = due_spans(spans, conv, flush=flush)
         if len(due) < len(spans):
             self._open[conversation_id] = self.clock()
         sent = self.sent.setdefault(conversation_id, {})

@@ -34,7 +34,9 @@ name, kind, times, status, unmapped attributes, unmapped span events, links, res
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -189,10 +191,11 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
     return events
 
 
-def inference_events(span: Span) -> list[Event]:
-    """A model call: its messages as content events, then its ``usage`` (and ``error``)."""
+def inference_events(span: Span, known: Container[str] = frozenset()) -> list[Event]:
+    """A model call: its messages as content events, then its ``usage`` (and ``error``). Content
+    events whose ids are in ``known`` are left out (`_Writer`)."""
     found = span_messages(span)
-    events = _content_events(span, found)
+    events = _content_events(span, found, known)
     run = run_id(span.span_id)
     usage = _usage_numbers(span.attributes)
     meta = _meta(span, set(_USAGE_KEYS) | found.consumed_attributes, found)
@@ -322,15 +325,13 @@ def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str
 # -- content: messages with chained identities --------------------------------------------------------
 
 
-def _digest(*chunks: bytes) -> bytes:
-    hasher = hashlib.blake2b(digest_size=16)
-    for chunk in chunks:
-        hasher.update(len(chunk).to_bytes(4, "big"))
-        hasher.update(chunk)
-    return hasher.digest()
+def _digest(previous: bytes, role: bytes, content: bytes) -> bytes:
+    """The identity of a message after ``previous`` (16 bytes), with ``role`` (no NUL) and content."""
+    return hashlib.blake2b(previous + role + b"\x00" + content, digest_size=16).digest()
 
 
 _canonical = msgspec.json.Encoder(order="sorted")
+_ROOT: Final = hashlib.blake2b(b"otel-conversation", digest_size=16).digest()
 
 
 def _canonical_parts(parts: list[dict[str, Any]]) -> bytes:
@@ -355,16 +356,19 @@ def _short(value: Any) -> str:
 
 
 class _Writer:
-    """Turns one span's messages into content events (see the module docstring)."""
+    """Turns one span's messages into content events (see the module docstring). An event whose
+    ``eventId`` is in ``known`` (already stored, the caller says) is not built at all: every model
+    call re-sends the history, so most of a span's messages usually are."""
 
-    def __init__(self, span: Span, found: SpanMessages) -> None:
+    def __init__(self, span: Span, found: SpanMessages, known: Container[str]) -> None:
         self.run = _content_run(span)
         self.parent = content_parent(span)
+        self.known = known
         self.events: list[Event] = []
         self.tool_names: dict[str, str] = {}
         self.unmapped: list[dict[str, Any]] = []
         system = [part for part in found.system if part.get("type") == "text"]
-        self.identity = _digest(b"otel-conversation", _canonical_parts(system))
+        self.identity = _digest(_ROOT, b"system", _canonical_parts(system))
 
     def message(self, message: dict[str, Any], timestamp: str | None) -> None:
         role = message["role"]
@@ -373,57 +377,78 @@ class _Writer:
         tag = self.identity.hex()[:20]
         if role in ("system", "developer"):
             return  # kept with the span's anchor (`_meta`), not a conversation turn
-        results = [
-            part for part in parts if part.get("type") in ("tool_call_response", "server_tool_call_response")
-        ]
+        results = [part for part in parts if part.get("type") in _RESULT_PARTS]
         for part in results:
             self._result(part, timestamp)
         if role in ("assistant", "model"):
             self._assistant(tag, parts, timestamp)
         elif role in ("user", "human"):
-            self._user(tag, [part for part in parts if part not in results], timestamp)
+            self._user(tag, [part for part in parts if part.get("type") not in _RESULT_PARTS], timestamp)
         elif not results:
             self.unmapped.append({"role": role, "parts": parts})
 
     def _assistant(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
-        counts = {"t": 0, "r": 0, "c": 0}
+        texts = thoughts = calls = 0
+        run, parent, known, events = self.run, self.parent, self.known, self.events
         for part in parts:
             kind = part.get("type")
-            if kind == "text" and isinstance(part.get("content"), str):
-                n = counts["t"] = counts["t"] + 1
-                self._add(
-                    Text(run_id=self.run, id=f"otel:t:{tag}:{n}", content=part["content"]),
-                    f"otel:{tag}:t{n}",
-                    timestamp,
-                )
-            elif kind == "reasoning" and isinstance(part.get("content"), str):
-                n = counts["r"] = counts["r"] + 1
-                self._add(
-                    Reasoning(
-                        run_id=self.run,
-                        id=f"otel:r:{tag}:{n}",
-                        content=part["content"],
-                        signature=_text(part.get("signature")),
-                        redacted_data=_text(part.get("redacted_data")),
-                    ),
-                    f"otel:{tag}:r{n}",
-                    timestamp,
-                )
+            content = part.get("content")
+            if kind == "text" and isinstance(content, str):
+                texts += 1
+                event_id = f"otel:{tag}:t{texts}"
+                if event_id not in known:
+                    events.append(
+                        Text(
+                            run_id=run,
+                            id=f"otel:t:{tag}:{texts}",
+                            content=content,
+                            parent_id=parent,
+                            event_id=event_id,
+                            timestamp=timestamp,
+                        )
+                    )
+            elif kind == "reasoning" and isinstance(content, str):
+                thoughts += 1
+                event_id = f"otel:{tag}:r{thoughts}"
+                if event_id not in known:
+                    events.append(
+                        Reasoning(
+                            run_id=run,
+                            id=f"otel:r:{tag}:{thoughts}",
+                            content=content,
+                            signature=_text(part.get("signature")),
+                            redacted_data=_text(part.get("redacted_data")),
+                            parent_id=parent,
+                            event_id=event_id,
+                            timestamp=timestamp,
+                        )
+                    )
             elif kind in ("tool_call", "server_tool_call"):
-                n = counts["c"] = counts["c"] + 1
-                call = _text(part.get("id")) or f"otel:c:{tag}:{n}"
+                calls += 1
+                call = _text(part.get("id")) or f"otel:c:{tag}:{calls}"
                 name = _text(part.get("name")) or "tool"
                 self.tool_names[call] = name
-                arguments = part.get("arguments") if kind == "tool_call" else part.get("server_tool_call")
-                self._add(
-                    ToolCall(run_id=self.run, id=call, name=name, input=maybe_json(arguments)),
-                    f"otel:call:{call}",
-                    timestamp,
-                )
-            elif kind not in ("tool_call_response", "server_tool_call_response"):
+                event_id = f"otel:call:{call}"
+                if event_id not in known:
+                    arguments = part.get("arguments") if kind == "tool_call" else part.get("server_tool_call")
+                    events.append(
+                        ToolCall(
+                            run_id=run,
+                            id=call,
+                            name=name,
+                            input=maybe_json(arguments),
+                            parent_id=parent,
+                            event_id=event_id,
+                            timestamp=timestamp,
+                        )
+                    )
+            elif kind not in _RESULT_PARTS:
                 self.unmapped.append(part)
 
     def _user(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
+        event_id = f"otel:{tag}:user"
+        if event_id in self.known:
+            return
         content: list[ContentPart] = []
         kept: list[dict[str, Any]] = []
         for part in parts:
@@ -439,15 +464,16 @@ class _Writer:
             body = content[0].text
         else:
             body = content
-        self._add(
+        self.events.append(
             User(
                 run_id=f"otel:u:{tag}",
                 id=f"otel:u:{tag}",
                 content=body,
                 extra={"otelParts": kept} if kept else None,
-            ),
-            f"otel:{tag}:user",
-            timestamp,
+                parent_id=self.parent,
+                event_id=event_id,
+                timestamp=timestamp,
+            )
         )
 
     def _result(self, part: dict[str, Any], timestamp: str | None) -> None:
@@ -455,18 +481,25 @@ class _Writer:
         if not isinstance(call, str) or not call:
             self.unmapped.append(part)
             return
+        event_id = f"otel:result:{call}"
+        if event_id in self.known:
+            return
         output = part.get("response", part.get("result", part.get("server_tool_call_response")))
-        name = self.tool_names.get(call) or (part.get("name") if isinstance(part.get("name"), str) else None)
-        self._add(
-            ToolResult(run_id=self.run, id=call, name=name or "tool", output=maybe_json(output)),
-            f"otel:result:{call}",
-            timestamp,
+        name = self.tool_names.get(call) or _text(part.get("name"))
+        self.events.append(
+            ToolResult(
+                run_id=self.run,
+                id=call,
+                name=name or "tool",
+                output=maybe_json(output),
+                parent_id=self.parent,
+                event_id=event_id,
+                timestamp=timestamp,
+            )
         )
 
-    def _add(self, event: Event, event_id: str, timestamp: str | None) -> None:
-        self.events.append(
-            msgspec.structs.replace(event, parent_id=self.parent, event_id=event_id, timestamp=timestamp)
-        )
+
+_RESULT_PARTS: Final = frozenset({"tool_call_response", "server_tool_call_response"})
 
 
 def _text(value: Any) -> str | None:
@@ -488,8 +521,8 @@ def _user_part(part: dict[str, Any]) -> ContentPart | None:
     return None
 
 
-def _content_events(span: Span, found: SpanMessages) -> list[Event]:
-    writer = _Writer(span, found)
+def _content_events(span: Span, found: SpanMessages, known: Container[str] = frozenset()) -> list[Event]:
+    writer = _Writer(span, found, known)
     start, end = _iso(span.start_ns), _iso(span.end_ns)
     for message in found.input:
         writer.message(message, start)
@@ -600,6 +633,7 @@ def _duration_ms(span: Span) -> float:
     return round(max(span.end_ns - span.start_ns, 0) / 1e6, 3)
 
 
+@functools.lru_cache(maxsize=4096)
 def _iso(ns: int) -> str | None:
     """ISO 8601 UTC with microseconds, or None for an unset (zero) time."""
     if ns <= 0:
