@@ -96,12 +96,14 @@ class _Held(msgspec.Struct):
 class _Trace:
     """What this process knows about one trace."""
 
-    __slots__ = ("conversation", "held", "spans")
+    __slots__ = ("conversation", "done", "held", "spans")
 
     def __init__(self) -> None:
         self.spans: dict[str, _Known] = {}
         self.held: dict[str, list[_Held]] = {}
         self.conversation: str | None = None
+        self.done: set[str] = set()
+        """``<prefix><span id>`` of the spans whose events are stored: a re-sent span is skipped."""
 
 
 class OtlpIngestor:
@@ -260,6 +262,8 @@ class OtlpIngestor:
                 report.count(report.rejected, problem)
                 continue
             report.mapped += 1
+            if trace is not None and prefix + span.span_id in trace.done:
+                continue  # stored before: an exporter re-sending
             if kind == "agent":
                 if not self._emit_agent(_Held(span, prefix, 0.0), batches, final=False):
                     report.held += 1
@@ -268,6 +272,7 @@ class OtlpIngestor:
                 batch.add(
                     genai.inference_events(span, batch) if kind == "inference" else genai.tool_events(span)
                 )
+                batch.spans.append((span.trace_id, prefix + span.span_id))
         return released
 
     def _emit_agent(self, item: _Held, batches: dict[str, _Batch], *, final: bool) -> bool:
@@ -284,7 +289,9 @@ class OtlpIngestor:
         if not resolved:
             link = genai.run_id(span.parent_span_id) if span.parent_span_id else None
         cid = self._conversation(span, item.prefix)  # now: the trace may have learned its name
-        self._batch(batches, cid).add(genai.agent_events(span, link))
+        batch = self._batch(batches, cid)
+        batch.add(genai.agent_events(span, link))
+        batch.spans.append((span.trace_id, item.prefix + span.span_id))
         return True
 
     def _restore(self, items: list[_Held]) -> None:
@@ -338,7 +345,13 @@ class OtlpIngestor:
         """One append per conversation, all at once (the event log commits concurrent appends
         together: one durable write for the request, not one per conversation)."""
         work = [(cid, batch) for cid, batch in batches.items() if batch.events]
-        report.conversations.extend(cid for cid, batch in batches.items() if not batch.events)
+        for cid, batch in batches.items():
+            if not batch.events:
+                report.conversations.append(cid)
+                for trace_id, key in batch.spans:  # nothing new to store: done all the same
+                    trace = self._traces.get(trace_id)
+                    if trace is not None:
+                        trace.done.add(key)
 
         async def store(cid: str, batch: _Batch) -> AppendResult:
             events = batch.events
@@ -353,6 +366,10 @@ class OtlpIngestor:
                 failure = failure or result
                 continue
             self._known(cid).update(batch.ids)
+            for trace_id, key in batch.spans:
+                trace = self._traces.get(trace_id)
+                if trace is not None:
+                    trace.done.add(key)
             report.accepted_events += result.accepted
             report.duplicate_events += result.duplicates
             report.conversations.append(cid)
@@ -416,12 +433,14 @@ class _Batch:
     """One conversation's events of one request, and what that conversation already has: ``in``
     is true for an event id stored before (``stored``) or already in this batch."""
 
-    __slots__ = ("events", "ids", "stored")
+    __slots__ = ("events", "ids", "spans", "stored")
 
     def __init__(self, stored: set[str]) -> None:
         self.stored = stored
         self.events: list[Event] = []
         self.ids: set[str] = set()
+        self.spans: list[tuple[str, str]] = []
+        """(trace id, ``<prefix><span id>``) of the spans whose events are in this batch."""
 
     def __contains__(self, event_id: object) -> bool:
         return event_id in self.ids or event_id in self.stored
