@@ -52,7 +52,10 @@ log = logging.getLogger("convograph.server")
     summary="OTLP/HTTP trace export (GenAI spans become conversation events)",
     tags=["integrations"],
     status_code=200,
-    include_in_schema=True,
+    # The OTLP specification defines this route's bodies, replies and error shapes (protobuf or
+    # JSON, partial success, google.rpc.Status): OTLP exporters speak it, not OpenAPI clients, and
+    # the document's rule that every error is {"error": ...} does not hold here. docs/server.md.
+    include_in_schema=False,
 )
 async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Store the GenAI spans of an ``ExportTraceServiceRequest`` (docs/integrations.md)."""
