@@ -34,8 +34,11 @@ async def test_a_resent_export_stores_nothing_new() -> None:
     before = await stored(log, TRACE)
     again = await ingestor.ingest(spans)
     assert first.accepted_events == len(before) > 10
-    assert again.accepted_events == 0  # every event of the re-send is a duplicate by its eventId
-    assert again.duplicate_events == first.accepted_events + first.duplicate_events
+    assert (again.accepted_events, again.duplicate_events) == (0, 0)  # known here: not even sent to the log
+    assert await stored(log, TRACE) == before
+    restarted = await OtlpIngestor(log).ingest(spans)  # a new process knows nothing: the log's dedupe
+    assert restarted.accepted_events == 0
+    assert restarted.duplicate_events == len(before)
     assert await stored(log, TRACE) == before
     assert history(before) == [
         {"role": "user", "content": "What's the weather in Paris?"},
@@ -242,3 +245,28 @@ async def test_oversized_values_go_to_the_blob_store() -> None:
     assert isinstance(result.output, dict)
     assert "$blob_ref" in result.output
     assert len(json.dumps(msgspec.to_builtins(usage))) < 3000
+
+
+async def test_a_moved_trace_takes_its_blobs_along() -> None:
+    """The spans before the agent span went to the trace-id conversation, their large values to
+    its blob session; moving them to the named conversation copies the blobs to its session and
+    points the events there (the old session is forgotten with the old conversation)."""
+    blobs = MemoryBlobStore()
+    log = MemoryEventLog()
+    ingestor = OtlpIngestor(log, blobs=ConversationBlobs(blobs), attribute_threshold=1000)
+    sim = Simulation()
+    big = "y" * 4000
+    sim.agent(
+        None,
+        "bot",
+        lambda span: sim.chat(span, [user("q")], assistant(text("a")), extra={"app.dump": big}),
+        conversation="c2",
+    )
+    chat, agent = sim.ended
+    await ingestor.ingest([chat])
+    await ingestor.ingest([agent])
+    assert [info.id for info in await log.list_conversations()] == ["c2"]
+    usage = next(event for event in await stored(log, "c2") if isinstance(event, Usage))
+    ref = usage.extra["otel"]["attributes"]["app.dump"]
+    assert ref["$blob_ref"].startswith("ci-blob://c2/")
+    assert json.loads(blobs.get("c2", ref["$blob_ref"].rsplit("/", 1)[1]) or b"") == big

@@ -135,6 +135,8 @@ def test_every_route_that_reads_a_body_declares_it(tmp_path: Path, doc: dict[str
     for route in app.routes:
         if isinstance(route, HTTPRoute):
             for method, (handler, _) in route.route_handler_map.items():
+                if handler.include_in_schema is False:  # /v1/traces: OTLP defines its shapes
+                    continue
                 if "await request.body()" in inspect.getsource(handler.fn):
                     reads_body.add((method.lower(), route.path_format))
     declared = {(method, path) for method, path, op in operations(doc) if "requestBody" in op}

@@ -391,3 +391,21 @@ def test_the_openai_v2_instrumentation_around_the_openai_sdk(
     assert {
         event["otel"]["attributes"]["gen_ai.request.model"] for event in events if event["type"] == "usage"
     } == {"gen_ai.request.model" and "gpt-test"}
+
+
+def test_the_example_script(server: ServerProcess) -> None:
+    """``examples/otlp_openai.py`` against a running server prints the stored history."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "otlp_openai.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--server", server.url, "--conversation", "example-otlp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    history = json.loads(done.stdout)
+    assert [message["role"] for message in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[-1]["content"] == "It is rainy in Paris, 14 °C."

@@ -10,7 +10,7 @@ import typer
 
 from convograph.cli.app import app, err_console
 from convograph.server.auth import KeyRing
-from convograph.server.config import ConfigError, ServerConfig, is_loopback
+from convograph.server.config import ConfigError, ServerConfig, is_loopback, parse_headers
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
@@ -86,6 +86,14 @@ def serve(
         int | None,
         typer.Option(help="Live streams open at once per client address, without API keys \\[default: 256]."),
     ] = None,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(help="Forward conversations as OpenTelemetry GenAI spans to this OTLP/HTTP endpoint."),
+    ] = None,
+    otlp_header: Annotated[
+        list[str] | None,
+        typer.Option(help="KEY=VALUE header of each forwarding request (repeatable), e.g. an API key."),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -111,6 +119,8 @@ def serve(
             max_streams=max_streams,
             max_streams_per_key=max_streams_per_key,
             max_streams_per_client=max_streams_per_client,
+            otlp_endpoint=otlp_endpoint,
+            otlp_headers=parse_headers(otlp_header, "--otlp-header") if otlp_header else None,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)

@@ -26,7 +26,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.routes import HTTPRoute
 
 from convograph import __version__
-from convograph.integrations.otlp.http import export_traces, open_receiver
+from convograph.integrations.otlp.http import export_traces, open_forwarder, open_receiver
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.banner import startup_banner
 from convograph.server.branches import BranchController
@@ -121,10 +121,14 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                         _retention_loop(state.intelligence, config), name="convograph-retention"
                     )
             state.otlp = open_receiver(state)
+            if config.otlp_endpoint is not None:
+                state.forwarder = open_forwarder(state)
             yield
         finally:
             if state.otlp is not None:
                 await state.otlp.close()  # writes held spans before the log closes
+            if state.forwarder is not None:
+                await state.forwarder.close()
             await state.close()
 
     allow_by_path: dict[str, bytes] = {}  # filled once the app's routes exist, below

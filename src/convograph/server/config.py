@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ConfigError", "ServerConfig", "is_loopback"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ConfigError", "ServerConfig", "is_loopback", "parse_headers"]
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8321
@@ -69,6 +69,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     writer's; on a server, at most its ``THREAD_COUNT`` - 1)."""
     query_slots_per_key: int = 2
     """Of those, queries one API key may hold (429 beyond it)."""
+    otlp_endpoint: str | None = None
+    """Forward stored conversations as OpenTelemetry GenAI spans to this OTLP/HTTP endpoint
+    (`convograph.integrations.otlp.forward`); ``None``: no forwarding."""
+    otlp_headers: dict[str, str] = msgspec.field(default_factory=dict)
+    """Headers of every forwarding request (an API key): ``CONVOGRAPH_OTLP_HEADERS=k=v,k2=v2``."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerConfig:
@@ -94,6 +99,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             ("query_memory_mb", int),
             ("query_slots", int),
             ("query_slots_per_key", int),
+            ("otlp_endpoint", str),
         )
         for name, kind in kinds:
             raw = env.get(ENV_PREFIX + name.upper())
@@ -108,6 +114,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             values["allow_public_without_keys"] = True
         if env.get(ENV_PREFIX + "INTELLIGENCE", "").lower() in ("0", "false", "no"):
             values["intelligence"] = False
+        headers = env.get(ENV_PREFIX + "OTLP_HEADERS")
+        if headers:
+            values["otlp_headers"] = parse_headers(headers.split(","), ENV_PREFIX + "OTLP_HEADERS")
         values.update({key: value for key, value in overrides.items() if value is not None})
         try:
             config = msgspec.convert(values, cls, strict=False)
@@ -140,6 +149,24 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 f"sse_client_buffer_bytes must be at least 65536, got {self.sse_client_buffer_bytes}"
             )
+        if self.otlp_endpoint is not None:
+            from convograph.integrations.otlp.forward import traces_url
+
+            try:
+                traces_url(self.otlp_endpoint)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+
+
+def parse_headers(items: list[str], where: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a header mapping; `ConfigError` naming ``where`` for an item without ``=``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{where}: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def is_loopback(host: str) -> bool:

@@ -24,6 +24,7 @@ from convograph.server.summaries import ConversationListFeed
 from convograph.store import AppendResult, EventLog
 
 if TYPE_CHECKING:
+    from convograph.integrations.otlp.forward import OtlpForwarder
     from convograph.integrations.otlp.http import OtlpReceiver
 
 __all__ = [
@@ -68,6 +69,8 @@ class ServerState:
         self.metrics.gauges["convograph_streams_open"] = lambda: self.streams.open
         self.metrics.counters["convograph_streams_refused_total"] = lambda: self.streams.refused
         self.metrics.counters["convograph_memory_trims_total"] = lambda: self.memory.trims
+        self.forwarder: OtlpForwarder | None = None
+        """``--otlp-endpoint``: conversations forwarded as GenAI spans (marked on every append)."""
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
         self.metrics.gauges["convograph_conversation_digests"] = lambda: len(self.digests)
@@ -77,6 +80,8 @@ class ServerState:
         self.conversations.stored(conversation_id, result.stored)
         if result.accepted:
             self.conversation_list.mark(conversation_id)
+            if self.forwarder is not None:
+                self.forwarder.mark(conversation_id)
 
     async def end_streams(self) -> None:
         """End every live stream (conversation SSE and the live list) cleanly. Idempotent."""

@@ -16,16 +16,8 @@ Span kinds (`classify`, from ``gen_ai.operation.name``):
 - anything else is not conversation content: another GenAI operation (embeddings, retrieval,
   memory, ...) or a span that is not GenAI at all. The caller skips and counts it.
 
-**Content** (messages) does not belong to the span that shows it: every model call re-sends the
-whole history, and spans arrive in any order (children before parents, usually). So each message
-gets an identity chained from the one before it, ``h_i = H(h_{i-1}, role, canonical content)``,
-starting from the system instructions; events carry ``eventId``s derived from it, and the event
-log stores each at most once. Whichever span shows a message first writes it, into the content run
-``otel:<parent span>/m`` of the span's parent (or ``otel:<trace>/m`` for a root span), with
-``parentId`` ``otel:<parent span>``. Canonical content leaves out reasoning (often dropped from
-the history sent back) and tool-call arguments (re-serialized by frameworks), so the same message
-seen again has the same identity. Each user message is its own run ``otel:u:<h>`` (one ``user``
-per run, as the flat graph wants). Tool calls and results are identified by their call id.
+**Content** (messages) does not belong to the span that shows it: `content` gives each message an
+identity chained from the ones before it, so the same message from any span is stored once.
 
 Everything a span says that is not mapped stays on its anchor event (``harness_start``, the
 provider call's ``usage``, the tool's ``tool_progress``) under the extra field ``otel``: ids,
@@ -34,31 +26,29 @@ name, kind, times, status, unmapped attributes, unmapped span events, links, res
 
 from __future__ import annotations
 
-import hashlib
-from datetime import UTC, datetime
+from collections.abc import Container
 from typing import Any, Final, Literal
 
-import msgspec
-
 from convograph.events import (
-    ContentPart,
-    DocumentPart,
     Error,
     Event,
     HarnessEnd,
     HarnessStart,
-    ImagePart,
-    Reasoning,
     Relay,
     RelayResolved,
-    Text,
-    TextPart,
     ToolCall,
     ToolProgress,
     ToolResult,
     TotalUsage,
     Usage,
-    User,
+)
+from convograph.integrations.otlp.content import (
+    content_events,
+    content_parent,
+    content_run,
+    iso,
+    run_id,
+    text_of,
 )
 from convograph.integrations.otlp.messages import SpanMessages, maybe_json, span_messages
 from convograph.integrations.otlp.model import SPAN_KIND_CLIENT, STATUS_ERROR, Span
@@ -116,20 +106,6 @@ def classify(span: Span) -> Kind:
     return "other"
 
 
-def run_id(span_id: str) -> str:
-    """The run of an agent span or a provider call: ``otel:<span id>``."""
-    return f"otel:{span_id}"
-
-
-def content_parent(span: Span) -> str | None:
-    """``parentId`` of the content a span writes: its parent span's run (None for a root span)."""
-    return run_id(span.parent_span_id) if span.parent_span_id is not None else None
-
-
-def _content_run(span: Span) -> str:
-    return f"otel:{span.parent_span_id or span.trace_id}/m"
-
-
 def tool_call_id(span: Span) -> str:
     """The call id of an ``execute_tool`` span (``gen_ai.tool.call.id``, else one made from the span)."""
     value = span.attributes.get("gen_ai.tool.call.id")
@@ -152,7 +128,7 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
     if span.kind == SPAN_KIND_CLIENT:  # a remote agent: no local model calls carry its messages
         found = span_messages(span)
         consumed |= found.consumed_attributes
-        content = _content_events(span, found)
+        content = content_events(span, found)
     meta = _meta(span, consumed, found)
     events.append(
         HarnessStart(
@@ -160,7 +136,7 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
             parent_id=link,
             agent_id=agent,
             event_id=f"otel:{span.span_id}:start",
-            timestamp=_iso(span.start_ns),
+            timestamp=iso(span.start_ns),
             extra={"otel": meta},
         )
     )
@@ -172,7 +148,7 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
                 run_id=run,
                 message=_error_message(span),
                 event_id=f"otel:{span.span_id}:error",
-                timestamp=_iso(span.end_ns),
+                timestamp=iso(span.end_ns),
             )
         )
     usage = _usage_numbers(attributes)
@@ -183,16 +159,17 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
             reason="error" if failed else _finish_reason(attributes) or "stop",
             total_usage=TotalUsage(**usage) if usage is not None else None,
             event_id=f"otel:{span.span_id}:end",
-            timestamp=_iso(span.end_ns),
+            timestamp=iso(span.end_ns),
         )
     )
     return events
 
 
-def inference_events(span: Span) -> list[Event]:
-    """A model call: its messages as content events, then its ``usage`` (and ``error``)."""
+def inference_events(span: Span, known: Container[str] = frozenset()) -> list[Event]:
+    """A model call: its messages as content events, then its ``usage`` (and ``error``). Content
+    events whose ids are in ``known`` are left out (`_Writer`)."""
     found = span_messages(span)
-    events = _content_events(span, found)
+    events = content_events(span, found, known)
     run = run_id(span.span_id)
     usage = _usage_numbers(span.attributes)
     meta = _meta(span, set(_USAGE_KEYS) | found.consumed_attributes, found)
@@ -207,7 +184,7 @@ def inference_events(span: Span) -> list[Event]:
             cache_read_tokens=numbers.get("cache_read_tokens"),
             cache_creation_tokens=numbers.get("cache_creation_tokens"),
             event_id=f"otel:{span.span_id}:usage",
-            timestamp=_iso(span.end_ns),
+            timestamp=iso(span.end_ns),
             extra={"otel": meta},
         )
     )
@@ -218,7 +195,7 @@ def inference_events(span: Span) -> list[Event]:
                 parent_id=content_parent(span),
                 message=_error_message(span),
                 event_id=f"otel:{span.span_id}:error",
-                timestamp=_iso(span.end_ns),
+                timestamp=iso(span.end_ns),
             )
         )
     return events
@@ -231,7 +208,7 @@ def tool_events(span: Span) -> list[Event]:
     raw_name = attributes.get("gen_ai.tool.name")
     name = raw_name if isinstance(raw_name, str) and raw_name else span.name or "tool"
     parent = content_parent(span)
-    run = _content_run(span)
+    run = content_run(span)
     failed = span.status_code == STATUS_ERROR
     consumed = {TOOL_ARGUMENTS, TOOL_RESULT}
     events: list[Event] = [
@@ -242,7 +219,7 @@ def tool_events(span: Span) -> list[Event]:
             name=name,
             input=maybe_json(attributes.get(TOOL_ARGUMENTS)),
             event_id=f"otel:call:{call}",
-            timestamp=_iso(span.start_ns),
+            timestamp=iso(span.start_ns),
         ),
         ToolProgress(
             run_id=run,
@@ -252,7 +229,7 @@ def tool_events(span: Span) -> list[Event]:
             name=name,
             content={"status": "error" if failed else "ok", "durationMs": _duration_ms(span)},
             event_id=f"otel:{span.span_id}:exec",
-            timestamp=_iso(span.end_ns),
+            timestamp=iso(span.end_ns),
             extra={"otel": _meta(span, consumed, None, skip_events=RELAY_EVENT)},
         ),
     ]
@@ -273,7 +250,7 @@ def tool_events(span: Span) -> list[Event]:
                 name=name,
                 output=output,
                 event_id=f"otel:result:{call}",
-                timestamp=_iso(span.end_ns),
+                timestamp=iso(span.end_ns),
             )
         )
     return events
@@ -287,7 +264,7 @@ def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str
         if event.name != RELAY_EVENT:
             continue
         attributes = event.attributes
-        relay_id = _text(attributes.get("convograph.relay.id"))
+        relay_id = text_of(attributes.get("convograph.relay.id"))
         if relay_id is None:
             continue
         params = maybe_json(attributes.get("convograph.relay.params"))
@@ -298,10 +275,10 @@ def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str
                 id=relay_id,
                 kind="permission",
                 tool_call_id=call,
-                tool=_text(attributes.get("convograph.relay.tool")) or name,
+                tool=text_of(attributes.get("convograph.relay.tool")) or name,
                 params=params if isinstance(params, dict) else {},
                 event_id=f"otel:relay:{relay_id}",
-                timestamp=_iso(event.time_ns),
+                timestamp=iso(event.time_ns),
             )
         )
         approved = attributes.get("convograph.relay.approved")
@@ -310,193 +287,13 @@ def _relay_events(span: Span, run: str, parent: str | None, call: str, name: str
                 RelayResolved(
                     relay_id=relay_id,
                     approved=approved,
-                    tool=_text(attributes.get("convograph.relay.tool")) or name,
-                    reason=_text(attributes.get("convograph.relay.reason")),
+                    tool=text_of(attributes.get("convograph.relay.tool")) or name,
+                    reason=text_of(attributes.get("convograph.relay.reason")),
                     event_id=f"relay-decision:{relay_id}",
-                    timestamp=_iso(event.time_ns),
+                    timestamp=iso(event.time_ns),
                 )
             )
     return out
-
-
-# -- content: messages with chained identities --------------------------------------------------------
-
-
-def _digest(*chunks: bytes) -> bytes:
-    hasher = hashlib.blake2b(digest_size=16)
-    for chunk in chunks:
-        hasher.update(len(chunk).to_bytes(4, "big"))
-        hasher.update(chunk)
-    return hasher.digest()
-
-
-_canonical = msgspec.json.Encoder(order="sorted")
-
-
-def _canonical_parts(parts: list[dict[str, Any]]) -> bytes:
-    """What identifies a message's content: texts, tool call / response ids, media references.
-    Reasoning and tool-call arguments are left out (module docstring)."""
-    key: list[Any] = []
-    for part in parts:
-        kind = part.get("type")
-        if kind == "text":
-            key.append(("t", part.get("content")))
-        elif kind in ("tool_call", "server_tool_call"):
-            key.append(("c", part.get("id") or part.get("name")))
-        elif kind in ("tool_call_response", "server_tool_call_response"):
-            key.append(("r", part.get("id")))
-        elif kind in ("blob", "uri", "file"):
-            key.append(("m", part.get("uri") or part.get("file_id") or _short(part.get("content"))))
-    return _canonical.encode(key)
-
-
-def _short(value: Any) -> str:
-    return hashlib.blake2b(_canonical.encode(value), digest_size=12).hexdigest()
-
-
-class _Writer:
-    """Turns one span's messages into content events (see the module docstring)."""
-
-    def __init__(self, span: Span, found: SpanMessages) -> None:
-        self.run = _content_run(span)
-        self.parent = content_parent(span)
-        self.events: list[Event] = []
-        self.tool_names: dict[str, str] = {}
-        self.unmapped: list[dict[str, Any]] = []
-        system = [part for part in found.system if part.get("type") == "text"]
-        self.identity = _digest(b"otel-conversation", _canonical_parts(system))
-
-    def message(self, message: dict[str, Any], timestamp: str | None) -> None:
-        role = message["role"]
-        parts: list[dict[str, Any]] = message["parts"]
-        self.identity = _digest(self.identity, role.encode(), _canonical_parts(parts))
-        tag = self.identity.hex()[:20]
-        if role in ("system", "developer"):
-            return  # kept with the span's anchor (`_meta`), not a conversation turn
-        results = [
-            part for part in parts if part.get("type") in ("tool_call_response", "server_tool_call_response")
-        ]
-        for part in results:
-            self._result(part, timestamp)
-        if role in ("assistant", "model"):
-            self._assistant(tag, parts, timestamp)
-        elif role in ("user", "human"):
-            self._user(tag, [part for part in parts if part not in results], timestamp)
-        elif not results:
-            self.unmapped.append({"role": role, "parts": parts})
-
-    def _assistant(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
-        counts = {"t": 0, "r": 0, "c": 0}
-        for part in parts:
-            kind = part.get("type")
-            if kind == "text" and isinstance(part.get("content"), str):
-                n = counts["t"] = counts["t"] + 1
-                self._add(
-                    Text(run_id=self.run, id=f"otel:t:{tag}:{n}", content=part["content"]),
-                    f"otel:{tag}:t{n}",
-                    timestamp,
-                )
-            elif kind == "reasoning" and isinstance(part.get("content"), str):
-                n = counts["r"] = counts["r"] + 1
-                self._add(
-                    Reasoning(
-                        run_id=self.run,
-                        id=f"otel:r:{tag}:{n}",
-                        content=part["content"],
-                        signature=_text(part.get("signature")),
-                        redacted_data=_text(part.get("redacted_data")),
-                    ),
-                    f"otel:{tag}:r{n}",
-                    timestamp,
-                )
-            elif kind in ("tool_call", "server_tool_call"):
-                n = counts["c"] = counts["c"] + 1
-                call = _text(part.get("id")) or f"otel:c:{tag}:{n}"
-                name = _text(part.get("name")) or "tool"
-                self.tool_names[call] = name
-                arguments = part.get("arguments") if kind == "tool_call" else part.get("server_tool_call")
-                self._add(
-                    ToolCall(run_id=self.run, id=call, name=name, input=maybe_json(arguments)),
-                    f"otel:call:{call}",
-                    timestamp,
-                )
-            elif kind not in ("tool_call_response", "server_tool_call_response"):
-                self.unmapped.append(part)
-
-    def _user(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
-        content: list[ContentPart] = []
-        kept: list[dict[str, Any]] = []
-        for part in parts:
-            converted = _user_part(part)
-            if converted is None:
-                kept.append(part)
-            else:
-                content.append(converted)
-        if not content and not kept:
-            return
-        body: str | list[ContentPart]
-        if len(content) == 1 and isinstance(content[0], TextPart) and not kept:
-            body = content[0].text
-        else:
-            body = content
-        self._add(
-            User(
-                run_id=f"otel:u:{tag}",
-                id=f"otel:u:{tag}",
-                content=body,
-                extra={"otelParts": kept} if kept else None,
-            ),
-            f"otel:{tag}:user",
-            timestamp,
-        )
-
-    def _result(self, part: dict[str, Any], timestamp: str | None) -> None:
-        call = part.get("id")
-        if not isinstance(call, str) or not call:
-            self.unmapped.append(part)
-            return
-        output = part.get("response", part.get("result", part.get("server_tool_call_response")))
-        name = self.tool_names.get(call) or (part.get("name") if isinstance(part.get("name"), str) else None)
-        self._add(
-            ToolResult(run_id=self.run, id=call, name=name or "tool", output=maybe_json(output)),
-            f"otel:result:{call}",
-            timestamp,
-        )
-
-    def _add(self, event: Event, event_id: str, timestamp: str | None) -> None:
-        self.events.append(
-            msgspec.structs.replace(event, parent_id=self.parent, event_id=event_id, timestamp=timestamp)
-        )
-
-
-def _text(value: Any) -> str | None:
-    """``value`` when it is a non-empty string."""
-    return value if isinstance(value, str) and value else None
-
-
-def _user_part(part: dict[str, Any]) -> ContentPart | None:
-    kind = part.get("type")
-    if kind == "text" and isinstance(part.get("content"), str):
-        return TextPart(text=part["content"])
-    if kind == "blob" and isinstance(part.get("content"), str):
-        mime = part.get("mime_type") or ""
-        if not isinstance(mime, str):
-            return None
-        if part.get("modality") == "image" or mime.startswith("image/"):
-            return ImagePart(media_type=mime or "image/*", data=part["content"])
-        return DocumentPart(media_type=mime or "application/octet-stream", data=part["content"])
-    return None
-
-
-def _content_events(span: Span, found: SpanMessages) -> list[Event]:
-    writer = _Writer(span, found)
-    start, end = _iso(span.start_ns), _iso(span.end_ns)
-    for message in found.input:
-        writer.message(message, start)
-    for message in found.output[:1]:  # the first choice continues the conversation
-        writer.message({**message, "role": message.get("role") or "assistant"}, end)
-    found.unmapped.extend(writer.unmapped)
-    return writer.events
 
 
 # -- metadata kept on the anchor events ---------------------------------------------------------------
@@ -598,11 +395,3 @@ def _error_message(span: Span) -> str:
 
 def _duration_ms(span: Span) -> float:
     return round(max(span.end_ns - span.start_ns, 0) / 1e6, 3)
-
-
-def _iso(ns: int) -> str | None:
-    """ISO 8601 UTC with microseconds, or None for an unset (zero) time."""
-    if ns <= 0:
-        return None
-    seconds, rest = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest // 1000:06d}Z"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -96,12 +96,14 @@ class _Held(msgspec.Struct):
 class _Trace:
     """What this process knows about one trace."""
 
-    __slots__ = ("conversation", "held", "spans")
+    __slots__ = ("conversation", "done", "held", "spans")
 
     def __init__(self) -> None:
         self.spans: dict[str, _Known] = {}
         self.held: dict[str, list[_Held]] = {}
         self.conversation: str | None = None
+        self.done: set[str] = set()
+        """``<prefix><span id>`` of the spans whose events are stored: a re-sent span is skipped."""
 
 
 class OtlpIngestor:
@@ -122,6 +124,7 @@ class OtlpIngestor:
         content_threshold: int = 1024 * 1024,
         hold_seconds: float = 30.0,
         max_traces: int = 4096,
+        max_conversations: int = 256,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.log = log
@@ -134,6 +137,11 @@ class OtlpIngestor:
         self.max_traces = max_traces
         self.clock = clock
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._stored: OrderedDict[str, set[str]] = OrderedDict()
+        """Event ids this process stored (or found stored), for the ``max_conversations`` most
+        recent conversations: re-sent messages are then not even built (the log's own eventId
+        dedupe stays the authority)."""
+        self.max_conversations = max_conversations
         self._lock = asyncio.Lock()
 
     @property
@@ -161,7 +169,7 @@ class OtlpIngestor:
                     trace.conversation = None  # learn it again on the retry
                     raise
             kinds = self._index(spans)
-            batches: dict[str, list[Event]] = {}
+            batches: dict[str, _Batch] = {}
             released = self._map(spans, kinds, prefix, can_write, batches, report)
             for item in released:
                 self._emit_agent(item, batches, final=False)
@@ -233,7 +241,7 @@ class OtlpIngestor:
         kinds: list[genai.Kind],
         prefix: str,
         can_write: Callable[[str], bool] | None,
-        batches: dict[str, list[Event]],
+        batches: dict[str, _Batch],
         report: IngestReport,
     ) -> list[_Held]:
         """Events of each span, in request order; returns the held agents this request released."""
@@ -254,15 +262,20 @@ class OtlpIngestor:
                 report.count(report.rejected, problem)
                 continue
             report.mapped += 1
+            if trace is not None and prefix + span.span_id in trace.done:
+                continue  # stored before: an exporter re-sending
             if kind == "agent":
                 if not self._emit_agent(_Held(span, prefix, 0.0), batches, final=False):
                     report.held += 1
             else:
-                events = genai.inference_events(span) if kind == "inference" else genai.tool_events(span)
-                batches.setdefault(cid, []).extend(events)
+                batch = self._batch(batches, cid)
+                batch.add(
+                    genai.inference_events(span, batch) if kind == "inference" else genai.tool_events(span)
+                )
+                batch.spans.append((span.trace_id, prefix + span.span_id))
         return released
 
-    def _emit_agent(self, item: _Held, batches: dict[str, list[Event]], *, final: bool) -> bool:
+    def _emit_agent(self, item: _Held, batches: dict[str, _Batch], *, final: bool) -> bool:
         """Write an agent span's run when its link is known (or ``final``: then it is linked to its
         parent's run id); else hold it until its missing ancestor arrives. True when written."""
         span = item.span
@@ -276,7 +289,9 @@ class OtlpIngestor:
         if not resolved:
             link = genai.run_id(span.parent_span_id) if span.parent_span_id else None
         cid = self._conversation(span, item.prefix)  # now: the trace may have learned its name
-        batches.setdefault(cid, []).extend(genai.agent_events(span, link))
+        batch = self._batch(batches, cid)
+        batch.add(genai.agent_events(span, link))
+        batch.spans.append((span.trace_id, item.prefix + span.span_id))
         return True
 
     def _restore(self, items: list[_Held]) -> None:
@@ -291,7 +306,7 @@ class OtlpIngestor:
 
     async def _release(self, due: Callable[[_Held], bool]) -> int:
         async with self._lock:
-            batches: dict[str, list[Event]] = {}
+            batches: dict[str, _Batch] = {}
             released: list[_Held] = []
             for trace in self._traces.values():
                 for missing in list(trace.held):
@@ -310,16 +325,58 @@ class OtlpIngestor:
                 raise
         return len(released)
 
-    async def _store(self, batches: dict[str, list[Event]], report: IngestReport) -> None:
-        for cid, events in batches.items():
+    def _batch(self, batches: dict[str, _Batch], cid: str) -> _Batch:
+        batch = batches.get(cid)
+        if batch is None:
+            batch = batches[cid] = _Batch(self._known(cid))
+        return batch
+
+    def _known(self, cid: str) -> set[str]:
+        known = self._stored.get(cid)
+        if known is None:
+            known = self._stored[cid] = set()
+            while len(self._stored) > self.max_conversations:
+                self._stored.popitem(last=False)
+        else:
+            self._stored.move_to_end(cid)
+        return known
+
+    async def _store(self, batches: dict[str, _Batch], report: IngestReport) -> None:
+        """One append per conversation, all at once (the event log commits concurrent appends
+        together: one durable write for the request, not one per conversation)."""
+        work = [(cid, batch) for cid, batch in batches.items() if batch.events]
+        for cid, batch in batches.items():
+            if not batch.events:
+                report.conversations.append(cid)
+                for trace_id, key in batch.spans:  # nothing new to store: done all the same
+                    trace = self._traces.get(trace_id)
+                    if trace is not None:
+                        trace.done.add(key)
+
+        async def store(cid: str, batch: _Batch) -> AppendResult:
+            events = batch.events
             if self.blobs is not None:
                 events = await asyncio.to_thread(self._offload, cid, events)
-            result = await self.log.append(cid, events)
+            return await self.log.append(cid, events)
+
+        results = await asyncio.gather(*(store(cid, batch) for cid, batch in work), return_exceptions=True)
+        failure: BaseException | None = None
+        for (cid, batch), result in zip(work, results, strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+                continue
+            self._known(cid).update(batch.ids)
+            for trace_id, key in batch.spans:
+                trace = self._traces.get(trace_id)
+                if trace is not None:
+                    trace.done.add(key)
             report.accepted_events += result.accepted
             report.duplicate_events += result.duplicates
             report.conversations.append(cid)
             if self.on_stored is not None:
                 self.on_stored(cid, result)
+        if failure is not None:
+            raise failure
 
     async def _move(self, old: str, new: str) -> None:
         """Append ``old``'s events to ``new``, then delete ``old`` (idempotent by event ids)."""
@@ -343,6 +400,7 @@ class OtlpIngestor:
         if self.on_stored is not None:
             self.on_stored(new, result)
         await self.log.delete(old)
+        self._stored.pop(old, None)
         if self.on_deleted is not None:
             outcome = self.on_deleted(old)
             if asyncio.iscoroutine(outcome):
@@ -369,6 +427,31 @@ class OtlpIngestor:
                     event = msgspec.structs.replace(event, **{field: ref})
             out.append(event)
         return out
+
+
+class _Batch:
+    """One conversation's events of one request, and what that conversation already has: ``in``
+    is true for an event id stored before (``stored``) or already in this batch."""
+
+    __slots__ = ("events", "ids", "spans", "stored")
+
+    def __init__(self, stored: set[str]) -> None:
+        self.stored = stored
+        self.events: list[Event] = []
+        self.ids: set[str] = set()
+        self.spans: list[tuple[str, str]] = []
+        """(trace id, ``<prefix><span id>``) of the spans whose events are in this batch."""
+
+    def __contains__(self, event_id: object) -> bool:
+        return event_id in self.ids or event_id in self.stored
+
+    def add(self, events: Iterable[Event]) -> None:
+        for event in events:
+            key = event.event_id
+            if key is None or (key not in self.ids and key not in self.stored):
+                self.events.append(event)
+                if key is not None:
+                    self.ids.add(key)
 
 
 def _link(trace: _Trace, span: Span) -> tuple[bool, str | None, str | None]:

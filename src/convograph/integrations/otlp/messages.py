@@ -147,21 +147,20 @@ def _part_list(value: Any, name: str, problems: list[str]) -> list[dict[str, Any
 
 def _message(item: Any) -> dict[str, Any] | None:
     """A message as ``{"role": str, "parts": [dict, ...], ...}``; a ``content`` string (an older
-    shape) becomes one text part."""
+    shape) becomes one text part. The item itself when it already has that shape (the usual case)."""
     if not isinstance(item, dict):
         return None
     role = item.get("role")
     parts = item.get("parts")
+    if isinstance(role, str) and isinstance(parts, list) and all(isinstance(part, dict) for part in parts):
+        return item
     if isinstance(parts, list):
         clean = [part for part in parts if isinstance(part, dict)]
     elif isinstance(item.get("content"), str):
         clean = [{"type": "text", "content": item["content"]}]
     else:
         clean = []
-    message = dict(item)
-    message["role"] = role if isinstance(role, str) else "user"
-    message["parts"] = clean
-    return message
+    return {**item, "role": role if isinstance(role, str) else "user", "parts": clean}
 
 
 # -- the older per-message events --------------------------------------------------------------------
