@@ -463,7 +463,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 out["views"] = page.evaluate("() => window.convograph.model.viewCount")
                 queries = [
-                    ("chunk 3 of turn 1999", "all", ""),
+                    ("chunk 3 of turn 500", "all", ""),
                     ("working", "all", ""),
                     ("", "tools", "read_file"),
                     ("zzz-nowhere", "all", ""),
@@ -492,7 +492,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
                         for _ in range(args.repeat + 1):
                             t0 = time.perf_counter()
                             body = client.get(
-                                "/v1/search/conversations", params={"q": q, "limit": 500}
+                                "/v1/search/conversations", params={"q": q, "limit": 10_000}
                             ).json()
                             timings.append((time.perf_counter() - t0) * 1000)
                         warm_ms = sorted(timings[1:])
@@ -507,7 +507,7 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
                 # The list page filtering its rows in the page (title, id, tools, agents; status).
                 page.goto(f"{url}/")
                 page.wait_for_function(
-                    f"() => document.querySelectorAll('.conversations tbody tr').length >= {args.conversations}",
+                    f"() => document.querySelector('.page p[role=status]').textContent.startsWith('{args.conversations + 1:,} conversations')",
                     timeout=60_000,
                 )
                 filter_ms = page.evaluate(
@@ -523,6 +523,26 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
                     }"""
                 )
                 out["list_filter_ms"] = [round(t, 1) for t in filter_ms]
+                # Typing a query to its results on screen: the page's filter, then the server's
+                # text search once the 200 ms debounce has passed (the debounce subtracted).
+                typed = []
+                for q in ("ticket-00777", "rebalancing", "sigma shards", "ticket-00123"):
+                    page.fill("#list-search", "")
+                    took: float = page.evaluate(
+                        """(q) => new Promise((resolve) => {
+                          const state = document.querySelector('.page p[role=status]');
+                          const input = document.querySelector('#list-search');
+                          const t0 = performance.now();
+                          input.value = q; input.dispatchEvent(new Event('input'));
+                          const done = () => !state.textContent.includes('searching');
+                          const check = () => done() ? resolve(performance.now() - t0) : requestAnimationFrame(check);
+                          requestAnimationFrame(check);
+                        })""",
+                        q,
+                    )
+                    state = page.locator(".page p[role=status]").inner_text()
+                    typed.append({"query": q, "state": state, "ms_after_debounce": round(took - 200, 1)})
+                out["list_search_typed"] = typed
                 browser.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
