@@ -11,7 +11,8 @@ it in Debian's Chromium (Playwright, headless) and measures, in the page:
   after the DOM update that includes it);
 - with ``--expand``, every subagent branch is opened before streaming (the DOM then holds every
   view, not only the top level);
-- the rate the server actually accepted (posting is paced in 20 ms slices from one thread).
+- the rate the server actually accepted (posting is paced in 20 ms slices from one thread);
+- with ``--baseline-static DIR``, of another build of the viewer's assets (to compare builds).
 
 Targets (issue 9: "a 10k-node conversation streaming 1,000 events/s stays responsive"), made
 concrete: p95 frame interval <= 50 ms (>= 20 fps), no long task over 200 ms while streaming,
@@ -255,12 +256,13 @@ HOOK = """
   b.applyMs = 0; b.flushMs = 0; b.flushMax = 0; b.flushes = 0; b.applied = 0;
   const t = window.convograph.thread;
   const flush = t.flush.bind(t);
-  t.flush = () => {
+  t.flush = (...args) => {
     const s = performance.now();
-    flush();
-    b.newest = b.applied; // everything applied so far is in the DOM now
+    const more = flush(...args);
+    if (!more) b.newest = b.applied; // everything applied so far is in the DOM now
     const d = performance.now() - s;
     b.flushMs += d; b.flushes += 1; if (d > b.flushMax) b.flushMax = d;
+    return more;
   };
   const apply2 = m.apply;
   m.apply = (e) => { const s = performance.now(); const r = apply2(e); b.applyMs += performance.now() - s; return r; };
@@ -579,7 +581,7 @@ def main() -> None:
     initial = take_nodes(events, args.nodes)
     tmp = Path(tempfile.mkdtemp(prefix="convograph-bench-web-"))
     try:
-        with server(tmp / "data") as url:
+        with server(tmp / "data", args.baseline_static) as url:
             cid = "bench"
             for start in range(0, len(initial), 5000):
                 httpx.post(
