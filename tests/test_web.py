@@ -56,6 +56,15 @@ def test_every_module_import_resolves_to_a_shipped_file() -> None:
             assert (module.parent / target).resolve().is_file(), f"{module.name} imports missing {target}"
 
 
+def test_the_shell_preloads_every_module() -> None:
+    """The page asks for every module at once (rel=modulepreload) instead of discovering them
+    import by import: each module but the entry point and the classic theme script is listed."""
+    preloaded = set(
+        re.findall(r'<link rel="modulepreload" href="/static/js/([^"]+)">', index_html().decode())
+    )
+    assert preloaded == {p.name for p in JS.glob("*.js")} - {"app.js", "theme.js"}
+
+
 def test_assets_make_no_external_requests() -> None:
     """No CDN, no web fonts, no absolute URLs fetched: the viewer works offline."""
     for path in [*STATIC_DIR.rglob("*.js"), *STATIC_DIR.rglob("*.css"), STATIC_DIR / "index.html"]:

@@ -3,6 +3,7 @@ the colour theme (issue 28 item 12)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -10,7 +11,7 @@ import pytest
 
 from tests.e2e.conftest import PageProbe
 from tests.e2e.test_viewer import wait_seq
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.e2e
 
@@ -180,3 +181,30 @@ def test_theme_follows_the_system_until_chosen(demo_server: ServerProcess, brows
         assert probe.unexpected_errors() == []
     finally:
         context.close()
+
+
+def test_a_long_list_shows_a_page_at_a_time(tmp_path: Path, probe: PageProbe) -> None:
+    server = start_server(tmp_path / "data")
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            for n in range(130):
+                content = f"Question {n}" + (" about refunds" if n % 2 else "")
+                client.post(
+                    f"/v1/conversations/many-{n:03d}/events",
+                    json=[{"type": "user", "runId": "u", "content": content}],
+                )
+        page = probe.page
+        page.goto(server.url + "/")
+        rows = page.locator(".conversations tbody tr")
+        page.wait_for_function("() => document.querySelectorAll('.conversations tbody tr').length === 100")
+        more = page.locator(".list__more")
+        assert more.inner_text() == "Show 30 more (30 not shown)"
+        more.click()
+        assert rows.count() == 130
+        assert more.is_hidden()
+        page.fill("#list-search", "refunds")  # a new search starts at the first page again
+        page.wait_for_function("() => document.querySelectorAll('.conversations tbody tr').length === 65")
+        assert "65 matches" in page.locator(".page p[role=status]").inner_text()
+        page.goto("about:blank")  # close the live list before the server stops
+    finally:
+        server.stop()

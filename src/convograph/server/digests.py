@@ -16,7 +16,6 @@ conversation (the text and its lower-case copy).
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -63,7 +62,6 @@ SNIPPET_CHARS: Final = 60
 READ_PAGE: Final = 1000
 
 _encode = msgspec.json.Encoder()
-_SPACES = re.compile(r"\s+")
 
 
 @dataclass(slots=True, eq=False)
@@ -105,7 +103,7 @@ class Digest:
 
 
 def _one_line(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def _user_text(content: Any) -> str:

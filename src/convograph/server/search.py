@@ -26,7 +26,7 @@ from convograph.store.status import ACTIVE, COMPLETE, ERROR, IDLE
 __all__ = ["ConversationMatch", "SearchReply", "search_conversations"]
 
 STATUSES: Final = (IDLE, ACTIVE, COMPLETE, ERROR)
-MAX_LIMIT: Final = 500
+MAX_LIMIT: Final = 10_000
 
 
 class ConversationMatch(ConversationInfo, frozen=True, kw_only=True, rename="camel"):

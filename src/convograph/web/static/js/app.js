@@ -99,6 +99,10 @@ showTheme();
 // -- conversation page -----------------------------------------------------------------------------
 
 const SELECTION_KEY = "convograph.selection";
+// Time a frame may spend appending new turns (the rest goes to the next frames): the first frame
+// little, so a long thread paints its first turns at once; then more, so the rest follows soon.
+const FIRST_FRAME_BUDGET_MS = 16;
+const FRAME_BUDGET_MS = 60;
 
 function loadSelection(cid) {
   try {
@@ -184,7 +188,8 @@ function conversationPage(cid, tab) {
       reveal(view);
       // Open what hides the match: a tool card (input, progress, output) or a reasoning block.
       const parts = view.parts ?? {};
-      if (parts.card) parts.card.open = true;
+      if (parts.openTool) parts.openTool();
+      else if (parts.card) parts.card.open = true;
       if (parts.outputBox && !parts.outputBox.hidden) parts.outputBox.open = true;
       if (parts.details) parts.details.open = true;
       if (view.el) view.el.focus({ preventScroll: true });
@@ -402,14 +407,23 @@ function conversationPage(cid, tab) {
 
   let lastRedecorate = 0;
   let redecorateBudget = 0;
-  const flush = frameScheduler(() => {
+  let backlog = null; // the frame that renders more of a long thread's turns
+  const flush = frameScheduler(render, 50);
+  function render() {
     // Follow the conversation while the reader is at the bottom (a chat's "stick to bottom").
     const root = document.scrollingElement;
     const follow = !threadPanel.hidden && root.scrollTop > 0 && root.scrollTop + root.clientHeight >= root.scrollHeight - 120;
     if (serverMode) {
       model.dirtyViews.clear();
       model.dirtyLevels.clear();
-    } else thread.flush();
+    } else if (thread.flush(performance.now() + (threadRoot._rendered ? FRAME_BUDGET_MS : FIRST_FRAME_BUDGET_MS)) && backlog === null) {
+      // More turns to append: in the next frames, a slice each, so the page paints and answers
+      // input meanwhile.
+      backlog = requestAnimationFrame(() => {
+        backlog = null;
+        render();
+      });
+    }
     // The path may have arrived before its turns were rendered (rendering is coalesced): attach the
     // controls from the cached path once they are, without refetching; retried every 250 ms, a
     // bounded number of times (an empty regenerated turn stays unanchored on purpose).
@@ -434,14 +448,17 @@ function conversationPage(cid, tab) {
     }
     if (dag && !graphPanel.hidden) scheduleDag();
     if (find.active && !serverMode) scheduleFind();
-    if (model.calls.size !== toolCount) {
+    // New tools for the find bar's list: at most every 2 s (it walks every call).
+    if (model.calls.size !== toolCount && performance.now() - toolsAt > 2000) {
       toolCount = model.calls.size;
+      toolsAt = performance.now();
       find.refreshTools();
     }
     if (target) goToTarget();
     if (timeline && !timelinePanel.hidden) scheduleTimeline();
-  }, 50);
+  }
   let toolCount = 0; // tool calls known when the find bar's tool list was last made
+  let toolsAt = -Infinity;
   // While a search is shown, new events are searched too (at most twice a second).
   let findTimer = null;
   function scheduleFind() {
@@ -609,6 +626,7 @@ function conversationPage(cid, tab) {
       clearTimeout(dagTimer);
       clearTimeout(timelineTimer);
       clearTimeout(findTimer);
+      if (backlog !== null) cancelAnimationFrame(backlog);
       window.removeEventListener("hashchange", onHashChange);
       document.removeEventListener("keydown", onKey);
     },

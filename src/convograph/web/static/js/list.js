@@ -12,6 +12,9 @@ import { api, frameScheduler, h, relativeTime } from "./util.js";
 
 const STATUSES = ["active", "complete", "error", "idle"];
 const SERVER_SEARCH_DELAY = 200; // ms after the last keystroke
+const PAGE = 100; // rows shown at first, and added by "Show more"
+const SNIPPET_ROWS = 100; // rows that show where their text matched
+const SEARCH_LIMIT = 10000; // conversations the server's text search returns (the server's maximum)
 
 /** The list page in `main`; returns {dispose()}. */
 export function listPage(main) {
@@ -31,7 +34,8 @@ export function listPage(main) {
   const table = h(
     "table",
     { class: "table conversations", "aria-label": "Conversations" },
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "num col-events" }, "Events"), h("th", { scope: "col" }, "Last activity"))),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col", class: "col-status" }, "Status"),
+      h("th", { scope: "col", class: "num col-events" }, "Events"), h("th", { scope: "col", class: "col-activity" }, "Last activity"))),
     body,
   );
   main.replaceChildren(h("section", { class: "page" },
@@ -41,6 +45,13 @@ export function listPage(main) {
     state,
     h("div", { class: "table-wrap" }, table)));
 
+  // A page of rows at a time (a table of 1,000 rows costs a long layout on every change).
+  let pageSize = PAGE;
+  const more = h("button", { type: "button", class: "btn list__more", hidden: true, onclick: () => {
+    pageSize += PAGE;
+    render();
+  } });
+  main.querySelector(".table-wrap").after(more);
   let rows = [];
   const rowEls = new Map();
   let textHits = new Map(); // conversation id -> [{field, snippet}] from the server's text search
@@ -80,20 +91,32 @@ export function listPage(main) {
     return out;
   }
 
-  function render() {
+  let cellsAt = 0; // when the rows' cells were last all rebuilt ("last activity" ages)
+  function render({ refresh = false } = {}) {
+    if (refresh) cellsAt = performance.now();
     const filtered = Boolean(query.value.trim() || status.value || tool.value || errorsOnly.checked);
-    const shown = matching();
-    const els = shown.map(([r, hits]) => {
+    const matched = matching();
+    const shown = matched.slice(0, pageSize);
+    const needle = query.value.trim();
+    const els = shown.map(([r, hits], index) => {
+      if (index >= SNIPPET_ROWS) hits = null; // snippets for the first rows only: a broad query stays fast
       let tr = rowEls.get(r.id);
       if (!tr) {
         tr = h("tr", { "data-id": r.id });
         rowEls.set(r.id, tr);
       }
+      // A row's cells are rebuilt only when its data, its match or the time shown changed: typing
+      // in the search box re-filters 1,000 rows without rebuilding them.
+      const hit = hits && hits.length ? `${hits[0].snippet}\u0000${needle}` : "";
+      if (tr._row === r && tr._hit === hit && tr._at === cellsAt) return tr;
+      tr._row = r;
+      tr._hit = hit;
+      tr._at = cellsAt;
       // The title (the first user message, from the server's digest) when there is one, the id below.
       const link = h("a", { href: `/c/${encodeURIComponent(r.id)}`, "data-link": true, class: r.title ? "conv__title" : "conv__id", title: r.title || null }, r.title || r.id);
       tr.replaceChildren(
         h("td", {}, link, r.title ? h("div", { class: "conv__id muted" }, r.id) : null,
-          ...(hits ?? []).slice(0, 1).map((hit) => h("div", { class: "conv__hit" }, marked(hit.snippet, query.value.trim())))),
+          ...(hits ?? []).slice(0, 1).map((hit) => h("div", { class: "conv__hit" }, marked(hit.snippet, needle)))),
         h("td", {}, h("span", { class: `status status--${r.status}` }, r.status),
           r.errors ? h("span", { class: "conv__errors", title: `${r.errors} error event${r.errors === 1 ? "" : "s"}` }, `${r.errors} error${r.errors === 1 ? "" : "s"}`) : null),
         h("td", { class: "num col-events" }, (r.eventCount ?? 0).toLocaleString()),
@@ -101,11 +124,16 @@ export function listPage(main) {
       );
       return tr;
     });
-    body.replaceChildren(...els);
+    // Re-inserting 1,000 unchanged rows costs a table layout: only when the rows shown changed.
+    const current = body.children;
+    if (els.length !== current.length || els.some((tr, i) => current[i] !== tr)) body.replaceChildren(...els);
     const pending = query.value.trim() && serverSearch && searched !== query.value.trim().toLowerCase() ? " · searching text…" : "";
+    const count = (n) => n.toLocaleString();
     state.textContent = rows.length
-      ? `${rows.length} conversation${rows.length === 1 ? "" : "s"}${filtered ? `, ${shown.length} shown` : ""}${pending} · updates live`
+      ? `${count(rows.length)} conversation${rows.length === 1 ? "" : "s"}${filtered ? `, ${count(matched.length)} match${matched.length === 1 ? "" : "es"}` : ""}${pending} · updates live`
       : "No conversations yet. Post events to /v1/conversations/<id>/events, or run `convograph demo`.";
+    more.hidden = matched.length <= shown.length;
+    more.textContent = `Show ${count(Math.min(PAGE, matched.length - shown.length))} more (${count(matched.length - shown.length)} not shown)`;
   }
 
   // -- the server's text search (debounced; an answer for an older query is dropped) ---------------
@@ -122,7 +150,7 @@ export function listPage(main) {
     searchTimer = setTimeout(async () => {
       const mine = ++searchSeq;
       try {
-        const data = await api(`/v1/search/conversations?q=${encodeURIComponent(needle)}&limit=500`);
+        const data = await api(`/v1/search/conversations?q=${encodeURIComponent(needle)}&limit=${SEARCH_LIMIT}`);
         if (mine !== searchSeq) return;
         textHits = new Map(data.results.map((row) => [row.id, row.hits]));
         searched = needle;
@@ -135,6 +163,7 @@ export function listPage(main) {
   }
 
   function filtersChanged() {
+    pageSize = PAGE;
     const next = new URLSearchParams();
     if (query.value.trim()) next.set("q", query.value.trim());
     if (status.value) next.set("status", status.value);
@@ -197,7 +226,7 @@ export function listPage(main) {
       else if (s === "reconnecting" && !rows.length) state.textContent = "Could not load conversations: reconnecting…";
     },
   });
-  const ticker = setInterval(render, 10000); // keep "last activity" fresh while nothing changes
+  const ticker = setInterval(() => render({ refresh: true }), 10000); // keep "last activity" fresh
   scheduleSearch(0);
   return {
     dispose() {

@@ -9,10 +9,11 @@
 
 import { renderMarkdown } from "./markdown.js";
 import { formatClock, formatDuration, formatStamp } from "./time.js";
-import { announce, copyButton, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
+import { announce, copyButton, formatNumber, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
+const SLICE_MIN = 50; // turns appended per flush however late it is
 const STATUS_LABEL = { streaming: "running", complete: "done", error: "error" };
 
 export class ThreadView {
@@ -32,26 +33,41 @@ export class ThreadView {
     root._chunked = true;
     root.setAttribute("role", "feed");
     root.setAttribute("aria-busy", "false");
+    // "toggle" does not bubble: one capturing listener builds a tool card's body on first open.
+    root.addEventListener("toggle", (event) => {
+      const card = event.target;
+      if (card.open && card._view && card.classList.contains("tool")) this._toolBody(card._view);
+    }, true);
     this.containers.set(model.top, root);
   }
 
-  /** Apply every pending model change to the DOM. */
-  flush() {
+  /** Apply pending model changes to the DOM. New turns are appended until `deadline`
+   * (`performance.now()` time; at least SLICE_MIN of them): a level with more left stays dirty, and
+   * the call returns true, so the caller renders the rest in the next frames (a 20k-event
+   * conversation opened at once paints its first turns at once instead of after one long task).
+   * Changes to turns already rendered are always applied. */
+  flush(deadline = Infinity) {
     const { model } = this;
     const levels = model.dirtyLevels;
     const views = model.dirtyViews;
     model.dirtyLevels = new Set();
     model.dirtyViews = new Set();
+    let more = false;
     for (const level of levels) {
       const container = this.containers.get(level);
-      if (container) this._reconcile(level, container);
+      if (container && !this._reconcile(level, container, deadline)) {
+        model.dirtyLevels.add(level);
+        more = true;
+      }
     }
     for (const view of views) {
       if (view.el && !view.removed) this._update(view);
     }
+    return more;
   }
 
-  _reconcile(level, container) {
+  /** Append the level's items not rendered yet, until `deadline`; returns whether all are. */
+  _reconcile(level, container, deadline = Infinity) {
     if (level.shrunk) {
       const rendered = container._chunked ? container.querySelectorAll(":scope > .chunk > .turn") : container.children;
       for (const child of [...rendered]) if (child._view && child._view.removed) child.remove();
@@ -60,12 +76,14 @@ export class ThreadView {
     }
     const items = level.items;
     const start = container._rendered ?? 0;
-    if (start >= items.length) return;
+    if (start >= items.length) return true;
     // Items after a view showing an alternative continuation stay hidden.
     const cutAt = level.cutView ? items.indexOf(level.cutView) : -1;
     let cutting = cutAt >= 0 && cutAt < start;
     const fragment = document.createDocumentFragment();
-    for (let i = start; i < items.length; i++) {
+    let i = start;
+    for (; i < items.length; i++) {
+      if (i - start >= SLICE_MIN && (i - start) % 16 === 0 && performance.now() > deadline) break;
       const el = this._element(items[i]);
       if (cutting) el.hidden = true;
       fragment.append(el);
@@ -74,7 +92,8 @@ export class ThreadView {
     }
     if (container._chunked) this._appendChunked(container, fragment);
     else container.append(fragment);
-    container._rendered = items.length;
+    container._rendered = i;
+    return i >= items.length;
   }
 
   /** The top level goes into chunks of CHUNK turns, each `content-visibility: auto`: the browser
@@ -119,15 +138,15 @@ export class ThreadView {
     const parts = view.parts;
     // Not a live region: a status per turn would make screen readers read every change.
     parts.status = h("span", { class: "status" });
-    parts.time = h("time", { class: "turn__time" });
+    // When the turn happened, which is also the link to it (copied on click; app.js handles it for
+    // every turn at once); "#" when the events carry no time.
+    parts.time = h("a", { class: "turn__link", href: `#turn=${encodeURIComponent(view.id)}`, "aria-label": "Copy a link to this turn" }, "#");
     const meta = h(
       "div",
       { class: "turn__meta" },
       h("span", { class: "role" }, view.role === "user" ? "You" : this._who(view)),
       parts.status,
       parts.time,
-      // A link to this turn (copied on click; app.js handles it for every turn at once).
-      h("a", { class: "turn__link", href: `#turn=${encodeURIComponent(view.id)}`, "aria-label": "Copy a link to this turn", title: "Copy a link to this turn" }, "#"),
     );
     el.append(meta);
     switch (view.kind) {
@@ -168,8 +187,6 @@ export class ThreadView {
       default:
         el.append(h("pre", { class: "payload" }, payloadText(view)));
     }
-    parts.calls = h("div", { class: "turn__calls", hidden: true });
-    el.append(parts.calls);
     parts.switcher = h("nav", { class: "switcher", "aria-label": "Alternative continuations", hidden: true });
     parts.branches = h("div", { class: "branches" });
     // An alternative continuation renders right after this turn, in place of the main one.
@@ -196,6 +213,24 @@ export class ThreadView {
     parts.summaryLine = h("span", { class: "tool__summary" });
     parts.toolState = h("span", { class: "tool__state" });
     parts.duration = h("span", { class: "tool__duration" });
+    parts.card = h(
+      "details",
+      { class: "tool" },
+      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.duration, parts.toolState),
+    );
+    parts.card._view = view;
+    // The body (input, progress, output) is built the first time the card opens: most cards of a
+    // long thread are never opened (the root's capture listener for "toggle" builds it).
+    parts.openTool = () => {
+      this._toolBody(view);
+      parts.card.open = true;
+    };
+    el.append(parts.card);
+  }
+
+  _toolBody(view) {
+    const parts = view.parts;
+    if (parts.input) return;
     parts.input = h("pre", { class: "payload" });
     parts.progress = h("pre", { class: "payload payload--progress" });
     parts.output = h("pre", { class: "payload" });
@@ -204,14 +239,9 @@ export class ThreadView {
       copyable(parts.progress, () => progressText(view.progress, { full: true }), "Copy progress"));
     parts.outputBox = h("details", { class: "tool__section", hidden: true }, h("summary", {}, "Output"),
       copyable(parts.output, () => fullText(view.output), "Copy output"));
-    parts.card = h(
-      "details",
-      { class: "tool" },
-      h("summary", { class: "tool__header" }, h("span", { class: "tool__icon", "aria-hidden": "true" }, "⚙"), parts.title, parts.summaryLine, parts.duration, parts.toolState),
-      h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"),
-        copyable(parts.input, () => fullText(view.input), "Copy input")), parts.progressBox, parts.outputBox),
-    );
-    el.append(parts.card);
+    parts.card.append(h("div", { class: "tool__body" }, h("details", { class: "tool__section", open: true }, h("summary", {}, "Input"),
+      copyable(parts.input, () => fullText(view.input), "Copy input")), parts.progressBox, parts.outputBox));
+    this._updateToolBody(view);
   }
 
   _buildRelay(view, el) {
@@ -288,7 +318,7 @@ export class ThreadView {
           : view.text;
         parts.summary.textContent = view.redacted
           ? "Redacted thinking"
-          : `Reasoning · ${view.text.length.toLocaleString()} chars`;
+          : `Reasoning · ${formatNumber(view.text.length)} chars`;
         break;
       case "error":
         parts.body.textContent = view.message;
@@ -318,18 +348,21 @@ export class ThreadView {
       parts.shownStart = start;
       parts.shownEnd = end;
       const took = start !== null && end !== null && end > start ? end - start : null;
-      parts.time.hidden = start === null;
       if (start !== null) {
-        parts.time.dateTime = new Date(start).toISOString();
+        parts.time.dataset.time = new Date(start).toISOString();
         parts.time.title = took ? `${formatStamp(start)} → ${formatStamp(end)}` : formatStamp(start);
         parts.time.textContent = formatClock(start) + (took && view.kind !== "tool_call" ? ` · ${formatDuration(took)}` : "");
+        parts.time.setAttribute("aria-label", `${parts.time.textContent}: copy a link to this turn`);
       }
       if (parts.duration) parts.duration.textContent = took && view.hasOutput ? formatDuration(took) : "";
     }
     const calls = view.calls ?? [];
-    if (parts.shownCalls !== calls.length) {
+    if ((parts.shownCalls ?? 0) !== calls.length) {
       parts.shownCalls = calls.length;
-      parts.calls.hidden = !calls.length;
+      if (!parts.calls) {
+        parts.calls = h("div", { class: "turn__calls" });
+        parts.switcher.before(parts.calls);
+      }
       parts.calls.replaceChildren(...calls.map((call) => h("div", { class: "model-call", "data-call": `${call.runId}#${call.index}` }, ...modelCallParts(call))));
     }
   }
@@ -337,15 +370,26 @@ export class ThreadView {
   _updateTool(view) {
     const parts = view.parts;
     parts.title.textContent = view.name;
-    if (parts.shownInput !== view.input) {
-      parts.shownInput = view.input;
+    if (parts.shownSummary !== view.input) {
+      parts.shownSummary = view.input;
       parts.summaryLine.textContent = oneLine(view.input);
-      parts.input.textContent = payloadText(view.input);
     }
     const state = toolState(view);
-    parts.toolState.className = `tool__state tool__state--${state}`;
-    parts.toolState.textContent = state;
-    view.el.dataset.toolState = state;
+    if (parts.shownState !== state) {
+      parts.shownState = state;
+      parts.toolState.className = `tool__state tool__state--${state}`;
+      parts.toolState.textContent = state;
+      view.el.dataset.toolState = state;
+    }
+    if (parts.input) this._updateToolBody(view);
+  }
+
+  _updateToolBody(view) {
+    const parts = view.parts;
+    if (parts.shownInput !== view.input) {
+      parts.shownInput = view.input;
+      parts.input.textContent = payloadText(view.input);
+    }
     if (view.progress && view.progress.count !== parts.shownProgress) {
       parts.shownProgress = view.progress.count;
       parts.progressBox.hidden = false;
@@ -507,12 +551,12 @@ export class ThreadView {
 
 /** A model call as a line: "Model call · 980 in · 64 out · 1,536 cache read · 2.1 s". */
 export function modelCallParts(call) {
-  const items = [`${call.input.toLocaleString()} in`, `${call.output.toLocaleString()} out`];
-  if (call.cacheRead) items.push(`${call.cacheRead.toLocaleString()} cache read`);
-  if (call.cacheCreation) items.push(`${call.cacheCreation.toLocaleString()} cache write`);
+  const items = [`${formatNumber(call.input)} in`, `${formatNumber(call.output)} out`];
+  if (call.cacheRead) items.push(`${formatNumber(call.cacheRead)} cache read`);
+  if (call.cacheCreation) items.push(`${formatNumber(call.cacheCreation)} cache write`);
   const took = call.start !== null && call.end !== null && call.end > call.start ? call.end - call.start : null;
   if (took) items.push(formatDuration(took));
-  return [h("span", { class: "model-call__label" }, call.model ? `Model call · ${call.model}` : "Model call"), ...items.map((text) => h("span", {}, text))];
+  return [h("span", { class: "model-call__label" }, call.model ? `Model call · ${call.model}` : "Model call"), ` · ${items.join(" · ")}`];
 }
 
 /** Show `message` in a relay's problem line as an alert, or hide the line when it is empty. */

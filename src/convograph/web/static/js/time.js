@@ -33,21 +33,29 @@ export function formatDuration(ms) {
 }
 
 let clock = null;
-let stamp = null;
 
-/** The time of day of `ms` (local time, with seconds): "14:03:05". */
+let clockSecond = null;
+let clockText = "";
+
+/** The time of day of `ms` (local time, with seconds): "14:03:05". The last second's text is
+ * kept: turns come in runs within one second, and Intl formatting is the costly part. */
 export function formatClock(ms) {
   if (ms === null || ms === undefined) return "";
-  clock ??= new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-  return clock.format(ms);
+  const second = Math.floor(ms / 1000);
+  if (second !== clockSecond) {
+    clock ??= new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    clockSecond = second;
+    clockText = clock.format(ms);
+  }
+  return clockText;
 }
 
-/** Date and time of `ms` with milliseconds, for tooltips: "2026-11-28 14:03:05.123". */
+const pad = (n, width = 2) => String(n).padStart(width, "0");
+
+/** Date and time of `ms` (local) with milliseconds, for tooltips: "2026-11-28 14:03:05.123".
+ * Built by hand: Intl with fractional seconds costs ~15 µs a call, which shows on 5,000 turns. */
 export function formatStamp(ms) {
   if (ms === null || ms === undefined) return "";
-  stamp ??= new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
-    fractionalSecondDigits: 3,
-  });
-  return stamp.format(ms);
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
 }
