@@ -1,0 +1,311 @@
+"""The ``openai`` SDK: Chat Completions and Responses, as `SdkApi` adapters, and what to patch.
+
+Patched (sync and async resource classes): ``chat.completions.create`` (``stream=True`` too, and so
+the ``chat.completions.stream()`` helper, which calls it) and ``parse``; ``responses.create``
+(and so ``responses.stream()``) and ``parse``. Output goes through the provider harnesses'
+`ChatTranslator` / `ResponsesTranslator`.
+
+Entry keys (compared with the conversation's ``openai`` messages projection, docs/integrations.md):
+
+- Chat: one per message; ``system`` / ``developer`` messages are left out; a user message's
+  content as given (a string, or its parts: text, ``data:`` image URLs, ``file_data`` files; other
+  parts as a stand-in text); an assistant message as its text (parts joined, refusals left out)
+  and its tool calls (id, name, parsed arguments); a tool message as its call id and text.
+- Responses: one per input item; a string input is one user message; messages as above
+  (``input_text`` / ``output_text`` parts), ``function_call`` and ``function_call_output`` items;
+  reasoning and other item types are left out. With ``previous_response_id`` or ``conversation`` the
+  input holds only new items, all recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Final
+
+import openai
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+
+from convograph.events import ContentPart, DocumentPart, Event, ImagePart, TextPart
+from convograph.harness.base import MessageFormat
+from convograph.harness.ids import new_id
+from convograph.harness.providers.base import Translator
+from convograph.harness.providers.openai_chat import ChatTranslator
+from convograph.harness.providers.openai_common import classify_openai
+from convograph.harness.providers.openai_responses import ResponsesTranslator, responses_input
+from convograph.integrations.instrument.history import (
+    Entry,
+    RequestEvents,
+    arguments_key,
+    data_url,
+    given,
+    joined_text,
+    plain,
+    stand_in,
+)
+from convograph.projections.history import EMPTY_RESULT_TEXT, EMPTY_USER_TEXT, stand_in_tool_id
+
+__all__ = ["CHAT", "PATCHES", "RESPONSES", "ChatApi", "ResponsesApi"]
+
+STREAM_TYPES: Final = (openai.Stream, openai.AsyncStream)
+_TEXT_KINDS: Final = ("output_text", "input_text", "text")
+"""Text part types of Responses message content and function call output."""
+
+
+def _call_id(raw: Any) -> str:
+    """A tool call id as the projection renders it (ids over 40 characters get a stand-in)."""
+    call_id = raw if isinstance(raw, str) else ""
+    return call_id if 0 < len(call_id) <= 40 else stand_in_tool_id(call_id)
+
+
+def _user_key(content: Any) -> Hashable:
+    if isinstance(content, list):
+        parts = tuple(_part_key(plain(part)) for part in content)
+        if any(part != ("text", "") for part in parts):
+            return parts
+        return EMPTY_USER_TEXT
+    return content if isinstance(content, str) and content else EMPTY_USER_TEXT
+
+
+def _part_key(part: Any) -> Hashable:
+    converted = _user_part(part)
+    if isinstance(converted, TextPart):
+        return ("text", converted.text)
+    if isinstance(converted, ImagePart):
+        return ("image", f"data:{converted.media_type};base64,{converted.data}")
+    return ("file", f"data:{converted.media_type};base64,{converted.data}")
+
+
+def _user_part(part: Any) -> ContentPart:
+    """A Chat Completions or Responses user content part as a convograph content part."""
+    if not isinstance(part, dict):
+        return TextPart(text=stand_in("part"))
+    kind = part.get("type")
+    if kind in ("text", "input_text"):
+        return TextPart(text=str(part.get("text", "")))
+    if kind in ("image_url", "input_image"):
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        decoded = data_url(url)
+        if decoded is not None:
+            return ImagePart(media_type=decoded[0], data=decoded[1])
+        return TextPart(text=stand_in("image", url or part.get("file_id")))
+    if kind in ("file", "input_file"):
+        file = part.get("file") if kind == "file" else part
+        file = file if isinstance(file, dict) else {}
+        decoded = data_url(file.get("file_data"))
+        if decoded is not None:
+            return DocumentPart(media_type=decoded[0], data=decoded[1])
+        return TextPart(text=stand_in("file", file.get("file_id") or file.get("file_url")))
+    return TextPart(text=stand_in(str(kind or "part")))
+
+
+def _user_content(content: Any) -> str | list[ContentPart]:
+    if isinstance(content, list):
+        return [_user_part(plain(part)) for part in content]
+    return content if isinstance(content, str) else ""
+
+
+class ChatApi:
+    """Chat Completions (module docstring)."""
+
+    name = "openai.chat"
+    format: MessageFormat = "openai"
+    api_name = "OpenAI"
+    response_type: type = ChatCompletion
+    stream_types: tuple[type, ...] = STREAM_TYPES
+
+    def translator(self, parent_id: str | None) -> Translator:
+        return ChatTranslator(parent_id)
+
+    def entries(self, request: Mapping[str, Any]) -> list[Entry]:
+        messages = request.get("messages")
+        out: list[Entry] = []
+        for message in messages if isinstance(messages, list | tuple) else ():
+            message = plain(message)
+            key = self.key(message) if isinstance(message, dict) else None
+            if key is not None:
+                out.append(Entry(key, message))
+        return out
+
+    def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
+        return [key for key in map(self.key, messages) if key is not None]
+
+    @staticmethod
+    def key(message: dict[str, Any]) -> Hashable | None:
+        role = message.get("role")
+        if role == "user":
+            return ("user", _user_key(message.get("content")))
+        if role == "assistant":
+            text = joined_text(message.get("content"))
+            calls = tuple(
+                (
+                    _call_id(call.get("id")),
+                    str(function.get("name", "")),
+                    arguments_key(function.get("arguments")),
+                )
+                for call in map(plain, message.get("tool_calls") or ())
+                for function in [plain(call.get("function") or {})]
+            )
+            return ("assistant", text or None, calls) if text or calls else None
+        if role == "tool":
+            output = joined_text(message.get("content")) or EMPTY_RESULT_TEXT
+            return ("tool", _call_id(message.get("tool_call_id")), output)
+        return None  # system, developer, legacy function messages
+
+    def continues_server_state(self, request: Mapping[str, Any]) -> bool:
+        return False
+
+    def request_events(
+        self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
+    ) -> list[Event]:
+        named = dict(names)
+        for entry in request:
+            for call in map(plain, entry.item.get("tool_calls") or ()):
+                named[str(call.get("id"))] = str(plain(call.get("function") or {}).get("name", "tool"))
+        events = RequestEvents(parent_id, named)
+        for entry in new:
+            message = entry.item
+            role = message.get("role")
+            if role == "user":
+                events.user(_user_content(message.get("content")))
+            elif role == "tool":
+                events.result(str(message.get("tool_call_id")), joined_text(message.get("content")))
+            else:
+                run = events.assistant()
+                text = joined_text(message.get("content"))
+                if text:
+                    events.events.append(run.text(new_id(), text))
+                for index, call in enumerate(map(plain, message.get("tool_calls") or ())):
+                    function = plain(call.get("function") or {})
+                    run.calls[index] = [
+                        str(call.get("id", "")),
+                        str(function.get("name", "")),
+                        str(function.get("arguments") or ""),
+                    ]
+                events.end_assistant(run)
+        return events.events
+
+    def feed_result(self, translator: Translator, result: Any, out: list[Event]) -> None:
+        assert isinstance(translator, ChatTranslator)
+        translator.feed_completion(result, out)
+
+    def failure(self, exc: BaseException, base_url: str) -> str:
+        return classify_openai(exc, base_url).message if isinstance(exc, Exception) else type(exc).__name__
+
+
+class ResponsesApi:
+    """The Responses API (module docstring)."""
+
+    name = "openai.responses"
+    format: MessageFormat = "openai"
+    api_name = "OpenAI"
+    response_type: type = Response
+    stream_types: tuple[type, ...] = STREAM_TYPES
+
+    def translator(self, parent_id: str | None) -> Translator:
+        return ResponsesTranslator(parent_id)
+
+    def entries(self, request: Mapping[str, Any]) -> list[Entry]:
+        given_input = request.get("input")
+        if isinstance(given_input, str):
+            given_input = [{"role": "user", "content": given_input}]
+        out: list[Entry] = []
+        for item in given_input if isinstance(given_input, list | tuple) else ():
+            item = plain(item)
+            key = self.key(item) if isinstance(item, dict) else None
+            if key is not None:
+                out.append(Entry(key, item))
+        return out
+
+    def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
+        return [key for key in map(self.key, responses_input(messages)) if key is not None]
+
+    @staticmethod
+    def key(item: dict[str, Any]) -> Hashable | None:
+        kind = item.get("type")
+        if kind in (None, "message"):
+            role = item.get("role")
+            if role == "user":
+                return ("user", _user_key(item.get("content")))
+            if role == "assistant":
+                text = joined_text(item.get("content"), kinds=_TEXT_KINDS)
+                return ("assistant", text) if text else None
+            return None  # system, developer
+        if kind == "function_call":
+            return (
+                "call",
+                _call_id(item.get("call_id")),
+                str(item.get("name", "")),
+                arguments_key(item.get("arguments")),
+            )
+        if kind == "function_call_output":
+            output = joined_text(item.get("output"), kinds=_TEXT_KINDS)
+            return ("result", _call_id(item.get("call_id")), output or EMPTY_RESULT_TEXT)
+        return None  # reasoning and hosted-tool items
+
+    def continues_server_state(self, request: Mapping[str, Any]) -> bool:
+        return given(request.get("previous_response_id")) or given(request.get("conversation"))
+
+    def request_events(
+        self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
+    ) -> list[Event]:
+        named = dict(names)
+        for entry in request:
+            if entry.item.get("type") == "function_call":
+                named[str(entry.item.get("call_id"))] = str(entry.item.get("name", "tool"))
+        events = RequestEvents(parent_id, named)
+        run: Translator | None = None  # the assistant message being recorded from the input
+        for entry in new:
+            item = entry.item
+            kind = item.get("type")
+            if kind == "function_call":
+                run = run or events.assistant()
+                arguments = str(item.get("arguments") or "")
+                run.calls[len(run.calls)] = [
+                    str(item.get("call_id", "")),
+                    str(item.get("name", "")),
+                    arguments,
+                ]
+                continue
+            if item.get("role") == "assistant":
+                if run is not None and run.calls:  # text after calls: the next assistant message
+                    events.end_assistant(run)
+                    run = None
+                run = run or events.assistant()
+                events.events.append(run.text(new_id(), joined_text(item.get("content"), kinds=_TEXT_KINDS)))
+                continue
+            if run is not None:
+                events.end_assistant(run)
+                run = None
+            if kind == "function_call_output":
+                events.result(str(item.get("call_id")), joined_text(item.get("output"), kinds=_TEXT_KINDS))
+            else:
+                events.user(_user_content(item.get("content")))
+        if run is not None:
+            events.end_assistant(run)
+        return events.events
+
+    def feed_result(self, translator: Translator, result: Any, out: list[Event]) -> None:
+        assert isinstance(translator, ResponsesTranslator)
+        translator.feed_response(result, out)
+
+    def failure(self, exc: BaseException, base_url: str) -> str:
+        return ChatApi.failure(CHAT, exc, base_url)
+
+
+CHAT: Final = ChatApi()
+RESPONSES: Final = ResponsesApi()
+
+PATCHES: Final = (
+    ("openai.resources.chat.completions", "Completions", "create", CHAT, "sync"),
+    ("openai.resources.chat.completions", "Completions", "parse", CHAT, "sync"),
+    ("openai.resources.chat.completions", "AsyncCompletions", "create", CHAT, "async"),
+    ("openai.resources.chat.completions", "AsyncCompletions", "parse", CHAT, "async"),
+    ("openai.resources.responses", "Responses", "create", RESPONSES, "sync"),
+    ("openai.resources.responses", "Responses", "parse", RESPONSES, "sync"),
+    ("openai.resources.responses", "AsyncResponses", "create", RESPONSES, "async"),
+    ("openai.resources.responses", "AsyncResponses", "parse", RESPONSES, "async"),
+)
+"""``(module, class, method, api, kind)`` of every method patched; a module or class missing in
+this SDK version is skipped."""
