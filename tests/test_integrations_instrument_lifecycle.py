@@ -14,7 +14,7 @@ import anthropic
 import openai
 import pytest
 
-from convograph.events import Error, Event, HarnessEnd, HarnessStart, Text, ToolResult, User
+from convograph.events import Edit, Error, Event, HarnessEnd, HarnessStart, Text, ToolResult, User
 from convograph.harness.providers.openai_chat import ChatTranslator
 from convograph.instrument import conversation, instrument, uninstrument
 from convograph.integrations.instrument import anthropic_sdk, openai_sdk
@@ -101,7 +101,12 @@ def test_instrumenting_a_module_covers_clients_made_before_and_after_it() -> Non
             after.chat.completions.create(model="m", messages=[{"role": "user", "content": "after"}])
             assert recording.flush()
     events = events_of(log, "module")
-    assert [e.content for e in events if isinstance(e, User)] == ["before", "after"]
+    # Two one-message histories in one conversation: the second is a branch of the first.
+    assert [e.content for e in events if isinstance(e, User | Edit)] == ["before", "after"]
+    assert projected_history("chat", events) == [
+        {"role": "user", "content": "after"},
+        {"role": "assistant", "content": "b"},
+    ]
 
 
 def test_a_conversation_scope_routes_the_calls_made_in_it() -> None:
@@ -435,3 +440,53 @@ def test_a_hand_off_that_fails_never_breaks_the_caller(monkeypatch: pytest.Monke
             with client.messages.stream(**request) as stream:
                 assert stream.get_final_text() == "Still fine."
         recording.uninstrument()
+
+
+# -- edits and regenerations --------------------------------------------------------------------------------------
+
+
+def _two_turns_then(api: str, change: str) -> tuple[list[Event], ModelServer]:
+    """Two turns, then the third call twice: asked again as it was (``regenerate``), or with its
+    question edited (``edit``)."""
+    from tests.support.instrument_apps import APPS
+
+    start, turn, _, after = APPS[api]
+    log = MemoryEventLog()
+    with ModelServer([*script(), Reply(content=[Say(text="A second answer.")])]) as server:
+        client = make_client(api, server, is_async=False)
+        with instrument(client, sink=log, conversation_id=f"{change}-{api}") as recording:
+            history = start()
+            after(history, turn(client, history, "stream"), 0)
+            after(history, turn(client, history, "stream"), 1)
+            turn(client, history, "stream")  # the answer the app throws away
+            if change == "edit":
+                history[-1] = {"role": "user", "content": "Thanks! And in Rome?"}
+            turn(client, history, "stream")
+            assert recording.flush()
+    return events_of(log, f"{change}-{api}"), server
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_asking_again_regenerates_the_answer(api: str) -> None:
+    from convograph.events import Regenerate
+
+    events, server = _two_turns_then(api, "regenerate")
+    assert len([e for e in events if isinstance(e, Regenerate)]) == 1
+    assert [e.content for e in events if isinstance(e, User)] == [QUESTION, THANKS]
+    second = {"role": "assistant", "content": "A second answer."}
+    if api == "messages":
+        second = {"role": "assistant", "content": [{"type": "text", "text": "A second answer."}]}
+    assert projected_history(api, events) == [*sent_history(api, server.requests[-1].body), second]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_an_edited_question_starts_a_branch(api: str) -> None:
+    from convograph.events import Edit
+
+    events, server = _two_turns_then(api, "edit")
+    assert [e.content for e in events if isinstance(e, Edit)] == ["Thanks! And in Rome?"]
+    assert [e.content for e in events if isinstance(e, User)] == [QUESTION, THANKS]
+    second = {"role": "assistant", "content": "A second answer."}
+    if api == "messages":
+        second = {"role": "assistant", "content": [{"type": "text", "text": "A second answer."}]}
+    assert projected_history(api, events) == [*sent_history(api, server.requests[-1].body), second]

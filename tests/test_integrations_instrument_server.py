@@ -15,7 +15,7 @@ from convograph.client import ConvographClient
 from convograph.events import Event, ToolCall, User
 from convograph.harness.providers.openai_responses import responses_input
 from convograph.instrument import instrument
-from convograph.testing import ModelServer
+from convograph.testing import ModelServer, Reply, Say
 from tests.support.instrument_apps import ANSWERS, APPS, QUESTION, THANKS, run_app, run_app_async, script
 from tests.support.server import ServerProcess, free_port, start_server
 from tests.test_integrations_instrument import (
@@ -172,3 +172,26 @@ def _texts(api: str, history: list[Any]) -> list[str]:
                 )
             )
     return texts
+
+
+def test_an_edit_and_a_regenerate_reach_the_server_as_its_own_commands(server: ServerProcess) -> None:
+    """The server checks command events before storing them: the branches the instrumentation
+    records apply there too, and its messages projection follows the app's last request."""
+    start, turn, _, after = APPS["messages"]
+    cid = "served-branches"
+    replies = [*script(), Reply(content=[Say(text="Again.")]), Reply(content=[Say(text="Rome too.")])]
+    with ModelServer(replies) as models:
+        client = make_client("messages", models, is_async=False)
+        with instrument(client, sink=server.url, conversation_id=cid) as recording:
+            history = start()
+            after(history, turn(client, history, "plain"), 0)
+            after(history, turn(client, history, "plain"), 1)
+            turn(client, history, "plain")
+            turn(client, history, "plain")  # asked again: a regenerate
+            history[-1] = {"role": "user", "content": "Thanks! And in Rome?"}
+            turn(client, history, "plain")  # edited: a new branch
+        assert recording.lost == 0
+    events, messages, _ = asyncio.run(stored(server.url, cid, "messages"))
+    assert [e.type for e in events if e.type in ("edit", "regenerate")] == ["regenerate", "edit"]
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "Rome too."}]}
+    assert normalise_messages(messages) == [*sent_history("messages", models.requests[-1].body), answer]

@@ -169,6 +169,20 @@ class MessagesApi:
     def continues_server_state(self, request: Mapping[str, Any]) -> bool:
         return False
 
+    def is_user(self, key: Hashable) -> bool:
+        return isinstance(key, tuple) and key[0] == "user" and key[1][0] != "tool_result"
+
+    def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
+        """The message's content when this entry is all of it (one block)."""
+        _, blocks, message = entry.item
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if len(_blocks(content)) != 1:
+            return None
+        block = blocks[0]
+        return str(block.get("text", "")) if block.get("type") == "text" else [_media(block)]
+
     def request_events(
         self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
     ) -> list[Event]:

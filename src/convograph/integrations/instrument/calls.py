@@ -30,10 +30,10 @@ import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from convograph.events import Event, HarnessEnd, HarnessStart, TotalUsage
+from convograph.events import Edit, Event, HarnessEnd, HarnessStart, TotalUsage
 from convograph.harness.base import MessageFormat
 from convograph.harness.providers.base import Failure, Translator
-from convograph.integrations.instrument.history import Entry, new_start
+from convograph.integrations.instrument.history import BranchReader, Entry, branch_command, new_start
 from convograph.integrations.instrument.recorder import Conversation, Sink, worker
 
 __all__ = ["CLOSED_EARLY", "NOT_RECORDED", "CallRecord", "SdkApi", "observe_async_stream", "observe_stream"]
@@ -51,7 +51,7 @@ NOT_RECORDED: Final = "(output not recorded)"
 ``final`` without output, and the app's next request brings the answer in as history."""
 
 
-class SdkApi(Protocol):
+class SdkApi(BranchReader, Protocol):
     """One API of one SDK (Chat Completions, Responses, Messages): how its requests read as
     entries and events, and which provider translator reads its responses."""
 
@@ -197,10 +197,17 @@ class CallRecord:
         api, shadow = self.api, conversation.shadow
         entries = api.entries(self.request)
         start = 0
+        events: list[Event] = []
         if not api.continues_server_state(self.request):
             expected = api.history_keys(shadow.messages(api.format))
-            start = new_start(expected, [entry.key for entry in entries])
-        events = api.request_events(entries[start:], entries, shadow.call_names, self.parent_id)
+            start, diverged = new_start(expected, [entry.key for entry in entries])
+            command = branch_command(shadow, expected, entries, start, api) if diverged else None
+            if command is not None:
+                events.append(command)
+                start += isinstance(command, Edit)  # the edit holds the changed user message
+            elif diverged:
+                log.debug("the request leaves the recorded history at entry %d; recording from there", start)
+        events += api.request_events(entries[start:], entries, shadow.call_names, self.parent_id)
         shadow.apply(events)
         translator = self._translator = api.translator(self.parent_id)
         start_event = HarnessStart(

@@ -15,8 +15,13 @@ new since the conversation's last recorded call, so the conversation graph holds
   ...), the same way on both sides, so a lossy detail never reads as a change.
 - `new_start` finds where the new entries of a request begin: after the recorded history when the
   request extends it (the usual case), after the overlap when the app dropped its oldest messages
-  (a sliding window), else at the first difference (an edited or regenerated history; the entries
-  from there are recorded again, after what is recorded).
+  (a sliding window), else at the first difference.
+- `branch_command` turns such a difference into the conversation's own steering commands, as a
+  chat product's edit and regenerate buttons do: a request whose user message differs from the
+  recorded one is an ``edit`` of that message (a new branch from there), and a request that stops
+  at a recorded user message asks for its answer again: a ``regenerate`` of that answer (the new
+  answer a sibling of the old). Any other difference (the app rewrote an answer or a tool result)
+  records the request's entries from the difference on, after what is recorded.
 
 Costs: a diff is O(history) key comparisons per call, on the instrumentation's thread; the fold is
 O(blocks) per call (not per streamed chunk).
@@ -28,16 +33,18 @@ import json
 import logging
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from convograph.events import (
     ContentPart,
+    Edit,
     Event,
     HarnessEnd,
     HarnessStart,
     Reasoning,
+    Regenerate,
     Text,
     ToolCall,
     ToolResult,
@@ -47,13 +54,18 @@ from convograph.harness.base import MessageFormat
 from convograph.harness.ids import new_id
 from convograph.harness.ports import ConversationState
 from convograph.harness.providers.base import Translator, tool_input
+from convograph.hypergraph.active import walk
+from convograph.hypergraph.commands import check_command
+from convograph.hypergraph.operations import OperationError
 from convograph.projections.history import OPENING_USER_TEXT, PLACEHOLDER_OUTPUT
 
 __all__ = [
+    "BranchReader",
     "Entry",
     "RequestEvents",
     "Shadow",
     "arguments_key",
+    "branch_command",
     "data_url",
     "given",
     "joined_text",
@@ -75,24 +87,24 @@ class Entry:
     item: Any = None
 
 
-def new_start(expected: Sequence[Hashable], request: Sequence[Hashable]) -> int:
-    """Index of the first entry of ``request`` not recorded yet (module docstring). O(n) for an
-    extended history; O(n * candidates) to find a sliding window's overlap."""
+def new_start(expected: Sequence[Hashable], request: Sequence[Hashable]) -> tuple[int, bool]:
+    """``(index of the first entry of request not recorded yet, whether the request left the
+    recorded history there)`` (module docstring). O(n) for an extended history; O(n *
+    candidates) to find a sliding window's overlap."""
     n = len(expected)
     if n == 0:
-        return 0
+        return 0, False
     if len(request) >= n and all(a == b for a, b in zip(expected, request, strict=False)):
-        return n
+        return n, False
     overlap = _window_overlap(expected, request)
     if overlap:
-        return overlap
+        return overlap, False
     common = 0
     for a, b in zip(expected, request, strict=False):
         if a != b:
             break
         common += 1
-    log.debug("request history differs from the recorded one at entry %d; recording from there", common)
-    return common
+    return common, True
 
 
 def _window_overlap(expected: Sequence[Hashable], request: Sequence[Hashable]) -> int:
@@ -143,6 +155,52 @@ def _placeholder_result(block: Any) -> bool:
 
 def _opening(content: Any) -> bool:
     return bool(content == OPENING_USER_TEXT or content == [{"type": "text", "text": OPENING_USER_TEXT}])
+
+
+class BranchReader(Protocol):
+    """What `branch_command` needs to know about an API's entries."""
+
+    def is_user(self, key: Hashable) -> bool:
+        """The entry is (part of) a user message: not a tool result, not the assistant's."""
+        ...
+
+    def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
+        """The whole user message of ``entry`` as event content, or None when the entry is
+        only a part of its message."""
+        ...
+
+
+def branch_command(
+    shadow: Shadow, expected: Sequence[Hashable], request: Sequence[Entry], common: int, api: BranchReader
+) -> Edit | Regenerate | None:
+    """The command that puts a request leaving the recorded history at ``common`` on a branch of
+    its own (module docstring), or None. Only a command that applies to the recorded
+    conversation is returned, and only when its user messages are the expected ones (so a user
+    entry's position names the right message). O(path)."""
+    conversation = shadow.state.projector.conversation
+    path = list(walk(conversation))
+    users = [message for message in path if message.role == "user"]
+    if len(users) != sum(1 for key in expected if api.is_user(key)):
+        return None
+    before = sum(1 for key in expected[:common] if api.is_user(key))
+    command: Edit | Regenerate | None = None
+    if common == len(request) and common > 0 and api.is_user(request[common - 1].key):
+        asked = users[before - 1]
+        answer = next((m for m in path[path.index(asked) + 1 :] if m.role == "assistant"), None)
+        if answer is not None:
+            command = Regenerate(message_id=answer.id, event_id=new_id())
+    elif common < min(len(expected), len(request)) and api.is_user(expected[common]):
+        content = api.user_content(request[common]) if api.is_user(request[common].key) else None
+        if content is not None:
+            command = Edit(message_id=users[before].id, content=content, run_id=new_id(), event_id=new_id())
+    if command is None:
+        return None
+    try:
+        check_command(conversation, command)
+    except OperationError:
+        log.debug("the recorded conversation cannot take %s", command, exc_info=True)
+        return None
+    return command
 
 
 class Shadow:

@@ -156,6 +156,12 @@ class ChatApi:
     def continues_server_state(self, request: Mapping[str, Any]) -> bool:
         return False
 
+    def is_user(self, key: Hashable) -> bool:
+        return isinstance(key, tuple) and key[0] == "user"
+
+    def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
+        return _user_content(entry.item.get("content"))
+
     def request_events(
         self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
     ) -> list[Event]:
@@ -246,6 +252,12 @@ class ResponsesApi:
 
     def continues_server_state(self, request: Mapping[str, Any]) -> bool:
         return given(request.get("previous_response_id")) or given(request.get("conversation"))
+
+    def is_user(self, key: Hashable) -> bool:
+        return CHAT.is_user(key)
+
+    def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
+        return _user_content(entry.item.get("content"))
 
     def request_events(
         self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
