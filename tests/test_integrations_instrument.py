@@ -55,6 +55,8 @@ def normalise_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message["role"] in ("system", "developer"):
             continue
         kept = {k: v for k, v in message.items() if k in ("role", "content", "tool_call_id")}
+        if message["role"] == "assistant":
+            kept.setdefault("content", None)  # a missing content is a null one
         if message.get("tool_calls"):
             kept["tool_calls"] = [
                 {

@@ -490,3 +490,51 @@ def test_an_edited_question_starts_a_branch(api: str) -> None:
     if api == "messages":
         second = {"role": "assistant", "content": [{"type": "text", "text": "A second answer."}]}
     assert projected_history(api, events) == [*sent_history(api, server.requests[-1].body), second]
+
+
+def merge_tool_only_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The documented normalisation: an assistant message holding only tool calls, right after
+    the results of the previous one's calls, is read as part of that one (its results after)."""
+    out: list[dict[str, Any]] = []
+    open_turn: dict[str, Any] | None = None
+    for message in messages:
+        if message["role"] == "assistant" and not message.get("content") and open_turn is not None:
+            open_turn["tool_calls"] = [*open_turn["tool_calls"], *message["tool_calls"]]
+            continue
+        if message["role"] == "assistant":
+            message = dict(message)
+            open_turn = message if message.get("tool_calls") else None
+        elif message["role"] != "tool":
+            open_turn = None
+        out.append(message)
+    return out
+
+
+def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
+    """A model that calls one tool after another without a word: each turn is recorded once, and
+    the projection reads the tool-only turns as one turn with their results after it."""
+    log = MemoryEventLog()
+    replies = [
+        Reply(content=[ToolUse(name="weather", arguments={"city": "Paris"})]),
+        Reply(content=[ToolUse(name="weather", arguments={"city": "Rome"})]),
+        Reply(content=[Say(text="Paris 24 C, Rome 27 C.")]),
+    ]
+    with ModelServer(replies) as server:
+        client = make_client("chat", server, is_async=False)
+        with instrument(client, sink=log, conversation_id="agent-loop") as recording:
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "Paris and Rome?"}]
+            while True:
+                message = chat_turn(client, messages, "plain")
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    break
+                for call in message["tool_calls"]:
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": "warm"})
+            assert recording.flush()
+    events = events_of(log, "agent-loop")
+    assert [e.content for e in events if isinstance(e, User)] == ["Paris and Rome?"]
+    assert len([e for e in events if isinstance(e, ToolResult)]) == 2
+    assert len([e for e in events if isinstance(e, HarnessStart)]) == 3
+    sent = normalise_chat(server.requests[-1].body["messages"])
+    answer = {"role": "assistant", "content": "Paris 24 C, Rome 27 C."}
+    assert projected_history("chat", events) == [*merge_tool_only_turns(sent), answer]

@@ -30,7 +30,14 @@ from convograph.harness.base import MessageFormat
 from convograph.harness.ids import new_id
 from convograph.harness.providers.anthropic_messages import MessagesTranslator, classify_anthropic
 from convograph.harness.providers.base import Translator
-from convograph.integrations.instrument.history import Entry, RequestEvents, joined_text, plain, stand_in
+from convograph.integrations.instrument.history import (
+    Entry,
+    RequestEvents,
+    joined_text,
+    merge_call_turns,
+    plain,
+    stand_in,
+)
 from convograph.projections.history import (
     EMPTY_RESULT_TEXT,
     PARAGRAPH_BREAK,
@@ -116,6 +123,12 @@ def _block_key(block: dict[str, Any]) -> Hashable | None:
     return None  # server-tool blocks, search results, container uploads, ...
 
 
+def _kind(key: Hashable) -> str:
+    """`merge_call_turns`'s reading of a ``(role, block key)``: ``call``, ``result`` or other."""
+    block = key[1] if isinstance(key, tuple) else ()
+    return {"tool_use": "call", "tool_result": "result"}.get(block[0], "") if block else ""
+
+
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -164,7 +177,7 @@ class MessagesApi:
                     continue
                 joinable = key[0] == "text"  # type: ignore[index]
                 out.append(Entry((role, key), (role, [block], message)))
-        return out
+        return merge_call_turns(out, _kind)
 
     def continues_server_state(self, request: Mapping[str, Any]) -> bool:
         return False

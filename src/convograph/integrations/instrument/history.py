@@ -12,7 +12,8 @@ new since the conversation's last recorded call, so the conversation graph holds
 - Each SDK adapter turns a request and that projection into comparable keys (`Entry`), one per
   message (per content block for Anthropic, per input item for Responses). Keys apply the
   normalisations docs/integrations.md lists (tool arguments as parsed JSON, system prompts left out,
-  ...), the same way on both sides, so a lossy detail never reads as a change.
+  consecutive tool-call-only turns merged (`merge_call_turns`), ...), the same way on both sides,
+  so a lossy detail never reads as a change.
 - `new_start` finds where the new entries of a request begin: after the recorded history when the
   request extends it (the usual case), after the overlap when the app dropped its oldest messages
   (a sliding window), else at the first difference.
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,8 +68,10 @@ __all__ = [
     "arguments_key",
     "branch_command",
     "data_url",
+    "deep_plain",
     "given",
     "joined_text",
+    "merge_call_turns",
     "new_start",
     "plain",
     "stand_in",
@@ -273,6 +276,44 @@ def plain(value: Any) -> Any:
     if isinstance(value, Mapping) and not isinstance(value, dict):
         return dict(value)
     return value
+
+
+def deep_plain(value: Any) -> Any:
+    """`plain`, all the way down (an app's dict may hold the SDK's tool call objects)."""
+    value = plain(value)
+    if isinstance(value, dict):
+        return {key: deep_plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [deep_plain(item) for item in value]
+    return value
+
+
+def merge_call_turns(entries: list[Entry], kind: Callable[[Hashable], str]) -> list[Entry]:
+    """``entries`` with consecutive model turns that hold nothing but tool calls read as one turn
+    (``kind(key)`` says ``"call"``, ``"result"`` or anything else): a call that follows the results
+    of earlier calls, with nothing else between, moves up next to those calls, before their
+    results. The messages projection merges such turns the same way when no text or reasoning
+    separates them; normalising both sides of the diff makes it indifferent to whether it did.
+    O(n + moved calls * n)."""
+    out: list[Entry] = []
+    state = ""  # "calls": a turn's calls are open; "results": their results follow
+    insert_at = 0  # where the open turn's next call goes: after its last call
+    for entry in entries:
+        current = kind(entry.key)
+        if current == "call":
+            if state == "results":
+                out.insert(insert_at, entry)
+                insert_at += 1
+            else:
+                out.append(entry)
+                state, insert_at = "calls", len(out)
+            continue
+        if current != "result":
+            state = ""
+        elif state:
+            state = "results"
+        out.append(entry)
+    return out
 
 
 def given(value: Any) -> bool:

@@ -38,8 +38,10 @@ from convograph.integrations.instrument.history import (
     RequestEvents,
     arguments_key,
     data_url,
+    deep_plain,
     given,
     joined_text,
+    merge_call_turns,
     plain,
     stand_in,
 )
@@ -100,104 +102,15 @@ def _user_part(part: Any) -> ContentPart:
     return TextPart(text=stand_in(str(kind or "part")))
 
 
+def _kind(key: Hashable) -> str:
+    """`merge_call_turns`'s reading of a key: ``call``, ``result`` or anything else."""
+    return key[0] if isinstance(key, tuple) and key[0] in ("call", "result") else ""
+
+
 def _user_content(content: Any) -> str | list[ContentPart]:
     if isinstance(content, list):
         return [_user_part(plain(part)) for part in content]
     return content if isinstance(content, str) else ""
-
-
-class ChatApi:
-    """Chat Completions (module docstring)."""
-
-    name = "openai.chat"
-    format: MessageFormat = "openai"
-    api_name = "OpenAI"
-    response_type: type = ChatCompletion
-    stream_types: tuple[type, ...] = STREAM_TYPES
-
-    def translator(self, parent_id: str | None) -> Translator:
-        return ChatTranslator(parent_id)
-
-    def entries(self, request: Mapping[str, Any]) -> list[Entry]:
-        messages = request.get("messages")
-        out: list[Entry] = []
-        for message in messages if isinstance(messages, list | tuple) else ():
-            message = plain(message)
-            key = self.key(message) if isinstance(message, dict) else None
-            if key is not None:
-                out.append(Entry(key, message))
-        return out
-
-    def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
-        return [key for key in map(self.key, messages) if key is not None]
-
-    @staticmethod
-    def key(message: dict[str, Any]) -> Hashable | None:
-        role = message.get("role")
-        if role == "user":
-            return ("user", _user_key(message.get("content")))
-        if role == "assistant":
-            text = joined_text(message.get("content"))
-            calls = tuple(
-                (
-                    _call_id(call.get("id")),
-                    str(function.get("name", "")),
-                    arguments_key(function.get("arguments")),
-                )
-                for call in map(plain, message.get("tool_calls") or ())
-                for function in [plain(call.get("function") or {})]
-            )
-            return ("assistant", text or None, calls) if text or calls else None
-        if role == "tool":
-            output = joined_text(message.get("content")) or EMPTY_RESULT_TEXT
-            return ("tool", _call_id(message.get("tool_call_id")), output)
-        return None  # system, developer, legacy function messages
-
-    def continues_server_state(self, request: Mapping[str, Any]) -> bool:
-        return False
-
-    def is_user(self, key: Hashable) -> bool:
-        return isinstance(key, tuple) and key[0] == "user"
-
-    def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
-        return _user_content(entry.item.get("content"))
-
-    def request_events(
-        self, new: Sequence[Entry], request: Sequence[Entry], names: Mapping[str, str], parent_id: str | None
-    ) -> list[Event]:
-        named = dict(names)
-        for entry in request:
-            for call in map(plain, entry.item.get("tool_calls") or ()):
-                named[str(call.get("id"))] = str(plain(call.get("function") or {}).get("name", "tool"))
-        events = RequestEvents(parent_id, named)
-        for entry in new:
-            message = entry.item
-            role = message.get("role")
-            if role == "user":
-                events.user(_user_content(message.get("content")))
-            elif role == "tool":
-                events.result(str(message.get("tool_call_id")), joined_text(message.get("content")))
-            else:
-                run = events.assistant()
-                text = joined_text(message.get("content"))
-                if text:
-                    events.events.append(run.text(new_id(), text))
-                for index, call in enumerate(map(plain, message.get("tool_calls") or ())):
-                    function = plain(call.get("function") or {})
-                    run.calls[index] = [
-                        str(call.get("id", "")),
-                        str(function.get("name", "")),
-                        str(function.get("arguments") or ""),
-                    ]
-                events.end_assistant(run)
-        return events.events
-
-    def feed_result(self, translator: Translator, result: Any, out: list[Event]) -> None:
-        assert isinstance(translator, ChatTranslator)
-        translator.feed_completion(result, out)
-
-    def failure(self, exc: BaseException, base_url: str) -> str:
-        return classify_openai(exc, base_url).message if isinstance(exc, Exception) else type(exc).__name__
 
 
 class ResponsesApi:
@@ -216,16 +129,16 @@ class ResponsesApi:
         given_input = request.get("input")
         if isinstance(given_input, str):
             given_input = [{"role": "user", "content": given_input}]
-        out: list[Entry] = []
-        for item in given_input if isinstance(given_input, list | tuple) else ():
-            item = plain(item)
-            key = self.key(item) if isinstance(item, dict) else None
-            if key is not None:
-                out.append(Entry(key, item))
-        return out
+        if not isinstance(given_input, list | tuple):
+            return []
+        return self._entries([item for item in map(deep_plain, given_input) if isinstance(item, dict)])
+
+    def _entries(self, items: list[dict[str, Any]]) -> list[Entry]:
+        keyed = [Entry(key, item) for item in items if (key := self.key(item)) is not None]
+        return merge_call_turns(keyed, _kind)
 
     def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
-        return [key for key in map(self.key, responses_input(messages)) if key is not None]
+        return [entry.key for entry in self._entries(responses_input(messages))]
 
     @staticmethod
     def key(item: dict[str, Any]) -> Hashable | None:
@@ -254,7 +167,7 @@ class ResponsesApi:
         return given(request.get("previous_response_id")) or given(request.get("conversation"))
 
     def is_user(self, key: Hashable) -> bool:
-        return CHAT.is_user(key)
+        return isinstance(key, tuple) and key[0] == "user"
 
     def user_content(self, entry: Entry) -> str | list[ContentPart] | None:
         return _user_content(entry.item.get("content"))
@@ -303,7 +216,33 @@ class ResponsesApi:
         translator.feed_response(result, out)
 
     def failure(self, exc: BaseException, base_url: str) -> str:
-        return ChatApi.failure(CHAT, exc, base_url)
+        return classify_openai(exc, base_url).message if isinstance(exc, Exception) else type(exc).__name__
+
+
+class ChatApi(ResponsesApi):
+    """Chat Completions (module docstring): its messages read as the Responses input items they
+    convert to (`responses_input`, what the Responses provider sends), so both APIs share keys
+    and event rules."""
+
+    name = "openai.chat"
+    response_type: type = ChatCompletion
+
+    def translator(self, parent_id: str | None) -> Translator:
+        return ChatTranslator(parent_id)
+
+    def entries(self, request: Mapping[str, Any]) -> list[Entry]:
+        messages = request.get("messages")
+        if not isinstance(messages, list | tuple):
+            return []
+        plain_messages = [m for m in map(deep_plain, messages) if isinstance(m, dict)]
+        return self._entries(responses_input(plain_messages))
+
+    def continues_server_state(self, request: Mapping[str, Any]) -> bool:
+        return False
+
+    def feed_result(self, translator: Translator, result: Any, out: list[Event]) -> None:
+        assert isinstance(translator, ChatTranslator)
+        translator.feed_completion(result, out)
 
 
 CHAT: Final = ChatApi()
