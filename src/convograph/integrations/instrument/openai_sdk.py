@@ -5,16 +5,20 @@ the ``chat.completions.stream()`` helper, which calls it) and ``parse``; ``respo
 (and so ``responses.stream()``) and ``parse``. Output goes through the provider harnesses'
 `ChatTranslator` / `ResponsesTranslator`.
 
-Entry keys (compared with the conversation's ``openai`` messages projection, docs/integrations.md):
+Entry keys (compared with the conversation's ``openai`` messages projection, docs/integrations.md),
+one per Responses input item; Chat Completions messages are first converted to the items they stand
+for (`responses_input`, the Responses provider's own conversion), so both APIs share one rule:
 
-- Chat: one per message; ``system`` / ``developer`` messages are left out; a user message's
-  content as given (a string, or its parts: text, ``data:`` image URLs, ``file_data`` files; other
-  parts as a stand-in text); an assistant message as its text (parts joined, refusals left out)
-  and its tool calls (id, name, parsed arguments); a tool message as its call id and text.
-- Responses: one per input item; a string input is one user message; messages as above
-  (``input_text`` / ``output_text`` parts), ``function_call`` and ``function_call_output`` items;
-  reasoning and other item types are left out. With ``previous_response_id`` or ``conversation`` the
-  input holds only new items, all recorded.
+- a user message by its content as given (a string, or its parts: text, ``data:`` image URLs,
+  ``file_data`` files; other parts as a stand-in text);
+- an assistant message by its text (parts joined, refusals left out); each tool call
+  (``function_call`` item, or an assistant message's ``tool_calls``) by id, name and parsed
+  arguments; each result (``function_call_output``, ``tool`` message) by call id and text;
+- ``system`` / ``developer`` messages, reasoning and hosted-tool items are left out; consecutive
+  tool-call-only turns read as one (`merge_call_turns`).
+
+A string input is one user message. With ``previous_response_id`` or ``conversation`` the input
+holds only new items: all are recorded.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 - `Worker`: one daemon thread running an asyncio loop (`worker()` starts it on first use, again
   after a fork). The SDK wrappers hand it work with `Worker.submit`, a deque append that never
-  blocks and never does I/O on the caller's thread, sync or async; the worker wakes when idle and
-  drains everything queued in one pass, so a fast stream costs one append per chunk. Past
+  blocks and never does I/O on the caller's thread, sync or async; the worker wakes when idle,
+  lingers a few milliseconds and drains everything queued in one pass, so a fast stream costs one
+  append per chunk on the caller's thread and one thread switch per batch. Past
   `Worker.max_pending` items (a sink that cannot keep up, a server down for long) new items are
   dropped and counted, so memory stays bounded; the caller never waits.
 - `Sink`: where one instrumentation's conversations go, as the harness ports: a ``convograph
@@ -211,6 +212,9 @@ class Worker:
 
     max_pending = 200_000
     """Items queued at most; more are dropped (counted in `dropped`)."""
+    linger = 0.005
+    """Seconds the worker waits, once woken, for more items before a pass: a streamed answer's
+    chunks are then handled a few dozen at a time, not one thread switch each."""
 
     def __init__(self) -> None:
         self._pending: deque[tuple[Any, int, Any]] = deque()
@@ -250,6 +254,7 @@ class Worker:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            await asyncio.sleep(self.linger)
             self._scheduled = False
             await self._drain()
 
