@@ -538,3 +538,44 @@ def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
     sent = normalise_chat(server.requests[-1].body["messages"])
     answer = {"role": "assistant", "content": "Paris 24 C, Rome 27 C."}
     assert projected_history("chat", events) == [*merge_tool_only_turns(sent), answer]
+
+
+def test_a_forked_child_records_through_its_own_worker(tmp_path: Any) -> None:
+    """A pre-forking server forks after ``instrument()``: the child's calls are recorded by a
+    worker and connections of its own."""
+    import multiprocessing
+    import warnings
+
+    database = tmp_path / "events.db"
+    with ModelServer([Reply(content=[Say(text="parent")]), Reply(content=[Say(text="child")])]) as server:
+        client = make_client("chat", server, is_async=False)
+        with instrument(client, sink=f"sqlite:///{database}", conversation_id="forked") as recording:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "parent asks"}])
+            assert recording.flush()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+                child = multiprocessing.get_context("fork").Process(
+                    target=_child_call, args=(client, recording)
+                )
+                child.start()
+            child.join(60)
+            assert child.exitcode == 0
+
+    async def stored() -> list[Event]:
+        from convograph.store import open_event_log
+
+        log = await open_event_log(f"sqlite:///{database}")
+        try:
+            return [s.event for s in await log.read("forked")]
+        finally:
+            await log.close()
+
+    events = asyncio.run(stored())
+    assert [e.content for e in events if isinstance(e, User | Edit)] == ["parent asks", "child asks"]
+    assert "".join(e.content for e in events if isinstance(e, Text)) == "parentchild"
+
+
+def _child_call(client: Any, recording: Any) -> None:
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "child asks"}])
+    if not recording.flush(timeout=30):
+        raise SystemExit(1)

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
@@ -104,10 +105,19 @@ class Sink:
                 f"memory://, postgresql://..., redis://...), an EventLog or a ConvographClient, not {target!r}"
             )
         self._api_key = api_key
+        _SINKS.add(self)
         self.conversations: dict[str, Conversation] = {}
         self.lost = 0
         """Events that could not be stored (the sink refused them, or they were dropped)."""
         self.closed = False
+
+    def forget_connections(self) -> None:
+        """In a forked child: the ports, the shadows and what this sink opened belong to the
+        parent's worker; the child opens its own (and reads the stored history again)."""
+        self.conversations.clear()
+        if self._owns:
+            self._client = None
+            self._log = None
 
     async def conversation(self, conversation_id: str) -> Conversation:
         """The worker-side state of ``conversation_id``, opened on first use: its port, and its
@@ -318,10 +328,16 @@ def worker() -> Worker:
         return _WORKER
 
 
+_SINKS: weakref.WeakSet[Sink] = weakref.WeakSet()
+
+
 def _forget_after_fork() -> None:
-    """A forked child has no worker thread: start a fresh one on its first call."""
+    """A forked child has no worker thread: it starts a fresh one on its first call, with its own
+    connections."""
     global _WORKER
     _WORKER = None
+    for sink in list(_SINKS):
+        sink.forget_connections()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
