@@ -46,13 +46,18 @@ from convograph.harness.providers.base import (
 )
 from convograph.harness.retry import RetryPolicy, Timeouts
 
-__all__ = ["ANTHROPIC_KEY_ENV", "AnthropicProvider"]
+__all__ = ["ANTHROPIC_KEY_ENV", "AnthropicProvider", "MessagesTranslator", "classify_anthropic"]
 
 ANTHROPIC_KEY_ENV: Final = "ANTHROPIC_API_KEY"
 _NO_KEY: Final = "no-key-set"
 
 
-class _MessagesTranslator(Translator):
+class MessagesTranslator(Translator):
+    """Messages API items as events (module docstring): stream events through `feed`, or a whole
+    non-streaming ``Message`` through `feed_message` (each content block as its
+    ``content_block_start`` would give it, a thinking block's signature as its ``signature_delta``
+    would, then the usage and the stop)."""
+
     def __init__(self, parent_id: str | None) -> None:
         super().__init__(parent_id)
         self.blocks: dict[int, str] = {}
@@ -90,6 +95,15 @@ class _MessagesTranslator(Translator):
             self._usage(item.usage)
         elif kind == "message_stop":
             self.stopped = True
+
+    def feed_message(self, message: Any, out: list[Event]) -> None:
+        """A non-streaming ``Message``; `finish` follows as for a stream."""
+        for index, block in enumerate(message.content):
+            self._start(index, block, out)
+            if block.type == "thinking" and block.signature:
+                out.append(self.reasoning(self._block(index), "", signature=block.signature))
+        self._usage(message.usage)
+        self.stopped = True
 
     def _start(self, index: int, block: Any, out: list[Event]) -> None:
         kind = block.type
@@ -205,24 +219,28 @@ class AnthropicProvider(StreamingProvider):
         return stream
 
     def _translator(self, request: ModelRequest) -> Translator:
-        return _MessagesTranslator(request.parent_id)
+        return MessagesTranslator(request.parent_id)
 
     def _classify(self, exc: Exception) -> Failure:
-        base_url = self._base_url or "https://api.anthropic.com"
-        if isinstance(exc, anthropic.APIStatusError):
-            detail = detail_of(exc.body, exc.message)
-            if exc.status_code == 200:  # an `error` event inside a successful stream
-                kind = _error_type(exc.body)
-                return Failure(f"error in the stream ({kind}: {detail})", retryable=retryable_kind(kind))
-            return classify_status(exc.status_code, detail, exc.response.headers, ANTHROPIC_KEY_ENV)
-        transport = classify_transport(exc, anthropic, base_url)
-        if transport is not None:
-            return transport
-        if isinstance(exc, TypeError) and "authentication" in str(exc):
-            return Failure(f"no API key: set {ANTHROPIC_KEY_ENV} (or pass api_key=...)", retryable=False)
-        if isinstance(exc, anthropic.AnthropicError):
-            return Failure(str(exc), retryable=False)
-        return Failure(f"unexpected {type(exc).__name__}: {exc}", retryable=False)
+        return classify_anthropic(exc, self._base_url or "https://api.anthropic.com")
+
+
+def classify_anthropic(exc: Exception, base_url: str) -> Failure:
+    """An exception of the Anthropic SDK (or of reading its stream) as a `Failure`."""
+    if isinstance(exc, anthropic.APIStatusError):
+        detail = detail_of(exc.body, exc.message)
+        if exc.status_code == 200:  # an `error` event inside a successful stream
+            kind = _error_type(exc.body)
+            return Failure(f"error in the stream ({kind}: {detail})", retryable=retryable_kind(kind))
+        return classify_status(exc.status_code, detail, exc.response.headers, ANTHROPIC_KEY_ENV)
+    transport = classify_transport(exc, anthropic, base_url)
+    if transport is not None:
+        return transport
+    if isinstance(exc, TypeError) and "authentication" in str(exc):
+        return Failure(f"no API key: set {ANTHROPIC_KEY_ENV} (or pass api_key=...)", retryable=False)
+    if isinstance(exc, anthropic.AnthropicError):
+        return Failure(str(exc), retryable=False)
+    return Failure(f"unexpected {type(exc).__name__}: {exc}", retryable=False)
 
 
 def _error_type(body: object) -> str:

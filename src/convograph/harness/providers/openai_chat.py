@@ -28,10 +28,14 @@ from convograph.harness.providers.base import Failure, StreamingProvider, Transl
 from convograph.harness.providers.openai_common import OPENAI_KEY_ENV, classify_openai, make_openai_client
 from convograph.harness.retry import RetryPolicy, Timeouts
 
-__all__ = ["OpenAIChatProvider"]
+__all__ = ["ChatTranslator", "OpenAIChatProvider"]
 
 
-class _ChatTranslator(Translator):
+class ChatTranslator(Translator):
+    """Chat Completions items as events (module docstring): streamed chunks through `feed`, or
+    a whole non-streaming ``ChatCompletion`` through `feed_completion` (the same rules: its
+    message is one delta carrying everything)."""
+
     def __init__(self, parent_id: str | None) -> None:
         super().__init__(parent_id)
         self.block_kind = ""
@@ -52,24 +56,46 @@ class _ChatTranslator(Translator):
                 continue  # n > 1 is not supported: the first choice is the answer
             delta = choice.delta
             if delta is not None:
-                extra = delta.model_extra
-                if extra:
-                    thought = extra.get("reasoning_content") or extra.get("reasoning")
-                    if thought and isinstance(thought, str):
-                        out.append(self.reasoning(self._block("reasoning"), thought))
-                if delta.content:
-                    out.append(self.text(self._block("text"), delta.content))
-                if delta.tool_calls:
-                    self._tool_deltas(delta.tool_calls)
+                self._delta(delta, delta.tool_calls, out)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
 
+    def feed_completion(self, completion: Any, out: list[Event]) -> None:
+        """A non-streaming ``ChatCompletion``: its first choice's message (reasoning, text, tool
+        calls in the model's order) and usage; `finish` follows as for a stream."""
+        if completion.usage is not None:
+            self._usage(completion.usage)
+        for choice in completion.choices:
+            if choice.index != 0:
+                continue
+            message = choice.message
+            calls = [(index, call) for index, call in enumerate(message.tool_calls or ())]
+            self._delta(message, calls, out)
+            self.finish_reason = choice.finish_reason or "stop"
+
+    def _delta(self, delta: Any, tool_calls: Any, out: list[Event]) -> None:
+        """One delta (or a whole message): reasoning, then text, then tool call pieces."""
+        extra = delta.model_extra
+        if extra:
+            thought = extra.get("reasoning_content") or extra.get("reasoning")
+            if thought and isinstance(thought, str):
+                out.append(self.reasoning(self._block("reasoning"), thought))
+        if delta.content:
+            out.append(self.text(self._block("text"), delta.content))
+        if tool_calls:
+            self._tool_deltas(tool_calls)
+
     def _tool_deltas(self, deltas: Any) -> None:
+        """Tool call pieces: deltas with an ``index``, or ``(index, call)`` pairs of a message."""
         for delta in deltas:
-            entry = self.calls.get(delta.index)
-            function = delta.function
+            if type(delta) is tuple:
+                index, delta = delta
+            else:
+                index = delta.index
+            entry = self.calls.get(index)
+            function = getattr(delta, "function", None)  # None for a message's custom tool call
             if entry is None:
-                entry = self.calls[delta.index] = [delta.id or "", ""]
+                entry = self.calls[index] = [delta.id or "", ""]
             elif delta.id:
                 entry[0] = delta.id
             if function is not None:
@@ -170,7 +196,7 @@ class OpenAIChatProvider(StreamingProvider):
         return stream
 
     def _translator(self, request: ModelRequest) -> Translator:
-        return _ChatTranslator(request.parent_id)
+        return ChatTranslator(request.parent_id)
 
     def _classify(self, exc: Exception) -> Failure:
         return classify_openai(exc, self._base_url or "https://api.openai.com/v1")

@@ -31,7 +31,7 @@ from convograph.harness.providers.base import Failure, StreamingProvider, Transl
 from convograph.harness.providers.openai_common import OPENAI_KEY_ENV, classify_openai, make_openai_client
 from convograph.harness.retry import RetryPolicy, Timeouts
 
-__all__ = ["OpenAIResponsesProvider", "responses_input"]
+__all__ = ["OpenAIResponsesProvider", "ResponsesTranslator", "responses_input"]
 
 
 def _text(content: Any) -> str:
@@ -87,7 +87,11 @@ def responses_input(messages: Any) -> list[dict[str, Any]]:
     return items
 
 
-class _ResponsesTranslator(Translator):
+class ResponsesTranslator(Translator):
+    """Responses API items as events (module docstring): stream events through `feed`, or a whole
+    non-streaming ``Response`` through `feed_response` (its output items in order, then its usage,
+    as the stream's ``response.completed`` would give them)."""
+
     def __init__(self, parent_id: str | None) -> None:
         super().__init__(parent_id)
         self.blocks: dict[tuple[str, str, int], str] = {}
@@ -131,6 +135,33 @@ class _ResponsesTranslator(Translator):
         elif kind == "error":
             code = str(item.code or "error")
             raise Failure(f"error in the stream ({code}: {item.message})", retryable=retryable_kind(code))
+
+    def feed_response(self, response: Any, out: list[Event]) -> None:
+        """A non-streaming ``Response``: message text, reasoning summaries and text, and function
+        calls of its output, with the block ids the stream would give them; then its usage."""
+        if response.status == "failed":
+            error = response.error
+            code = str(getattr(error, "code", None) or "failed")
+            raise Failure(
+                f"the response failed ({code}: {getattr(error, 'message', '')})",
+                retryable=retryable_kind(code),
+            )
+        for item in response.output:
+            kind = item.type
+            if kind == "message":
+                for index, part in enumerate(item.content):
+                    if part.type == "output_text" and part.text:
+                        out.append(self.text(self._block(item.id, "text", index), part.text))
+            elif kind == "reasoning":
+                for index, part in enumerate(item.summary or ()):
+                    if part.text:
+                        out.append(self.reasoning(self._block(item.id, "summary", index), part.text))
+                for index, part in enumerate(item.content or ()):
+                    if part.text:
+                        out.append(self.reasoning(self._block(item.id, "reasoning", index), part.text))
+            self._item(item)
+        self._usage(response.usage)
+        self.finished = True
 
     def _item(self, item: Any) -> None:
         if item.type != "function_call":
@@ -224,7 +255,7 @@ class OpenAIResponsesProvider(StreamingProvider):
         return stream
 
     def _translator(self, request: ModelRequest) -> Translator:
-        return _ResponsesTranslator(request.parent_id)
+        return ResponsesTranslator(request.parent_id)
 
     def _classify(self, exc: Exception) -> Failure:
         return classify_openai(exc, self._base_url or "https://api.openai.com/v1")

@@ -1,0 +1,53 @@
+"""The instrumentation example runs as documented: a plain OpenAI tool loop, the scripted model
+server standing in for OpenAI, recorded into an event log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from convograph.events import Text, ToolCall, ToolResult, Usage, User
+from convograph.store import open_event_log
+from convograph.testing import ModelServer, load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_example_records_its_tool_loop(tmp_path: Path) -> None:
+    database = tmp_path / "events.db"
+    with ModelServer(load_script(ROOT / "examples" / "instrument-script.json")) as server:
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": server.openai_base_url,
+            "OPENAI_API_KEY": "test",
+            "CONVOGRAPH_SINK": f"sqlite:///{database}",
+        }
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "instrument_openai.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "Sunny in both" in done.stdout
+    assert "recorded into sqlite:///" in done.stdout
+    assert all(not request.problems for request in server.requests)
+
+    async def stored() -> list[object]:
+        log = await open_event_log(f"sqlite:///{database}")
+        try:
+            return [s.event for s in await log.read("weather-demo")]
+        finally:
+            await log.close()
+
+    events = asyncio.run(stored())
+    assert [e.content for e in events if isinstance(e, User)] == ["What is the weather in Paris and in Rome?"]
+    assert sorted(e.input["city"] for e in events if isinstance(e, ToolCall)) == ["Paris", "Rome"]
+    assert len([e for e in events if isinstance(e, ToolResult)]) == 2
+    assert "".join(e.content for e in events if isinstance(e, Text)).endswith("27 C in Rome.")
+    assert [u.input_tokens for u in events if isinstance(u, Usage)] == [180, 260]
