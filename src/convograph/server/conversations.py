@@ -19,6 +19,7 @@ from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
 from convograph.server.openapi import SSE, SVG, ConversationId, documented, one_of, reply
+from convograph.server.protocol_streams import STREAM_PROTOCOLS, protocol_stream
 from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import (
     existing_conversation,
@@ -266,9 +267,14 @@ class ConversationController(Controller):
         cid: ConversationId,
         after: Annotated[str | None, QueryParameter(name="after", schema_extra=_SEQ)] = None,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", schema_extra=_SEQ)] = None,
+        protocol: Annotated[str, one_of("protocol", *STREAM_PROTOCOLS)] = "native",
     ) -> Stream:
         """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
-        ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle."""
+        ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle.
+        ``protocol=ag-ui`` / ``ai-sdk``: the same stream as AG-UI events / the AI SDK UI message
+        stream (docs/integrations.md); their ``Last-Event-ID`` may be ``<seq>:<chunk>``."""
+        if protocol != "native":
+            return protocol_stream(request, cid, protocol, _parse_seq(after, "after") or 0, last_event_id)
         state = server_state(request)
         resume = _parse_seq(last_event_id, "Last-Event-ID")
         after_seq = resume if resume is not None else (_parse_seq(after, "after") or 0)

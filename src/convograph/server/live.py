@@ -9,6 +9,14 @@ events are hints: anything missing between the client's cursor and the next hub 
 the log, a buffer overflow switches the client to catching up from the log. Hence no gap and no
 duplicate, by construction. Frames waiting in a buffer go out as one write.
 
+**Stream formats.** Besides convograph's own frames (`event_frame`, one per event, depending on the
+event alone), a stream may carry another protocol's (AG-UI, the AI SDK's): a `FrameEncoder` whose
+frames for an event depend on the events before it. Such a stream has its own hub per conversation
+(the encoder is fed every event once, its frames shared by all subscribers) and each subscriber
+frames what it reads from the log with its own encoder, fed the earlier events first with their
+output dropped. The frames are the same either way: a format's frames are a function of the log's
+prefix.
+
 **Cache.** `LiveConversations` keeps the hypergraph (with an incremental thread projector), the
 flat graph and the relay state of recently used conversations up to date: events ingested here are applied as they are stored (O(Δ)); anything
 else is read from the log on the next access. Least recently used conversations are evicted.
@@ -19,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Final, Protocol
 
 from convograph.events import Event, Relay, RelayResolved
 from convograph.graph import Graph, create_graph, reduce_event
@@ -32,6 +40,8 @@ from convograph.store import EventLog, StoredEvent
 
 __all__ = [
     "ConversationHub",
+    "EncoderFactory",
+    "FrameEncoder",
     "HubRegistry",
     "Listener",
     "LiveConversations",
@@ -41,6 +51,67 @@ __all__ = [
 ]
 
 READ_PAGE: Final = 1000
+
+
+class FrameEncoder(Protocol):
+    """A stream format's encoder: the SSE frames of each stored event, fed in seq order from the
+    conversation's first event (its frames may depend on the events before)."""
+
+    def feed(self, stored: StoredEvent) -> list[bytes]: ...
+
+
+EncoderFactory = Callable[[], FrameEncoder]
+"""Makes a fresh encoder of one format (None where a stream takes convograph's own frames)."""
+
+
+async def _feed_silently(
+    log: EventLog, conversation_id: str, encoder: FrameEncoder, after: int, until: int
+) -> int:
+    """Feed ``encoder`` the events ``after < seq <= until``, dropping its frames; the last seq fed."""
+    while after < until:
+        page = await log.read(conversation_id, after, min(READ_PAGE, until - after))
+        if not page:
+            break
+        for stored in page:
+            encoder.feed(stored)
+        after = page[-1].seq
+    return after
+
+
+class _LogFramer:
+    """Frames of the events one subscriber reads from the log, in its stream's format. A format's
+    encoder is first fed the events it has not seen (their frames dropped), so what it frames
+    equals what the hub's encoder made of the same events; ``skip`` drops the first frames of
+    event ``skip_seq`` (a client that resumes in the middle of an event's frames)."""
+
+    def __init__(
+        self, log: EventLog, conversation_id: str, factory: EncoderFactory | None, skip_seq: int, skip: int
+    ) -> None:
+        self._log = log
+        self._conversation_id = conversation_id
+        self._encoder = factory() if factory is not None else None
+        self._fed = 0
+        self._skip_seq = skip_seq
+        self._skip = skip
+
+    async def read(self, after: int, limit: int) -> tuple[list[StoredEvent], bytes]:
+        """Up to ``limit`` events after ``after`` and their frames."""
+        encoder = self._encoder
+        if encoder is None:
+            page = await self._log.read(self._conversation_id, after, limit)
+            return page, b"".join(event_frame(stored) for stored in page)
+        if self._fed < after:
+            self._fed = await _feed_silently(self._log, self._conversation_id, encoder, self._fed, after)
+        page = await self._log.read(self._conversation_id, after, limit)
+        chunks = []
+        for stored in page:
+            frames = encoder.feed(stored)
+            if stored.seq == self._skip_seq:
+                frames = frames[self._skip :]
+            chunks.append(b"".join(frames))
+        if page:
+            self._fed = page[-1].seq
+        return page, b"".join(chunks)
 
 
 class Wakeable:
@@ -87,17 +158,24 @@ class Listener(Wakeable):
 
 
 class ConversationHub:
-    """Follows one conversation's tail from ``start_seq`` and offers events to its listeners."""
+    """Follows one conversation's tail from ``start_seq`` and offers events to its listeners,
+    framed by ``encoder`` (fed the events up to ``start_seq`` first) or as convograph's own."""
 
-    def __init__(self, log: EventLog, conversation_id: str, start_seq: int) -> None:
+    def __init__(
+        self, log: EventLog, conversation_id: str, start_seq: int, encoder: FrameEncoder | None = None
+    ) -> None:
         self.conversation_id = conversation_id
         self.start_seq = start_seq
         self.listeners: set[Listener] = set()
+        self._encoder = encoder
         self._task = asyncio.create_task(self._run(log), name=f"convograph-hub-{conversation_id}")
 
     async def _run(self, log: EventLog) -> None:
+        encoder = self._encoder
+        if encoder is not None:
+            await _feed_silently(log, self.conversation_id, encoder, 0, self.start_seq)
         async for stored in log.subscribe(self.conversation_id, self.start_seq):
-            frame = event_frame(stored)
+            frame = event_frame(stored) if encoder is None else b"".join(encoder.feed(stored))
             for listener in tuple(self.listeners):
                 listener.offer(stored.seq, frame)
 
@@ -110,12 +188,13 @@ class ConversationHub:
 
 
 class HubRegistry:
-    """One hub per conversation with listeners; a hub stops when its last listener leaves."""
+    """One hub per conversation and stream format with listeners; a hub stops when its last
+    listener leaves."""
 
     def __init__(self, log: EventLog, *, buffer_size: int) -> None:
         self._log = log
-        self._hubs: dict[str, ConversationHub] = {}
-        self._starting: dict[str, asyncio.Future[ConversationHub]] = {}
+        self._hubs: dict[tuple[str, str], ConversationHub] = {}
+        self._starting: dict[tuple[str, str], asyncio.Future[ConversationHub]] = {}
         self._buffer_size = buffer_size
         self.closed = asyncio.Event()
 
@@ -123,41 +202,46 @@ class HubRegistry:
     def listener_count(self) -> int:
         return sum(len(hub.listeners) for hub in self._hubs.values())
 
-    async def join(self, conversation_id: str) -> Listener:
-        """A new listener on ``conversation_id``'s hub (started at the log's current end if new).
-
-        Every event stored after this returns reaches the listener (or marks it overflowed).
+    async def join(
+        self, conversation_id: str, stream_format: str = "", factory: EncoderFactory | None = None
+    ) -> Listener:
+        """A new listener on ``conversation_id``'s hub for ``stream_format`` (framed by encoders
+        from ``factory``; convograph's own frames by default), started at the log's current end if
+        new. Every event stored after this returns reaches the listener (or marks it overflowed).
         """
-        hub = self._hubs.get(conversation_id)
+        key = (conversation_id, stream_format)
+        hub = self._hubs.get(key)
         if hub is None:
-            pending = self._starting.get(conversation_id)
+            pending = self._starting.get(key)
             if pending is None:
                 future: asyncio.Future[ConversationHub] = asyncio.get_running_loop().create_future()
-                self._starting[conversation_id] = future
+                self._starting[key] = future
                 try:
                     info = await self._log.get_conversation(conversation_id)
-                    hub = ConversationHub(self._log, conversation_id, info.last_seq if info else 0)
-                    self._hubs[conversation_id] = hub
+                    encoder = factory() if factory is not None else None
+                    hub = ConversationHub(self._log, conversation_id, info.last_seq if info else 0, encoder)
+                    self._hubs[key] = hub
                     future.set_result(hub)
                 except BaseException as exc:
                     future.set_exception(exc)
                     future.exception()  # mark retrieved
                     raise
                 finally:
-                    del self._starting[conversation_id]
+                    del self._starting[key]
             else:
                 hub = await asyncio.shield(pending)
         listener = Listener(self._buffer_size)
         hub.listeners.add(listener)
         return listener
 
-    async def leave(self, conversation_id: str, listener: Listener) -> None:
-        hub = self._hubs.get(conversation_id)
+    async def leave(self, conversation_id: str, listener: Listener, stream_format: str = "") -> None:
+        key = (conversation_id, stream_format)
+        hub = self._hubs.get(key)
         if hub is None:
             return
         hub.listeners.discard(listener)
         if not hub.listeners:
-            del self._hubs[conversation_id]
+            del self._hubs[key]
             await hub.close()
 
     async def close(self) -> None:
@@ -174,20 +258,26 @@ async def stream_frames(
     after_seq: int,
     *,
     heartbeat: float,
+    stream_format: str = "",
+    factory: EncoderFactory | None = None,
+    skip: int = 0,
 ) -> AsyncIterator[tuple[int, bytes]]:
     """SSE bytes carrying every event with ``seq > after_seq`` exactly once, in order: stored ones,
     then live ones. Yields ``(events_in_chunk, chunk)``; a heartbeat comment (0 events) after
-    ``heartbeat`` idle seconds. Ends when the registry closes."""
-    listener = await hubs.join(conversation_id)
+    ``heartbeat`` idle seconds. Ends when the registry closes. ``stream_format`` / ``factory``:
+    another protocol's frames (see the module docstring); ``skip``: drop the first frames of the
+    first event (a client resuming in the middle of an event's frames)."""
+    listener = await hubs.join(conversation_id, stream_format, factory)
+    framer = _LogFramer(log, conversation_id, factory, after_seq + 1, skip)
     cursor = after_seq
 
     async def catch_up() -> AsyncIterator[tuple[int, bytes]]:
         nonlocal cursor
         while True:
-            page = await log.read(conversation_id, cursor, READ_PAGE)
+            page, frames = await framer.read(cursor, READ_PAGE)
             if page:
                 cursor = page[-1].seq
-                yield len(page), b"".join(event_frame(stored) for stored in page)
+                yield len(page), frames
             if len(page) < READ_PAGE:
                 return
 
@@ -209,9 +299,9 @@ async def stream_frames(
                     if frames:
                         yield len(frames), b"".join(frames)
                         frames = []
-                    missing = await log.read(conversation_id, cursor, min(READ_PAGE, seq - cursor - 1))
+                    missing, missing_frames = await framer.read(cursor, min(READ_PAGE, seq - cursor - 1))
                     if missing:
-                        yield len(missing), b"".join(event_frame(stored) for stored in missing)
+                        yield len(missing), missing_frames
                         cursor = missing[-1].seq
                     if seq > cursor + 1:
                         listener.buffer.appendleft((seq, frame))
@@ -223,7 +313,7 @@ async def stream_frames(
             if not listener.buffer and not await listener.wait(heartbeat) and not hubs.closed.is_set():
                 yield 0, HEARTBEAT_FRAME
     finally:
-        await hubs.leave(conversation_id, listener)
+        await hubs.leave(conversation_id, listener, stream_format)
 
 
 # --- cached conversation state -----------------------------------------------------------------------
