@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from tests.support.conversations import recorded_conversations, sse_bytes
 from tests.support.node_tools import run_node_reader
 from tests.support.server import ServerProcess, running_server
+from tests.test_integrations_ag_ui_ingest import producer_stream
 
 from convograph.events import Event, event_to_wire
 from convograph.integrations.ag_ui import AGUIEventStream
@@ -157,3 +159,121 @@ def test_the_clients_read_what_the_server_sent(server: ServerProcess, tmp_path: 
         (reports[protocol],) = run_node_reader(script, path)
     assert [message["id"] for message in reports["ai-sdk"]["messages"]] == ["run-lead"]
     assert reports["ag-ui"]["runs"] == ["run-user-1", "run-lead"]
+
+
+# --- AG-UI in -------------------------------------------------------------------------------------
+
+
+class Upstream:
+    """A real HTTP server sending an AG-UI SSE stream (GET, or POST with a RunAgentInput)."""
+
+    def __init__(self, body: bytes, *, status: int = 200, media: str = "text/event-stream") -> None:
+        owner = self
+        self.requests: list[tuple[str, bytes]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                owner.requests.append((self.command, self.rfile.read(length)))
+                self.send_response(status)
+                self.send_header("content-type", media)
+                self.end_headers()
+                for start in range(0, len(body), 97):  # in pieces, as a live agent sends
+                    self.wfile.write(body[start : start + 97])
+                    self.wfile.flush()
+
+            do_GET = _answer
+            do_POST = _answer
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/agent"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def post_ag_ui(server: ServerProcess, cid: str, body: bytes, media: str) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/conversations/{cid}/ag-ui",
+        content=body,
+        headers={"Content-Type": media},
+        timeout=30,
+    )
+
+
+def messages(server: ServerProcess, cid: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{server.url}/v1/conversations/{cid}/messages", timeout=10)
+    assert response.status_code == 200, response.text
+    result: list[dict[str, Any]] = response.json()
+    return result
+
+
+def test_an_ag_ui_stream_posted_is_stored_once(server: ServerProcess) -> None:
+    body = producer_stream()
+    first = post_ag_ui(server, "agui-in", body, "text/event-stream")
+    assert first.status_code == 200, first.text
+    reply = first.json()
+    assert reply["accepted"] > 10
+    assert reply["skipped"] == {"STATE_SNAPSHOT": 1, "STEP_STARTED": 1, "STEP_FINISHED": 1}
+    assert messages(server, "agui-in")[-1] == {"role": "assistant", "content": "The cheapest is 120 EUR."}
+    again = post_ag_ui(server, "agui-in", body, "text/event-stream").json()
+    assert (again["accepted"], again["duplicates"]) == (0, reply["accepted"])
+
+
+def test_an_upstream_ag_ui_endpoint_is_read_to_its_end(server: ServerProcess) -> None:
+    upstream = Upstream(producer_stream())
+    try:
+        source = {"url": upstream.url, "input": {"threadId": "t", "runId": "run-1", "messages": []}}
+        response = httpx.post(f"{server.url}/v1/conversations/agui-url/ag-ui", json=source, timeout=30)
+        assert response.status_code == 200, response.text
+        assert upstream.requests[0][0] == "POST"
+        assert json.loads(upstream.requests[0][1])["runId"] == "run-1"
+        got = httpx.post(
+            f"{server.url}/v1/conversations/agui-url-get/ag-ui", json={"url": upstream.url}, timeout=30
+        )
+        assert got.status_code == 200, got.text
+        assert upstream.requests[1][0] == "GET"
+        assert messages(server, "agui-url") == messages(server, "agui-url-get")
+    finally:
+        upstream.close()
+    for bad in (Upstream(b"oops", status=500), Upstream(b"{}", media="application/json")):
+        try:
+            response = httpx.post(
+                f"{server.url}/v1/conversations/agui-bad/ag-ui", json={"url": bad.url}, timeout=30
+            )
+            assert response.status_code == 502
+            assert response.json()["error"]["code"] == "upstream"
+        finally:
+            bad.close()
+
+
+def test_a_bad_ag_ui_event_is_named_and_nothing_is_stored(server: ServerProcess) -> None:
+    body = b'[{"type":"RUN_STARTED","threadId":"t","runId":"r"},{"type":"TOOL_CALL_ARGS","toolCallId":"c"}]'
+    response = post_ag_ui(server, "agui-422", body, "application/json")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "invalid_ag_ui"
+    assert error["details"] == [
+        {"index": 1, "type": "TOOL_CALL_ARGS", "field": "delta", "message": "Field required"}
+    ]
+    assert httpx.get(f"{server.url}/v1/conversations/agui-422", timeout=10).status_code == 404
+    unordered = (
+        b'[{"type":"RUN_STARTED","threadId":"t","runId":"r"},{"type":"TOOL_CALL_END","toolCallId":"c"}]'
+    )
+    response = post_ag_ui(server, "agui-422", unordered, "application/json")
+    assert response.status_code == 422
+    assert "event 1 (TOOL_CALL_END)" in response.json()["error"]["message"]
+    assert post_ag_ui(server, "agui-422", b"x", "text/plain").status_code == 415
+
+
+def test_a_conversation_streamed_out_and_posted_back_has_the_same_messages(server: ServerProcess) -> None:
+    post(server, "round-a", CONVERSATION)
+    _, frames = read_until(server, "round-a", "ag-ui", str(len(CONVERSATION)))
+    response = post_ag_ui(server, "round-b", b"".join(frames), "text/event-stream")
+    assert response.status_code == 200, response.text
+    assert messages(server, "round-b") == messages(server, "round-a")

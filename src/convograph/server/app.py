@@ -31,6 +31,7 @@ from convograph.server.conversations import ConversationController, live_convers
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.protocols import ingest_ag_ui
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
 
@@ -108,6 +109,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ConversationController,
         BranchController,
         live_conversation_list,
+        ingest_ag_ui,
         healthz,
         metrics,
         openapi_json,

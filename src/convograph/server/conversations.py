@@ -19,7 +19,7 @@ from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
 from convograph.server.live import LiveState, stream_frames
 from convograph.server.openapi import SSE, SVG, ConversationId, documented, one_of, reply
-from convograph.server.protocol_streams import STREAM_PROTOCOLS, protocol_stream
+from convograph.server.protocols import STREAM_PROTOCOLS, protocol_stream
 from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import (
     existing_conversation,
