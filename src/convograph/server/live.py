@@ -82,24 +82,34 @@ class _LogFramer:
     """Frames of the events one subscriber reads from the log, in its stream's format. A format's
     encoder is first fed the events it has not seen (their frames dropped), so what it frames
     equals what the hub's encoder made of the same events; ``skip`` drops the first frames of
-    event ``skip_seq`` (a client that resumes in the middle of an event's frames)."""
+    event ``skip_seq`` (a client that resumes in the middle of an event's frames). `release`
+    drops the encoder once the subscriber follows the hub (its state is O(conversation)); a later
+    read from the log (a gap, an overflow) makes a new one, fed from the start."""
 
     def __init__(
         self, log: EventLog, conversation_id: str, factory: EncoderFactory | None, skip_seq: int, skip: int
     ) -> None:
         self._log = log
         self._conversation_id = conversation_id
+        self._factory = factory
         self._encoder = factory() if factory is not None else None
         self._fed = 0
         self._skip_seq = skip_seq
         self._skip = skip
 
+    def release(self) -> None:
+        if self._factory is not None:
+            self._encoder = None
+            self._fed = 0
+
     async def read(self, after: int, limit: int) -> tuple[list[StoredEvent], bytes]:
         """Up to ``limit`` events after ``after`` and their frames."""
-        encoder = self._encoder
-        if encoder is None:
+        if self._factory is None:
             page = await self._log.read(self._conversation_id, after, limit)
             return page, b"".join(event_frame(stored) for stored in page)
+        encoder = self._encoder
+        if encoder is None:
+            encoder = self._encoder = self._factory()
         if self._fed < after:
             self._fed = await _feed_silently(self._log, self._conversation_id, encoder, self._fed, after)
         page = await self._log.read(self._conversation_id, after, limit)
@@ -284,6 +294,7 @@ async def stream_frames(
     try:
         async for chunk in catch_up():  # the listener already collects what comes after
             yield chunk
+        framer.release()
         while not hubs.closed.is_set():
             if listener.overflowed:
                 listener.overflowed = False
