@@ -6,6 +6,8 @@ the AI SDK's and AG-UI's own clients read what the server sent."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.support.conversations import recorded_conversations, sse_bytes
-from tests.support.node_tools import run_node_reader
+from tests.support.node_tools import require_node_tools, run_node_reader
 from tests.support.server import ServerProcess, running_server
 from tests.test_integrations_ag_ui_ingest import producer_stream
 
@@ -277,3 +279,34 @@ def test_a_conversation_streamed_out_and_posted_back_has_the_same_messages(serve
     response = post_ag_ui(server, "round-b", b"".join(frames), "text/event-stream")
     assert response.status_code == 200, response.text
     assert messages(server, "round-b") == messages(server, "round-a")
+
+
+# --- the runnable examples ------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_examples_run_against_a_server(server: ServerProcess) -> None:
+    producer = [
+        sys.executable,
+        str(EXAMPLES / "ag_ui_producer.py"),
+        "--server",
+        server.url,
+        "--conversation",
+        "ex",
+    ]
+    first = subprocess.run(producer, capture_output=True, text=True, timeout=60, check=True)
+    assert '"accepted": 10' in first.stdout
+    assert "FR 8354 at 95 EUR is the cheapest." in first.stdout
+    again = subprocess.run(producer, capture_output=True, text=True, timeout=60, check=True)
+    assert '"accepted": 0, "duplicates": 10' in again.stdout
+    require_node_tools()
+    follow = [
+        (["node", str(EXAMPLES / "ai-sdk-follow.mjs"), server.url, "ex", "--once"], "run-1:"),
+        (["node", str(EXAMPLES / "ag-ui-follow.mjs"), server.url, "ex", "2"], "-- RUN_FINISHED run-1"),
+    ]
+    for command, expected in follow:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert expected in done.stdout
+        assert "FR 8354 at 95 EUR is the cheapest." in done.stdout
