@@ -14,6 +14,7 @@ import json
 
 import httpx
 from ag_ui.core import (
+    BaseEvent,
     RunAgentInput,
     RunFinishedEvent,
     RunStartedEvent,
@@ -31,7 +32,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 
-def run_events() -> list[object]:
+def run_events() -> list[BaseEvent]:
     """One run: the question in the run input, an answer that calls a tool, a subagent inside it."""
     question = UserMessage(id="q1", content="Which flight to Lisbon is cheapest on Friday?")
     return [
@@ -49,10 +50,14 @@ def run_events() -> list[object]:
         ToolCallEndEvent(tool_call_id="call-1"),
         SubagentStartedEvent(subagent_run_id="pricer-1", name="pricer", parent_tool_call_id="call-1"),
         TextMessageStartEvent(message_id="p1", role="assistant", subagent_run_id="pricer-1"),
-        TextMessageContentEvent(message_id="p1", delta="TP 1302: 120 EUR; FR 8354: 95 EUR.", subagent_run_id="pricer-1"),
+        TextMessageContentEvent(
+            message_id="p1", delta="TP 1302: 120 EUR; FR 8354: 95 EUR.", subagent_run_id="pricer-1"
+        ),
         TextMessageEndEvent(message_id="p1", subagent_run_id="pricer-1"),
         SubagentFinishedEvent(subagent_run_id="pricer-1"),
-        ToolCallResultEvent(message_id="r1", tool_call_id="call-1", content='{"cheapest": "FR 8354", "price": 95}'),
+        ToolCallResultEvent(
+            message_id="r1", tool_call_id="call-1", content='{"cheapest": "FR 8354", "price": 95}'
+        ),
         TextMessageStartEvent(message_id="m2", role="assistant"),
         TextMessageContentEvent(message_id="m2", delta="FR 8354 at 95 EUR is the cheapest."),
         TextMessageEndEvent(message_id="m2"),
@@ -61,12 +66,14 @@ def run_events() -> list[object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", default="http://127.0.0.1:8321")
     parser.add_argument("--conversation", default="flights")
     args = parser.parse_args()
     encoder = EventEncoder()
-    body = "".join(encoder.encode(event) for event in run_events())  # type: ignore[arg-type]
+    body = "".join(encoder.encode(event) for event in run_events())
     with httpx.Client(base_url=args.server, timeout=30) as client:
         reply = client.post(
             f"/v1/conversations/{args.conversation}/ag-ui",
