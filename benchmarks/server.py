@@ -7,7 +7,9 @@
    (durable before the reply: SQLite, synchronous=FULL, the embedded default).
 2. **Fan-out**: N SSE subscribers on one conversation while a writer posts events at a fixed rate;
    delivery latency = receive time - send time carried in each event; p50/p99/max, and every
-   subscriber must receive every event.
+   subscriber must receive every event. Side by side: convograph's own stream, then the same
+   conversation as AG-UI events (``?protocol=ag-ui``) and as the AI SDK UI message stream
+   (``?protocol=ai-sdk``), each on its own conversation.
 3. **Reconnects**: 200 clients read a conversation while it is written, each dropping its connection
    at random points and resuming with ``Last-Event-ID``; counts gaps and duplicates (must be 0).
 4. **Long answer, watched**: one streamed answer (20k text deltas in one block, batches of 500)
@@ -62,17 +64,30 @@ async def bench_ingest(url: str, total: int, batch: int = 500, writers: int = 4)
     return total / elapsed
 
 
+MARKERS: dict[str | None, bytes] = {None: b'"sentAt":', "ag-ui": b'"delta":"', "ai-sdk": b'"delta":"'}
+"""Where the send time sits in a frame: the event's ``sentAt``, or (protocol streams, which carry
+the text but not convograph's extra fields) the text delta the writer filled with it."""
+
+
 async def subscriber(
-    url: str, cid: str, expect: int, latencies: list[float], ready: asyncio.Event, counter: list[int]
+    url: str,
+    cid: str,
+    expect: int,
+    latencies: list[float],
+    ready: asyncio.Event,
+    counter: list[int],
+    protocol: str | None = None,
 ) -> int:
-    """Count complete SSE frames and read each one's ``sentAt`` by scanning bytes (a full SSE + JSON
+    """Count complete SSE frames and read each one's send time by scanning bytes (a full SSE + JSON
     parse per message made this load client, not the server, the bottleneck)."""
     received = 0
     pending = b""
+    marker = MARKERS[protocol]
+    query = f"?protocol={protocol}" if protocol else ""
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client,
         client.stream(
-            "GET", f"{url}/v1/conversations/{cid}/stream", headers={"Last-Event-ID": "0"}
+            "GET", f"{url}/v1/conversations/{cid}/stream{query}", headers={"Last-Event-ID": "0"}
         ) as response,
     ):
         counter[0] += 1
@@ -83,36 +98,39 @@ async def subscriber(
             frames = (pending + chunk).split(b"\n\n")
             pending = frames.pop()
             for frame in frames:
-                at = frame.find(b'"sentAt":')
+                at = frame.find(marker)
                 if at < 0:
                     continue
-                end = at + 9
-                while frame[end : end + 1] not in (b",", b"}"):
+                start = end = at + len(marker)
+                while frame[end : end + 1] not in (b",", b"}", b'"'):
                     end += 1
-                latencies.append(now - float(frame[at + 9 : end]))
+                latencies.append(now - float(frame[start:end]))
                 received += 1
                 if received >= expect:
                     return received
     return received
 
 
-async def bench_fanout(url: str, subscribers: int, events: int, rate: float) -> dict[str, float]:
-    cid = f"fanout-{subscribers}"
+async def bench_fanout(
+    url: str, subscribers: int, events: int, rate: float, protocol: str | None = None
+) -> dict[str, float]:
+    cid = f"fanout-{subscribers}-{protocol or 'native'}"
     latencies: list[float] = []
     ready = asyncio.Event()
     counter = [0, subscribers]
     tasks = [
-        asyncio.create_task(subscriber(url, cid, events, latencies, ready, counter))
+        asyncio.create_task(subscriber(url, cid, events, latencies, ready, counter, protocol))
         for _ in range(subscribers)
     ]
-    await asyncio.wait_for(ready.wait(), 60)
+    await asyncio.wait_for(ready.wait(), 300)  # 500 connections on a loaded 2-core machine take a while
     await asyncio.sleep(0.5)
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         interval = 1 / rate
         started = time.perf_counter()
         for i in range(events):
+            now = time.time()
             body = json.dumps(
-                {"type": "text", "runId": "r", "id": f"t{i}", "content": "x", "sentAt": time.time()}
+                {"type": "text", "runId": "r", "id": f"t{i}", "content": f"{now:.6f}", "sentAt": now}
             )
             (
                 await client.post(
@@ -237,6 +255,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["fanout"], help="run only the fan-out comparison")
     args = parser.parse_args()
     ingest_total = 20_000 if args.quick else 200_000
     fan_subscribers, fan_events = (50, 100) if args.quick else (500, 300)
@@ -256,22 +275,26 @@ def main() -> None:
             print(
                 f"{time.strftime('%Y-%m-%d %H:%M')}  server {server.url} (SQLite, synchronous=FULL), load average {load:.2f}"
             )
-            rate = asyncio.run(bench_ingest(server.url, ingest_total))
-            print(
-                f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
-                f"(target 20,000: {rate / 20_000:.2f}x)"
-            )
-            server_before, client_before, started = cpu_seconds(server), cpu_seconds(None), time.time()
-            fan = asyncio.run(bench_fanout(server.url, fan_subscribers, fan_events, rate=50))
-            wall = time.time() - started
-            server_cpu = (cpu_seconds(server) - server_before) / wall * 100
-            client_cpu = (cpu_seconds(None) - client_before) / wall * 100
-            print(
-                f"fan-out: {fan['subscribers']} SSE subscribers x {fan['events']} events at 50/s: "
-                f"complete {fan['complete']}/{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, "
-                f"p99 {fan['p99_ms']:.1f} ms (target < 100), max {fan['max_ms']:.1f} ms; "
-                f"CPU: server {server_cpu:.0f}%, load client {client_cpu:.0f}%"
-            )
+            if args.only is None:
+                rate = asyncio.run(bench_ingest(server.url, ingest_total))
+                print(
+                    f"ingest: {ingest_total:,} events in NDJSON batches of 500, 4 writers: {rate:,.0f} events/s "
+                    f"(target 20,000: {rate / 20_000:.2f}x)"
+                )
+            for protocol in (None, "ag-ui", "ai-sdk"):
+                server_before, client_before, started = cpu_seconds(server), cpu_seconds(None), time.time()
+                fan = asyncio.run(bench_fanout(server.url, fan_subscribers, fan_events, 50, protocol))
+                wall = time.time() - started
+                server_cpu = (cpu_seconds(server) - server_before) / wall * 100
+                client_cpu = (cpu_seconds(None) - client_before) / wall * 100
+                print(
+                    f"fan-out ({protocol or 'native'}, load {os.getloadavg()[0]:.2f}): {fan['subscribers']} SSE"
+                    f" subscribers x {fan['events']} events at 50/s: complete {fan['complete']}/"
+                    f"{fan['subscribers']}, p50 {fan['p50_ms']:.1f} ms, p99 {fan['p99_ms']:.1f} ms (target < 100),"
+                    f" max {fan['max_ms']:.1f} ms; CPU: server {server_cpu:.0f}%, load client {client_cpu:.0f}%"
+                )
+            if args.only is not None:
+                return
             rec = asyncio.run(bench_reconnects(server.url, reconnect_clients, reconnect_events))
             print(
                 f"reconnects: {rec['clients']} clients dropping at random over {rec['events']} events: "

@@ -141,7 +141,7 @@ def test_every_route_that_reads_a_body_declares_it(tmp_path: Path, doc: dict[str
                     reads_body.add((method.lower(), route.path_format))
     declared = {(method, path) for method, path, op in operations(doc) if "requestBody" in op}
     assert declared == reads_body
-    assert len(declared) == 6
+    assert len(declared) == 7
     for path in ("/v1/conversations/{cid}/events", "/events"):
         body = doc["paths"][path]["post"]["requestBody"]
         assert set(body["content"]) == {JSON, NDJSON}

@@ -6,6 +6,8 @@ import random
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from convograph.demo.conversations import research_script, retry_policies_script, rlm_script
 from convograph.events import Event, parse_event
 from convograph.hypergraph import create_conversation, default_active, reduce_conversation
@@ -31,8 +33,14 @@ def recorded_conversations() -> dict[str, list[Event]]:
 
 
 def stored(events: list[Event], conversation_id: str = "c") -> list[StoredEvent]:
+    """``events`` as an event log stores them (each with its ``seq``)."""
     return [
-        StoredEvent(seq=seq, conversation_id=conversation_id, event=event, received_at=0.0)
+        StoredEvent(
+            seq=seq,
+            conversation_id=conversation_id,
+            event=msgspec.structs.replace(event, seq=seq),
+            received_at=0.0,
+        )
         for seq, event in enumerate(events, 1)
     ]
 
@@ -43,7 +51,8 @@ def encode_all(stream: UIEventStream, events: list[Event]) -> list[tuple[int, Ch
 
 
 def sse_bytes(stream: UIEventStream, events: list[Event]) -> bytes:
-    return b"".join(frame for item in stored(events) for frame in stream.feed(item))
+    items = stored(events, stream.conversation_id)
+    return b"".join(frame for item in items for frame in stream.feed(item))
 
 
 def projected_messages(events: list[Event]) -> list[dict[str, Any]]:

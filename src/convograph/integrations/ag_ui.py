@@ -21,10 +21,12 @@
 
 State (``STATE_SNAPSHOT``): ``{"pendingRelays": {relayId: relay}, "usage": {inputTokens, ...}}``.
 
-``MESSAGES_SNAPSHOT`` is built from the thread projection (the hypergraph's active path) with the
-same ids and the same message rules as the streamed events, so applying it to a client that
-followed the stream changes nothing but what the stream could not say (commands, repairs).
-Cost: O(1) per event plus O(conversation) per snapshot (one per top-level turn and command).
+``MESSAGES_SNAPSHOT``: the one ending a run is the list every client that followed the stream holds
+(`convograph.integrations.ag_ui_messages`: the stream folds its own events as the reference client
+does), so it changes nothing for them and resynchronises anyone else. The one sent for a command
+(or a user message with parts) is built from the thread projection of the hypergraph's active
+path (reduced from the events then: commands are rare), with the same ids and message rules.
+Cost: O(1) per event, O(messages) per run end, O(conversation) per command.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ from convograph.events import (
     User,
     event_to_wire,
 )
-from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
+from convograph.hypergraph import create_conversation
+from convograph.hypergraph.commands import reduce_with_commands_events
+from convograph.integrations.ag_ui_messages import ClientMessages, copy_messages
 from convograph.integrations.ui_stream import (
     Chunk,
     Part,
@@ -121,31 +125,21 @@ class AGUIEventStream(UIEventStream):
 
     def __init__(self, conversation_id: str) -> None:
         super().__init__(conversation_id)
-        self.projector: ConversationProjector | None = ConversationProjector()
-        """The thread behind ``MESSAGES_SNAPSHOT`` (None once it failed: snapshots stop)."""
+        self.events: list[Event] = []
+        """Every event fed: the hypergraph is reduced from them when a command needs its thread."""
+        self.client = ClientMessages()
+        """What a client that followed the stream holds (every emitted event is folded in)."""
         self.pending_relays: dict[str, Any] = {}
         self.created: dict[str, int] = {}
         """Message id -> rank of its creation on a client (first start, call or snapshot)."""
 
     def chunks(self, event: Event, seq: int = 0) -> list[Chunk]:
-        projector = self.projector
-        if projector is not None:
-            try:
-                if isinstance(event, COMMAND_TYPES):
-                    changed = reduce_with_commands(projector.conversation, event)
-                    if changed is not projector.conversation:
-                        projector.replace(changed)
-                else:
-                    projector.apply(event)
-            except Exception:  # a projection that fails must not stop the stream: snapshots stop
-                log.warning(
-                    "%s: the thread projection failed at seq %d; no more MESSAGES_SNAPSHOT",
-                    self.conversation_id,
-                    seq,
-                    exc_info=True,
-                )
-                self.projector = None
+        self.events.append(event)
         return super().chunks(event, seq)
+
+    def emit(self, chunk: Chunk) -> None:
+        super().emit(chunk)
+        self.client.apply(chunk)
 
     # -- turns -------------------------------------------------------------------------------------
 
@@ -162,7 +156,7 @@ class AGUIEventStream(UIEventStream):
 
     def after_turn(self, turn: Turn, end: HarnessEnd | None) -> None:
         if not turn.loose:
-            self._messages_snapshot()
+            self._run_end_snapshot()
         outcome = outcome_of(end) if not turn.loose else "success"
         if outcome == "error":
             run = self.runs.get(end.run_id) if end is not None else None
@@ -191,13 +185,24 @@ class AGUIEventStream(UIEventStream):
         return {"pendingRelays": dict(self.pending_relays), "usage": self.usage.to_wire()}
 
     def _messages_snapshot(self) -> None:
-        if self.projector is None:
+        """The active path's messages, built from the thread (after a command, or user parts)."""
+        try:
+            conversation = reduce_with_commands_events(create_conversation(), self.events)
+            views = ConversationProjector(conversation).views
+        except Exception:
+            log.warning(
+                "%s: the thread projection failed; no MESSAGES_SNAPSHOT", self.conversation_id, exc_info=True
+            )
             return
-        messages = _SnapshotBuilder(self).build(self.projector.views)
+        messages = _SnapshotBuilder(self).build(views)
         for message in messages:
             if message["role"] != "tool":
                 self._created(message["id"])
         self.emit({"type": "MESSAGES_SNAPSHOT", "messages": messages})
+
+    def _run_end_snapshot(self) -> None:
+        """What every client that followed the stream holds: O(messages) to copy."""
+        super().emit({"type": "MESSAGES_SNAPSHOT", "messages": copy_messages(self.client.messages)})
 
     def _created(self, message_id: str) -> None:
         """Note where a client creates ``message_id`` (snapshots keep that order)."""

@@ -25,9 +25,10 @@ conversation); it carries no ``[DONE]``.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any, Final
+
+import msgspec
 
 from convograph.events import (
     Edit,
@@ -82,7 +83,9 @@ class UIMessageBuilder:
         self._data: dict[tuple[str, str], dict[str, Any]] = {}
 
     def to_wire(self) -> dict[str, Any]:
-        return {"id": self.message_id, "role": "assistant", "parts": copy.deepcopy(self.parts)}
+        """The message as a fresh value (later chunks do not change it). O(size)."""
+        parts = msgspec.json.decode(msgspec.json.encode(self.parts))  # a deep copy, in C
+        return {"id": self.message_id, "role": "assistant", "parts": parts}
 
     def apply(self, chunk: Chunk) -> None:
         kind: str = chunk["type"]

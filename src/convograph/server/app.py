@@ -35,6 +35,7 @@ from convograph.server.conversations import ConversationController, live_convers
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.protocols import ingest_ag_ui
 from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
@@ -153,6 +154,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         live_conversation_list,
         search_conversations,
         export_traces,
+        ingest_ag_ui,
         healthz,
         status,
         metrics,

@@ -17,8 +17,9 @@ from convograph.jsonable import to_jsonable
 from convograph.projections import project_dag, project_messages, project_thread
 from convograph.server.bodies import decode_body, parse_event_batch
 from convograph.server.errors import ApiError
-from convograph.server.live import LiveState, Subscriber, stream_frames
+from convograph.server.live import EncoderFactory, LiveState, Subscriber, stream_frames
 from convograph.server.openapi import SSE, SVG, ConversationId, documented, one_of, reply
+from convograph.server.protocols import STREAM_PROTOCOLS, protocol_stream_options
 from convograph.server.sse import RETRY_FRAME
 from convograph.server.state import (
     admit_stream,
@@ -288,30 +289,51 @@ class ConversationController(Controller):
         cid: ConversationId,
         after: Annotated[str | None, QueryParameter(name="after", schema_extra=_SEQ)] = None,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", schema_extra=_SEQ)] = None,
+        protocol: Annotated[str, one_of("protocol", *STREAM_PROTOCOLS)] = "native",
     ) -> Stream:
         """``id: <seq>``, ``event: <type>``, ``data: <json>``; resumes after ``Last-Event-ID`` (or
         ``?after=``) with exactly the missing events, then live ones; ``: heartbeat`` while idle.
-        A cursor past the conversation's last seq is a 409 carrying that seq."""
+        ``protocol=ag-ui`` / ``ai-sdk``: the same stream as AG-UI events / the AI SDK UI message
+        stream (docs/integrations.md); their ``Last-Event-ID`` may be ``<seq>:<chunk>``. A cursor
+        past the conversation's last seq is a 409 carrying that seq."""
         state = server_state(request)
-        resume = _parse_seq(last_event_id, "Last-Event-ID")
-        after_seq = resume if resume is not None else (_parse_seq(after, "after") or 0)
+        factory: EncoderFactory | None = None
+        headers: dict[str, str] = {}
+        skip = 0
+        if protocol == "native":
+            resume = _parse_seq(last_event_id, "Last-Event-ID")
+            after_seq = resume if resume is not None else (_parse_seq(after, "after") or 0)
+        else:
+            factory, headers, after_seq, skip = protocol_stream_options(
+                protocol, cid, _parse_seq(after, "after") or 0, last_event_id
+            )
         if after_seq:
-            cursor_name = "Last-Event-ID" if resume is not None else "after"
+            cursor_name = "Last-Event-ID" if last_event_id else "after"
             _check_cursor(after_seq, await state.log.get_conversation(cid), cursor_name)
         release = admit_stream(request)
         heartbeat = state.config.sse_heartbeat_seconds
         metrics = state.metrics
         subscriber = Subscriber(after_seq)
+        stream_format = "" if protocol == "native" else protocol
 
         async def frames() -> AsyncGenerator[bytes, None]:
             yield RETRY_FRAME
             async for count, chunk in stream_frames(
-                state.log, state.hubs, cid, subscriber, heartbeat=heartbeat
+                state.log,
+                state.hubs,
+                cid,
+                subscriber,
+                heartbeat=heartbeat,
+                stream_format=stream_format,
+                factory=factory,
+                skip=skip,
             ):
                 metrics.sse_events_sent += count
                 yield chunk
 
-        return EventStream(frames(), stop=lambda: subscriber.end("disconnected"), release=release)
+        return EventStream(
+            frames(), stop=lambda: subscriber.end("disconnected"), release=release, headers=headers
+        )
 
     @get(
         "/{cid:str}/thread",

@@ -18,6 +18,14 @@ just reads the burst from the log. Frames go out in writes of at most
 `CHUNK_BYTES`, so a client that stops reading pins at most one such write besides the
 transport's own buffer.
 
+**Stream formats.** Besides convograph's own frames (`event_frame`, one per event, depending on the
+event alone), a stream may carry another protocol's (AG-UI, the AI SDK's): a `FrameEncoder` whose
+frames for an event depend on the events before it. Such a stream has its own hub per conversation
+(its encoder is fed every event once, its frames shared by all subscribers through the ring) and a
+subscriber catching up frames what it reads from the log with its own encoder (`_LogFramer`), fed
+the earlier events first with their output dropped. The frames are the same either way: a format's
+frames are a function of the log's prefix.
+
 **Cache.** `LiveConversations` keeps the hypergraph (with an incremental thread projector), the
 flat graph and the relay state of recently used conversations up to date: events ingested here are applied as they are stored (O(Δ)); anything
 else is read from the log on the next access. Least recently used conversations are evicted.
@@ -28,8 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, Final, Protocol
 
 from convograph.events import Event, Relay, RelayResolved
 from convograph.graph import Graph, create_graph, reduce_event
@@ -42,6 +50,8 @@ from convograph.store import EventLog, StoredEvent
 __all__ = [
     "CHUNK_BYTES",
     "ConversationHub",
+    "EncoderFactory",
+    "FrameEncoder",
     "FrameRing",
     "HubRegistry",
     "LiveConversations",
@@ -62,6 +72,77 @@ PAGE_BYTES: Final = CHUNK_BYTES
 one chunk, so a stream waiting for its client holds no second page."""
 FIRST_PAGE: Final = 50
 """Events in a subscriber's first catch-up page, before their size is known."""
+
+
+class FrameEncoder(Protocol):
+    """A stream format's encoder: the SSE frames of each stored event, fed in seq order from the
+    conversation's first event (its frames may depend on the events before)."""
+
+    def feed(self, stored: StoredEvent) -> list[bytes]: ...
+
+
+EncoderFactory = Callable[[], FrameEncoder]
+"""Makes a fresh encoder of one format (None where a stream takes convograph's own frames)."""
+
+
+async def _feed_silently(
+    log: EventLog, conversation_id: str, encoder: FrameEncoder, after: int, until: int
+) -> int:
+    """Feed ``encoder`` the events ``after < seq <= until``, dropping its frames; the last seq fed."""
+    while after < until:
+        page = await log.read(conversation_id, after, min(READ_PAGE, until - after))
+        if not page:
+            break
+        for stored in page:
+            encoder.feed(stored)
+        after = page[-1].seq
+    return after
+
+
+class _LogFramer:
+    """Frames of the events one subscriber reads from the log, in its stream's format. A format's
+    encoder is first fed the events it has not seen (their frames dropped), so what it frames
+    equals what the hub's encoder made of the same events; ``skip`` drops the first frames of
+    event ``skip_seq`` (a client that resumes in the middle of an event's frames). `release`
+    drops the encoder once the subscriber follows the hub (its state is O(conversation)); a later
+    read from the log makes a new one, fed from the start."""
+
+    def __init__(
+        self, log: EventLog, conversation_id: str, factory: EncoderFactory | None, skip_seq: int, skip: int
+    ) -> None:
+        self._log = log
+        self._conversation_id = conversation_id
+        self._factory = factory
+        self._encoder: FrameEncoder | None = None
+        self._fed = 0
+        self._skip_seq = skip_seq
+        self.skip = skip
+        """Frames still to drop from event ``skip_seq``: while > 0 the subscriber reads the log."""
+
+    def release(self) -> None:
+        self._encoder = None
+        self._fed = 0
+
+    async def read(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        """``(seq, frame)`` of up to ``limit`` events after ``after``."""
+        page = await self._log.read(self._conversation_id, after, limit)
+        if self._factory is None:
+            return [(stored.seq, event_frame(stored)) for stored in page]
+        encoder = self._encoder
+        if encoder is None:
+            encoder = self._encoder = self._factory()
+            self._fed = 0
+        if self._fed < after:
+            self._fed = await _feed_silently(self._log, self._conversation_id, encoder, self._fed, after)
+        out: list[tuple[int, bytes]] = []
+        for stored in page:
+            frames = encoder.feed(stored)
+            if stored.seq == self._skip_seq and self.skip:
+                frames, self.skip = frames[self.skip :], 0
+            out.append((stored.seq, b"".join(frames)))
+        if page:
+            self._fed = page[-1].seq
+        return out
 
 
 class Wakeable:
@@ -180,17 +261,31 @@ class ConversationHub:
     subscribers. O(subscribers) per event (the wake-ups and the ring's release floor)."""
 
     def __init__(
-        self, log: EventLog, conversation_id: str, start_seq: int, *, max_frames: int, max_bytes: int
+        self,
+        log: EventLog,
+        conversation_id: str,
+        start_seq: int,
+        *,
+        max_frames: int,
+        max_bytes: int,
+        encoder: FrameEncoder | None = None,
     ) -> None:
         self.conversation_id = conversation_id
         self.ring = FrameRing(start_seq, max_frames=max_frames, max_bytes=max_bytes)
         self.subscribers: set[Subscriber] = set()
+        self._encoder = encoder
         self._task = asyncio.create_task(self._run(log, start_seq), name=f"convograph-hub-{conversation_id}")
+
+    def _frame(self, stored: StoredEvent) -> bytes:
+        encoder = self._encoder
+        return event_frame(stored) if encoder is None else b"".join(encoder.feed(stored))
 
     async def _run(self, log: EventLog, start_seq: int) -> None:
         ring = self.ring
+        if self._encoder is not None:  # a format's frames depend on the events before
+            await _feed_silently(log, self.conversation_id, self._encoder, 0, start_seq)
         async for stored in log.subscribe(self.conversation_id, start_seq):
-            if not ring.append(stored.seq, event_frame(stored)):
+            if not ring.append(stored.seq, self._frame(stored)):
                 for subscriber in self.subscribers:  # the ring restarted: older frames are in the log
                     subscriber.live = False
             floor = min((s.cursor for s in self.subscribers if s.live), default=ring.last_seq)
@@ -215,14 +310,15 @@ class ConversationHub:
 
 
 class HubRegistry:
-    """One hub per conversation with subscribers; a hub stops when its last subscriber leaves.
+    """One hub per conversation and stream format with subscribers; a hub stops when its last
+    subscriber leaves.
     Each hub's ring holds at most ``max_frames`` frames and ``max_bytes`` bytes: how far a live
     subscriber may fall behind before it is ended."""
 
     def __init__(self, log: EventLog, *, max_frames: int, max_bytes: int) -> None:
         self._log = log
-        self._hubs: dict[str, ConversationHub] = {}
-        self._starting: dict[str, asyncio.Future[ConversationHub]] = {}
+        self._hubs: dict[tuple[str, str], ConversationHub] = {}
+        self._starting: dict[tuple[str, str], asyncio.Future[ConversationHub]] = {}
         self._max_frames = max_frames
         self._max_bytes = max_bytes
         self.closed = False
@@ -236,15 +332,23 @@ class HubRegistry:
         """Bytes of frames the rings hold, over every conversation."""
         return sum(hub.ring.bytes for hub in self._hubs.values())
 
-    async def join(self, conversation_id: str, subscriber: Subscriber) -> ConversationHub:
-        """Add ``subscriber`` to ``conversation_id``'s hub (started at the log's current end if
-        new): every event stored after this returns reaches the hub's ring."""
-        hub = self._hubs.get(conversation_id)
+    async def join(
+        self,
+        conversation_id: str,
+        subscriber: Subscriber,
+        stream_format: str = "",
+        factory: EncoderFactory | None = None,
+    ) -> ConversationHub:
+        """Add ``subscriber`` to ``conversation_id``'s hub for ``stream_format`` (framed by an
+        encoder from ``factory``; convograph's own frames by default), started at the log's current
+        end if new: every event stored after this returns reaches the hub's ring."""
+        key = (conversation_id, stream_format)
+        hub = self._hubs.get(key)
         if hub is None:
-            pending = self._starting.get(conversation_id)
+            pending = self._starting.get(key)
             if pending is None:
                 future: asyncio.Future[ConversationHub] = asyncio.get_running_loop().create_future()
-                self._starting[conversation_id] = future
+                self._starting[key] = future
                 try:
                     info = await self._log.get_conversation(conversation_id)
                     hub = ConversationHub(
@@ -253,15 +357,16 @@ class HubRegistry:
                         info.last_seq if info else 0,
                         max_frames=self._max_frames,
                         max_bytes=self._max_bytes,
+                        encoder=factory() if factory is not None else None,
                     )
-                    self._hubs[conversation_id] = hub
+                    self._hubs[key] = hub
                     future.set_result(hub)
                 except BaseException as exc:
                     future.set_exception(exc)
                     future.exception()  # mark retrieved
                     raise
                 finally:
-                    del self._starting[conversation_id]
+                    del self._starting[key]
             else:
                 hub = await asyncio.shield(pending)
         hub.subscribers.add(subscriber)
@@ -269,21 +374,22 @@ class HubRegistry:
             subscriber.end("shutdown")
         return hub
 
-    def leave(self, conversation_id: str, subscriber: Subscriber) -> None:
+    def leave(self, conversation_id: str, subscriber: Subscriber, stream_format: str = "") -> None:
         """Remove ``subscriber``; the hub stops with its last one. O(1), never waits."""
-        hub = self._hubs.get(conversation_id)
+        key = (conversation_id, stream_format)
+        hub = self._hubs.get(key)
         if hub is None or subscriber not in hub.subscribers:
             return
         hub.subscribers.discard(subscriber)
         if not hub.subscribers:
-            del self._hubs[conversation_id]
+            del self._hubs[key]
             hub.end("idle")
 
     def end_conversation(self, conversation_id: str, reason: str) -> None:
-        """End every stream of ``conversation_id`` (it was deleted: its seqs start again)."""
-        hub = self._hubs.pop(conversation_id, None)
-        if hub is not None:
-            hub.end(reason)
+        """End every stream of ``conversation_id``, in every format (it was deleted: its seqs start
+        again). O(hubs)."""
+        for key in [key for key in self._hubs if key[0] == conversation_id]:
+            self._hubs.pop(key).end(reason)
 
     async def close(self) -> None:
         """End every stream (``shutdown``) and stop every hub."""
@@ -294,14 +400,12 @@ class HubRegistry:
 
 
 async def _read_page(
-    log: EventLog, conversation_id: str, cursor: int, page_size: int
+    framer: _LogFramer, cursor: int, page_size: int
 ) -> tuple[deque[tuple[int, int, bytes]], int]:
     """The events after ``cursor`` (at most ``page_size``) as chunks ``(count, last seq, bytes)``
     of at most `CHUNK_BYTES`, and the next page size: scaled so a page holds about `PAGE_BYTES`
     of frames, which bounds what a stream holds while its client does not read."""
-    page = await log.read(conversation_id, cursor, page_size)
-    frames = [(stored.seq, event_frame(stored)) for stored in page]
-    del page
+    frames = await framer.read(cursor, page_size)
     size = sum(len(frame) for _, frame in frames)
     next_size = max(1, min(READ_PAGE, page_size * PAGE_BYTES // max(size, 1)))
     return deque(_chunks(frames, CHUNK_BYTES)), next_size
@@ -327,18 +431,26 @@ async def stream_frames(
     subscriber: Subscriber,
     *,
     heartbeat: float,
+    stream_format: str = "",
+    factory: EncoderFactory | None = None,
+    skip: int = 0,
 ) -> AsyncIterator[tuple[int, bytes]]:
     """SSE bytes carrying every event with ``seq > subscriber.cursor`` exactly once, in order:
     stored ones, then live ones. Yields ``(events_in_chunk, chunk)``; a heartbeat comment (0
     events) after ``heartbeat`` idle seconds. Ends when the subscriber is ended: its client went
     away (nothing more is sent), or the server ended it (a ``stream_end`` frame first: shutdown,
-    conversation deleted, too far behind)."""
-    hub = await hubs.join(conversation_id, subscriber)
+    conversation deleted, too far behind). ``stream_format`` / ``factory``: another protocol's
+    frames (see the module docstring); ``skip``: drop the first frames of the first event (a client
+    resuming in the middle of an event's frames)."""
+    hub = await hubs.join(conversation_id, subscriber, stream_format, factory)
+    framer = _LogFramer(log, conversation_id, factory, subscriber.cursor + 1, skip)
     page_size = FIRST_PAGE
     try:
         while subscriber.end_reason is None:
             ring = hub.ring
-            if ring.holds_after(subscriber.cursor):
+            if ring.holds_after(subscriber.cursor) and not framer.skip:
+                if not subscriber.live:
+                    framer.release()
                 subscriber.live = True
                 frames = ring.frames_after(subscriber.cursor, CHUNK_BYTES)
                 if frames:
@@ -349,7 +461,7 @@ async def stream_frames(
             elif subscriber.live:  # the ring moved past what this client has not read yet
                 subscriber.end("too_far_behind")
             else:  # catching up: one page from the log, sent as the client reads it
-                chunks, page_size = await _read_page(log, conversation_id, subscriber.cursor, page_size)
+                chunks, page_size = await _read_page(framer, subscriber.cursor, page_size)
                 if not chunks:  # the log lost what the ring no longer holds (deleted meanwhile)
                     subscriber.end("deleted")
                 while chunks and subscriber.end_reason is None:
@@ -358,7 +470,7 @@ async def stream_frames(
         if subscriber.end_reason != "disconnected":
             yield 0, end_frame(subscriber.end_reason or "shutdown", subscriber.cursor)
     finally:
-        hubs.leave(conversation_id, subscriber)
+        hubs.leave(conversation_id, subscriber, stream_format)
 
 
 # --- cached conversation state -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar.response import Stream
@@ -129,8 +129,13 @@ class EventStream(Stream):
         *,
         stop: Callable[[], None],
         release: Callable[[], None],
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(_Body(frames, stop, release), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
+        super().__init__(
+            _Body(frames, stop, release),
+            media_type=SSE_MEDIA_TYPE,
+            headers={**SSE_HEADERS, **(headers or {})},
+        )
 
     def to_asgi_response(
         self,
