@@ -105,7 +105,7 @@ def test_timeline_shows_runs_tool_calls_and_model_calls(demo_server: ServerProce
     assert abs(b["width"] / t["width"] - 1.3 / 6.2) < 0.01
     worker = page.locator('.tl-row[data-key="run:sub"]')
     assert "worker" in worker.inner_text()
-    indent = "(el) => parseFloat(el.querySelector('.tl-name').style.paddingLeft)"
+    indent = "(el) => parseFloat(getComputedStyle(el.querySelector('.tl-name')).paddingLeft)"
     spawn = page.locator('.tl-row[data-key="tool:lead/spawn"]')
     assert worker.evaluate(indent) == spawn.evaluate(indent) + 14  # under the call that spawned it
     # Per model call: tokens, cache and latency.

@@ -2,7 +2,7 @@
 // graph and timeline tabs) and the explorer. Routes: /  ·  /c/<id>  ·  /c/<id>/graph  ·
 // /c/<id>/timeline  ·  /explore.
 
-import { DagView } from "./dag.js";
+import { DagView, nodeContent } from "./dag.js";
 import { ExplorerView } from "./explorer.js";
 import { FindBar } from "./find.js";
 import { listPage } from "./list.js";
@@ -10,10 +10,11 @@ import { ConversationModel, Level } from "./model.js";
 import { modelFromThread, Steering } from "./steer.js";
 import { allViews } from "./search.js";
 import { followStream } from "./stream.js";
+import { setupThemeButton } from "./theme-button.js";
 import { ThreadView } from "./thread.js";
 import { TimelineView } from "./timeline.js";
 import { formatDuration, formatStamp } from "./time.js";
-import { announce, api, cidPath, copyText, formatTokens, frameScheduler, h } from "./util.js";
+import { announce, api, cidPath, copyText, formatTokens, frameScheduler, h, throttle } from "./util.js";
 
 const main = document.getElementById("main");
 let current = null; // the active page: {dispose()}
@@ -59,42 +60,7 @@ window.addEventListener("popstate", route);
 const help = document.getElementById("help");
 document.getElementById("help-button").addEventListener("click", () => help.showModal());
 
-// -- colour theme: follows the system until the reader picks one (remembered on this device) -------
-
-const THEME_KEY = "convograph.theme";
-const THEMES = ["auto", "dark", "light"]; // the button cycles through them in this order
-const themeButton = document.getElementById("theme-button");
-
-function currentTheme() {
-  const chosen = document.documentElement.dataset.theme;
-  return chosen === "light" || chosen === "dark" ? chosen : "auto";
-}
-
-function showTheme() {
-  const theme = currentTheme();
-  const system = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
-  const label = theme === "auto" ? `Auto (${system})` : theme === "dark" ? "Dark" : "Light";
-  const next = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
-  themeButton.replaceChildren(h("span", { "aria-hidden": "true" }, theme === "dark" ? "☾ " : theme === "light" ? "☀ " : "◐ "), h("span", { class: "wide-only" }, label));
-  themeButton.dataset.theme = theme;
-  themeButton.setAttribute("aria-label", `Colour theme: ${label}. Switch to ${next}.`);
-  themeButton.title = `Colour theme: ${label} (click for ${next})`;
-}
-
-themeButton.addEventListener("click", () => {
-  const next = THEMES[(THEMES.indexOf(currentTheme()) + 1) % THEMES.length];
-  if (next === "auto") delete document.documentElement.dataset.theme;
-  else document.documentElement.dataset.theme = next;
-  try {
-    if (next === "auto") localStorage.removeItem(THEME_KEY);
-    else localStorage.setItem(THEME_KEY, next);
-  } catch {
-    /* not remembered: this page only */
-  }
-  showTheme();
-});
-matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showTheme);
-showTheme();
+setupThemeButton(document.getElementById("theme-button"));
 
 // -- conversation page -----------------------------------------------------------------------------
 
@@ -243,40 +209,6 @@ function conversationPage(cid, tab) {
     },
     { agentActive: () => model.runSummary().streaming > 0 },
   );
-  const throttle = (fn, { trailing = false } = {}) => {
-    let timer = null;
-    let running = false;
-    let again = false;
-    const run = async () => {
-      timer = null;
-      if (running) {
-        again = true;
-        return;
-      }
-      running = true;
-      try {
-        await fn();
-      } finally {
-        running = false;
-        if (again) {
-          again = false;
-          schedule(0);
-        }
-      }
-    };
-    // A pending run is kept (not pushed back), so a continuous stream still refreshes every
-    // `delay` ms — unless `trailing`, where each request pushes the run back (it happens once the
-    // requests stop); an immediate request (delay 0) replaces a later one.
-    const schedule = (delay) => {
-      if (timer !== null) {
-        if (delay > 0 && !trailing) return;
-        clearTimeout(timer);
-      }
-      timer = setTimeout(run, delay);
-    };
-    schedule.cancel = () => clearTimeout(timer);
-    return schedule;
-  };
   // The path is refreshed once the stream goes quiet (trailing), not while an agent streams: it
   // is a walk of the whole active path on the server, and nobody edits a turn mid-stream.
   const scheduleSteer = throttle(
@@ -652,16 +584,6 @@ function findView(threadModel, id) {
   }
   for (const view of allViews(threadModel)) if (view.id === id) return view;
   return null;
-}
-
-/** What the graph view shows for a clicked node: its recorded event (and merged text). */
-function nodeContent(model, id) {
-  const node = model.nodes.get(id);
-  if (!node) return null;
-  const out = { ...node.event };
-  if (node.kind === "text" || node.kind === "reasoning") out.content = node.text;
-  delete out.seq;
-  return out;
 }
 
 // -- explorer --------------------------------------------------------------------------------------

@@ -205,3 +205,13 @@ export class DagView {
     this.render();
   }
 }
+
+/** What the graph view shows for a clicked node: its recorded event (and merged text). */
+export function nodeContent(model, id) {
+  const node = model.nodes.get(id);
+  if (!node) return null;
+  const out = { ...node.event };
+  if (node.kind === "text" || node.kind === "reasoning") out.content = node.text;
+  delete out.seq;
+  return out;
+}

@@ -157,6 +157,7 @@ export class ConversationModel {
     let run = this.runs.get(id);
     if (!run) {
       run = new Run(id);
+      run.seq = this.lastSeq; // the seq of the event that named it first (orders runs that share a time)
       this.runs.set(id, run);
     }
     return run;
@@ -423,7 +424,7 @@ export class ConversationModel {
     };
     const run = this._run(runId);
     const call = {
-      runId, index: run.usage.calls, input: ev.inputTokens ?? 0, output: ev.outputTokens ?? 0,
+      runId, index: run.usage.calls, seq: this.lastSeq, input: ev.inputTokens ?? 0, output: ev.outputTokens ?? 0,
       cacheRead: ev.cacheReadTokens ?? 0, cacheCreation: ev.cacheCreationTokens ?? 0,
       start: run.callStart ?? this.now, end: this.now, model: typeof ev.model === "string" ? ev.model : null,
     };

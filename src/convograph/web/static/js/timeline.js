@@ -28,11 +28,12 @@ export function timelineRows(model) {
   }
   const rows = [];
   const seen = new Set();
-  const byStart = (a, b) => (a.start ?? Infinity) - (b.start ?? Infinity);
+  // By start time; entries that share one (timestamps are often milliseconds) in arrival order.
+  const byStart = (a, b) => (a.start ?? Infinity) - (b.start ?? Infinity) || (a.seq ?? 0) - (b.seq ?? 0);
 
   const runEntry = (runId) => {
     const run = model.runs.get(runId);
-    return run ? { type: "run", run, start: run.start } : null;
+    return run ? { type: "run", run, start: run.start, seq: run.seq } : null;
   };
   const visitRun = (run, depth) => {
     if (seen.has(run.id)) return;
@@ -51,9 +52,9 @@ export function timelineRows(model) {
       viewId: run.views.find((v) => v.kind !== "pending")?.id ?? null,
     });
     const children = [
-      ...tools.map((view) => ({ type: "tool", view, start: view.start })),
+      ...tools.map((view) => ({ type: "tool", view, start: view.start, seq: view.seq })),
       ...run.children.filter((id) => !claimed.has(id)).map(runEntry).filter(Boolean),
-      ...(singleCall ? [] : calls.map((call) => ({ type: "call", call, start: call.start }))),
+      ...(singleCall ? [] : calls.map((call) => ({ type: "call", call, start: call.start, seq: call.seq }))),
     ].sort(byStart);
     for (const child of children) {
       if (child.type === "run") visitRun(child.run, depth + 1);
@@ -77,7 +78,7 @@ export function timelineRows(model) {
     }
   };
   const roots = [...model.runs.values()].filter((run) => run.parent === null && (run.views.length || run.hasLifecycle || callsByRun.has(run.id)));
-  for (const run of roots.sort((a, b) => (a.start ?? Infinity) - (b.start ?? Infinity))) visitRun(run, 0);
+  for (const run of roots.sort(byStart)) visitRun(run, 0);
   return rows;
 }
 
@@ -156,7 +157,7 @@ export class TimelineView {
       bar.style.width = `${(Math.max(0, took ?? 0) / span) * 100}%`;
     } else bar.hidden = true;
     const name = h("span", { class: "tl-name" }, h("span", { class: `tl-kind tl-kind--${row.kind}` }, KIND_LABEL[row.kind]), h("span", { class: "tl-label" }, row.label), row.detail ? h("span", { class: "tl-detail" }, row.detail) : null);
-    name.style.paddingLeft = `${row.depth * 14}px`;
+    name.style.setProperty("--depth", String(row.depth)); // indented by the stylesheet (less on phones)
     const when = row.start !== null ? `${formatStamp(row.start)}${took ? ` → ${formatStamp(row.end)}` : ""}` : "no timestamp";
     const button = h("button", {
       type: "button", class: "tl-row", role: "listitem", "data-key": row.key, "data-kind": row.kind, title: when,

@@ -278,3 +278,40 @@ export function frameScheduler(fn, minInterval = 0) {
 }
 
 export const cidPath = (cid) => `/v1/conversations/${encodeURIComponent(cid)}`;
+
+/** Run async `fn` after `delay` ms when asked with `schedule(delay)`, never twice at once (a request
+ * during a run runs it again after). */
+export function throttle(fn, { trailing = false } = {}) {
+  let timer = null;
+  let running = false;
+  let again = false;
+  const run = async () => {
+    timer = null;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      await fn();
+    } finally {
+      running = false;
+      if (again) {
+        again = false;
+        schedule(0);
+      }
+    }
+  };
+  // A pending run is kept (not pushed back), so a continuous stream still refreshes every
+  // `delay` ms — unless `trailing`, where each request pushes the run back (it happens once the
+  // requests stop); an immediate request (delay 0) replaces a later one.
+  const schedule = (delay) => {
+    if (timer !== null) {
+      if (delay > 0 && !trailing) return;
+      clearTimeout(timer);
+    }
+    timer = setTimeout(run, delay);
+  };
+  schedule.cancel = () => clearTimeout(timer);
+  return schedule;
+}
