@@ -205,7 +205,7 @@ def main() -> None:
             ("--no-intelligence", ("--no-intelligence",)),
         ):
             with tempfile.TemporaryDirectory() as tmp:
-                server = start_server(Path(tmp) / "data", *extra)
+                server = start_server(Path(tmp) / "data", *extra, ready_timeout=180)
                 try:
                     before = os.getloadavg()[0]
                     result = measure(server, bodies, spans)
