@@ -7,7 +7,7 @@
 |---|---|
 | top-level ``harness_start`` .. last ``harness_end`` of its turn | ``RUN_STARTED`` (``runId`` = run id, ``protocolVersion``) + ``STATE_SNAPSHOT`` .. ``MESSAGES_SNAPSHOT`` + ``RUN_FINISHED`` (``usage``; ``outcome`` cancelled) or ``RUN_ERROR`` (error reasons) |
 | events outside every open harness run (user, decisions, commands, late events) | a run of their own (``runId`` = their run id, ``seq-<n>`` without one), closed by the next event that belongs elsewhere |
-| subagent ``harness_start`` / ``harness_end`` | ``SUBAGENT_STARTED`` (``parentToolCallId``, ``parentMessageId``, ``parentSubagentRunId``) / ``SUBAGENT_FINISHED`` or ``SUBAGENT_ERROR``; everything inside carries ``subagentRunId`` |
+| subagent ``harness_start`` / ``harness_end`` | ``SUBAGENT_STARTED`` (``parentToolCallId``, ``parentMessageId``, ``parentSubagentRunId``; a spawner that is no tool call, e.g. a REPL turn, in ``metadata.convograph.parentId``) / ``SUBAGENT_FINISHED`` or ``SUBAGENT_ERROR``; everything inside carries ``subagentRunId`` |
 | a provider run (no ``harness_start``, ``parentId`` = a harness run) | ``STEP_STARTED`` / ``STEP_FINISHED`` (``stepName`` = its run id) |
 | ``text`` deltas | ``TEXT_MESSAGE_START`` / ``CONTENT`` / ``END``; ``messageId`` = the turn's assistant message (its first text block's id), so later text of the turn reopens it |
 | ``reasoning`` deltas | ``REASONING_START`` + ``REASONING_MESSAGE_START`` / ``CONTENT`` / ``END`` (signature in ``metadata.convograph``) + ``REASONING_ENCRYPTED_VALUE`` (redacted data) + ``REASONING_END`` |
@@ -232,6 +232,8 @@ class AGUIEventStream(UIEventStream):
             message = call.parent_message or call.call_id if call is not None else None
             if message is not None:
                 chunk["parentMessageId"] = message
+        elif run.spawned_by is not None:  # not a tool call (a REPL turn's llm_query): keep who spawned it
+            chunk["metadata"] = {"convograph": {"parentId": run.spawned_by}}
         self.emit(chunk)
 
     def handle_subagent_end(self, run: Run, end: HarnessEnd | None) -> None:

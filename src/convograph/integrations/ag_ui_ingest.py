@@ -9,7 +9,7 @@ anything they cannot take. Mapping:
 |---|---|
 | ``RUN_STARTED`` (+ ``input.messages``' user messages not stored yet) | ``user`` events (``runId`` ``user:<message id>``), then ``harness_start`` (``parentId``: ``parentRunId``, else the last input user message) |
 | ``RUN_FINISHED`` / ``RUN_ERROR`` | ``harness_end`` (``reason`` ``final`` / the outcome's type / ``error``; ``totalUsage`` from ``usage``), a run error also as ``error`` |
-| ``SUBAGENT_STARTED`` / ``_FINISHED`` / ``_ERROR`` | ``harness_start`` (``runId`` = ``subagentRunId``, ``parentId`` = ``parentToolCallId`` or the enclosing run, ``agentId`` = ``name``) / ``harness_end`` (an error also as ``error``); attributed events go to that run |
+| ``SUBAGENT_STARTED`` / ``_FINISHED`` / ``_ERROR`` | ``harness_start`` (``runId`` = ``subagentRunId``, ``parentId`` = ``parentToolCallId``, else ``metadata.convograph.parentId``, else the enclosing run, ``agentId`` = ``name``) / ``harness_end`` (an error also as ``error``); attributed events go to that run |
 | ``TEXT_MESSAGE_*`` / ``_CHUNK`` (assistant, system, developer) | ``text`` deltas (``id`` = ``messageId``) |
 | ``TEXT_MESSAGE_*`` with ``role: user`` | one ``user`` event when it ends |
 | ``TOOL_CALL_START`` / ``ARGS`` / ``END`` / ``_CHUNK`` | one ``tool_call`` at the end (``input``: the parsed arguments; text that is not JSON as ``{"__toolParseError": true, "parseError", "rawArguments"}``) |
@@ -272,7 +272,13 @@ class AGUIConverter:
             self._end_run("error", event.usage)
 
     def _on_subagent_started(self, event: Any) -> None:
-        parent = event.parent_tool_call_id or event.parent_subagent_run_id or self._owner(event)
+        spawner = _convograph_metadata(event).get("parentId")
+        parent = (
+            event.parent_tool_call_id
+            or (spawner if isinstance(spawner, str) else None)
+            or event.parent_subagent_run_id
+            or self._owner(event)
+        )
         start = {
             "type": "harness_start",
             "runId": event.subagent_run_id,
@@ -529,6 +535,13 @@ def _arguments(parts: list[str]) -> Any:
         return msgspec.json.decode(text)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return {"__toolParseError": True, "parseError": str(exc), "rawArguments": text}
+
+
+def _convograph_metadata(event: Any) -> dict[str, Any]:
+    """``metadata.convograph`` of an AG-UI event (what the stream out keeps there), or ``{}``."""
+    metadata = getattr(event, "metadata", None)
+    mine = metadata.get("convograph") if isinstance(metadata, dict) else None
+    return mine if isinstance(mine, dict) else {}
 
 
 def _signature(metadata: Any) -> str | None:

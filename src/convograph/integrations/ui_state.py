@@ -133,6 +133,8 @@ class Run:
     agent_id: str | None = None
     parent: Run | None = None
     parent_tool_call: str | None = None
+    spawned_by: str | None = None
+    """The ``parentId`` of its ``harness_start`` (a tool call, a REPL turn's ``repl_input``, a run)."""
     open: bool = True
     step: str | None = None
     part: Part | None = None

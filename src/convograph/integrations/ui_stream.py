@@ -381,7 +381,14 @@ class UIEventStream:
         if parent is None and event.parent_id is not None:
             parent = self.repl_owner.get(event.parent_id) or self.runs.get(event.parent_id)
         if parent is not None and parent.kind != "loose":
-            run = Run(event.run_id, "subagent", event.agent_id, parent, spawner.call_id if spawner else None)
+            run = Run(
+                event.run_id,
+                "subagent",
+                event.agent_id,
+                parent,
+                spawner.call_id if spawner else None,
+                spawned_by=event.parent_id,
+            )
             self.runs[event.run_id] = run
             turn = self._turn_for(run)
             turn.owners.setdefault(id(run), run)
@@ -527,6 +534,7 @@ class UIEventStream:
         self._close_part(owner)
         if isinstance(event, ReplInput):
             self.repl_owner.setdefault(event.id, owner)
+            owner.turn_has_calls = True  # code run ends the model's turn, as tool calls do
         self.handle_repl(event, owner)
 
     def _on_connected(self, event: Connected) -> None:
