@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final, Protocol
 
 from convograph.client import ApiError, ConvographClient
@@ -64,7 +64,7 @@ BARRIER: Final = -1
 class Conversation:
     """One conversation of a sink, on the worker: its port, what was recorded, what waits."""
 
-    __slots__ = ("conversation_id", "outbox", "port", "shadow", "sink")
+    __slots__ = ("conversation_id", "expected", "outbox", "port", "shadow", "sink")
 
     def __init__(self, sink: Sink, conversation_id: str, port: ConversationPort, shadow: Shadow) -> None:
         self.sink = sink
@@ -72,6 +72,9 @@ class Conversation:
         self.port = port
         self.shadow = shadow
         self.outbox: list[Event] = []
+        self.expected: dict[str, list[Hashable]] = {}
+        """Per API: the entry keys its next request should start with (the last request and its
+        answer), so a call does not render the whole conversation to compare."""
 
 
 class Sink:
