@@ -11,7 +11,7 @@ from pathlib import Path
 
 from convograph.events import Text, ToolCall, ToolResult, Usage, User
 from convograph.store import open_event_log
-from convograph.testing import ModelServer, load_script
+from convograph.testing import ModelServer, Reply, Say, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,3 +51,48 @@ def test_the_example_records_its_tool_loop(tmp_path: Path) -> None:
     assert len([e for e in events if isinstance(e, ToolResult)]) == 2
     assert "".join(e.content for e in events if isinstance(e, Text)).endswith("27 C in Rome.")
     assert [u.input_tokens for u in events if isinstance(u, Usage)] == [180, 260]
+
+
+APP_WITHOUT_CLEANUP = """
+import os, openai
+from convograph.instrument import instrument
+client = openai.OpenAI()
+instrument(client, sink=os.environ["CONVOGRAPH_SINK"], conversation_id="at-exit")
+stream = client.chat.completions.create(
+    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+)
+print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+"""
+
+
+def test_what_an_app_recorded_is_stored_when_it_exits_without_cleaning_up(tmp_path: Path) -> None:
+    database = tmp_path / "events.db"
+    with ModelServer([Reply(content=[Say(text="Bye now.")])]) as server:
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": server.openai_base_url,
+            "OPENAI_API_KEY": "test",
+            "CONVOGRAPH_SINK": f"sqlite:///{database}",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", APP_WITHOUT_CLEANUP],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Bye now."
+
+    async def stored() -> list[object]:
+        log = await open_event_log(f"sqlite:///{database}")
+        try:
+            return [s.event for s in await log.read("at-exit")]
+        finally:
+            await log.close()
+
+    events = asyncio.run(stored())
+    assert [type(e).__name__ for e in events][:2] == ["User", "HarnessStart"]
+    assert "".join(e.content for e in events if isinstance(e, Text)) == "Bye now."
+    assert type(events[-1]).__name__ == "HarnessEnd"

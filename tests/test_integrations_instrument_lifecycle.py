@@ -579,3 +579,27 @@ def _child_call(client: Any, recording: Any) -> None:
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "child asks"}])
     if not recording.flush(timeout=30):
         raise SystemExit(1)
+
+
+def test_a_parsed_completion_is_recorded() -> None:
+    """``chat.completions.parse`` (structured outputs) posts without ``create``: patched too."""
+    import pydantic
+
+    class City(pydantic.BaseModel):
+        name: str
+        country: str
+
+    log = MemoryEventLog()
+    with ModelServer([Reply(content=[Say(text='{"name": "Paris", "country": "France"}')])]) as server:
+        client = make_client("chat", server, is_async=False)
+        with instrument(client, sink=log, conversation_id="parsed") as recording:
+            completion = client.chat.completions.parse(
+                model="m", messages=[{"role": "user", "content": "A city?"}], response_format=City
+            )
+            assert recording.flush()
+    assert completion.choices[0].message.parsed == City(name="Paris", country="France")
+    events = events_of(log, "parsed")
+    assert [e.content for e in events if isinstance(e, User)] == ["A city?"]
+    assert (
+        "".join(e.content for e in events if isinstance(e, Text)) == '{"name": "Paris", "country": "France"}'
+    )
