@@ -195,8 +195,8 @@ class CallRecord:
                 self._finish(out, None)
             else:
                 self._finish(out, payload)
-        except Failure as exc:
-            self._finish(out, exc.message)
+        except Failure as exc:  # a failed response (Responses ``status: failed``), an error event
+            self._finish(out, f"{self.api.api_name} API: {exc.message}")
         if out:
             self._output.extend(out)
             conversation.outbox.extend(out)
