@@ -8,12 +8,26 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from convograph.events import Text, ToolCall, ToolResult, Usage, User
 from convograph.store import open_event_log
 from convograph.testing import ModelServer, Reply, Say, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def stored_events(database: Path, conversation_id: str) -> list[Any]:
+    """The events of ``conversation_id`` in the SQLite event log at ``database``."""
+
+    async def read() -> list[Any]:
+        log = await open_event_log(f"sqlite:///{database}")
+        try:
+            return [stored.event for stored in await log.read(conversation_id)]
+        finally:
+            await log.close()
+
+    return asyncio.run(read())
 
 
 def test_the_example_records_its_tool_loop(tmp_path: Path) -> None:
@@ -38,14 +52,7 @@ def test_the_example_records_its_tool_loop(tmp_path: Path) -> None:
     assert "recorded into sqlite:///" in done.stdout
     assert all(not request.problems for request in server.requests)
 
-    async def stored() -> list[object]:
-        log = await open_event_log(f"sqlite:///{database}")
-        try:
-            return [s.event for s in await log.read("weather-demo")]
-        finally:
-            await log.close()
-
-    events = asyncio.run(stored())
+    events = stored_events(database, "weather-demo")
     assert [e.content for e in events if isinstance(e, User)] == ["What is the weather in Paris and in Rome?"]
     assert sorted(e.input["city"] for e in events if isinstance(e, ToolCall)) == ["Paris", "Rome"]
     assert len([e for e in events if isinstance(e, ToolResult)]) == 2
@@ -85,14 +92,7 @@ def test_what_an_app_recorded_is_stored_when_it_exits_without_cleaning_up(tmp_pa
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Bye now."
 
-    async def stored() -> list[object]:
-        log = await open_event_log(f"sqlite:///{database}")
-        try:
-            return [s.event for s in await log.read("at-exit")]
-        finally:
-            await log.close()
-
-    events = asyncio.run(stored())
+    events = stored_events(database, "at-exit")
     assert [type(e).__name__ for e in events][:2] == ["User", "HarnessStart"]
     assert "".join(e.content for e in events if isinstance(e, Text)) == "Bye now."
     assert type(events[-1]).__name__ == "HarnessEnd"
