@@ -14,6 +14,9 @@ measurement. The instrumentation records into an in-process `MemoryEventLog` (th
   CPU the caller's thread spends per chunk (``time.thread_time``: the hand-off), and the CPU of the
   whole process per chunk (the caller's thread plus the instrumentation's, which translates and
   stores the events; measured until its backlog is stored).
+- **instrumentation alone**: the same items, parsed by the SDK beforehand, through the observer
+  the instrumentation installs on a stream: its own CPU per chunk on the caller's thread and in
+  the whole process, without the SDK's (much larger and noisier) parsing cost around it.
 - **per call**: a chat that grows by an answer and a question per call (the whole history re-sent
   each time, up to ``2 * calls`` messages), non-streaming; the same calls plain and instrumented.
   Figures: wall time per call, the difference, and the time the instrumentation then needs to store
@@ -35,6 +38,9 @@ import httpx2
 import openai
 
 from convograph.instrument import instrument
+from convograph.integrations.instrument.anthropic_sdk import MESSAGES
+from convograph.integrations.instrument.calls import CallRecord, observe_stream
+from convograph.integrations.instrument.openai_sdk import CHAT, RESPONSES
 from convograph.store import MemoryEventLog
 from convograph.testing import Reply, Say
 from convograph.testing.model_wire import render_response, render_stream
@@ -67,16 +73,7 @@ def _streaming_client(api: str, chunks: int) -> Client:
 
 
 def _read_stream(api: str, client: Client) -> int:
-    question = [{"role": "user", "content": "Write a long answer."}]
-    if api == "chat":
-        stream = client.chat.completions.create(
-            model="m", messages=question, stream=True, stream_options={"include_usage": True}
-        )
-    elif api == "responses":
-        stream = client.responses.create(model="m", input=question, stream=True)
-    else:
-        stream = client.messages.create(model="m", max_tokens=100_000, messages=question, stream=True)
-    return sum(1 for _ in stream)
+    return len(_read_stream_items(api, client))
 
 
 def bench_chunks(api: str, chunks: int, rounds: int) -> dict[str, float]:
@@ -107,6 +104,56 @@ def bench_chunks(api: str, chunks: int, rounds: int) -> dict[str, float]:
         "caller_cpu_us": per_chunk_watched[1] - per_chunk[1],
         "process_cpu_us": per_chunk_watched[2] - per_chunk[2],
     }
+
+
+class _Items:
+    """A stand-in SDK stream over items parsed beforehand (what `observe_stream` needs)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self._iterator = iter(items)
+
+    def close(self) -> None:
+        pass
+
+
+def bench_alone(api: str, chunks: int, rounds: int) -> dict[str, float]:
+    """The instrumentation's own cost per chunk, over items the SDK parsed beforehand: the
+    caller's thread (the observer and the hand-off) and the whole process (the worker too)."""
+    client = _streaming_client(api, chunks)
+    items = list(_read_stream_items(api, client))
+    spec = {"chat": CHAT, "responses": RESPONSES, "messages": MESSAGES}[api]
+    caller, process = [], []
+    for round_ in range(rounds + 1):
+        recording = instrument(client, sink=MemoryEventLog(), conversation_id=f"alone-{api}-{round_}")
+        request = {"model": "m", "messages": [{"role": "user", "content": "Write."}], "input": "Write."}
+        call = CallRecord(spec, recording.sink, recording.conversation_id, None, request, "")
+        started = (time.thread_time(), time.process_time())
+        call.begin()
+        stream = _Items(items)
+        observe_stream(stream, call)
+        for _ in stream._iterator:
+            pass
+        caller.append(time.thread_time() - started[0])
+        recording.flush(timeout=120)
+        process.append(time.process_time() - started[1])
+        recording.uninstrument()
+    return {
+        "caller_us": statistics.median(caller[1:]) / len(items) * 1e6,
+        "process_us": statistics.median(process[1:]) / len(items) * 1e6,
+    }
+
+
+def _read_stream_items(api: str, client: Client) -> list[Any]:
+    question = [{"role": "user", "content": "Write a long answer."}]
+    if api == "chat":
+        stream = client.chat.completions.create(
+            model="m", messages=question, stream=True, stream_options={"include_usage": True}
+        )
+    elif api == "responses":
+        stream = client.responses.create(model="m", input=question, stream=True)
+    else:
+        stream = client.messages.create(model="m", max_tokens=100_000, messages=question, stream=True)
+    return list(stream)
 
 
 def _since(started: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -177,6 +224,10 @@ def main(chunks: int, rounds: int, calls: int) -> None:
             f"{api:<10} {r['plain_us']:>7.1f}us {r['watched_us']:>11.1f}us {r['difference_us']:>9.1f}us "
             f"{r['caller_cpu_us']:>9.1f}us {r['process_cpu_us']:>10.1f}us   ({int(r['items'])} items)"
         )
+    print("\ninstrumentation alone (items parsed beforehand), per chunk: caller's thread / whole process")
+    for api in ("chat", "responses", "messages"):
+        r = bench_alone(api, chunks, rounds)
+        print(f"{api:<10} {r['caller_us']:>7.2f}us {r['process_us']:>9.2f}us")
     print(f"\nper call: {calls} non-streaming calls of a growing chat (up to {2 * calls} messages), median")
     print(f"{'API':<10} {'plain':>9} {'instrumented':>13} {'difference':>11} {'backlog stored in':>18}")
     for api in ("chat", "responses", "messages"):

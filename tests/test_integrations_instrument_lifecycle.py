@@ -20,7 +20,7 @@ from convograph.instrument import conversation, instrument, uninstrument
 from convograph.integrations.instrument import anthropic_sdk, openai_sdk
 from convograph.store import MemoryEventLog
 from convograph.testing import ModelServer, Reply, Say, ToolUse
-from tests.support.instrument_apps import QUESTION, THANKS, chat_after, chat_start, chat_turn, script
+from tests.support.instrument_apps import APPS, QUESTION, THANKS, chat_after, chat_start, chat_turn, script
 from tests.test_integrations_instrument import (
     check_recording,
     last_answer,
@@ -29,6 +29,7 @@ from tests.test_integrations_instrument import (
     projected_history,
     sent_history,
 )
+from tests.test_integrations_instrument_example import stored_events
 
 
 def events_of(log: MemoryEventLog, cid: str) -> list[Event]:
@@ -448,8 +449,6 @@ def test_a_hand_off_that_fails_never_breaks_the_caller(monkeypatch: pytest.Monke
 def _two_turns_then(api: str, change: str) -> tuple[list[Event], ModelServer]:
     """Two turns, then the third call twice: asked again as it was (``regenerate``), or with its
     question edited (``edit``)."""
-    from tests.support.instrument_apps import APPS
-
     start, turn, _, after = APPS[api]
     log = MemoryEventLog()
     with ModelServer([*script(), Reply(content=[Say(text="A second answer.")])]) as server:
@@ -561,16 +560,7 @@ def test_a_forked_child_records_through_its_own_worker(tmp_path: Any) -> None:
             child.join(60)
             assert child.exitcode == 0
 
-    async def stored() -> list[Event]:
-        from convograph.store import open_event_log
-
-        log = await open_event_log(f"sqlite:///{database}")
-        try:
-            return [s.event for s in await log.read("forked")]
-        finally:
-            await log.close()
-
-    events = asyncio.run(stored())
+    events = stored_events(database, "forked")
     assert [e.content for e in events if isinstance(e, User | Edit)] == ["parent asks", "child asks"]
     assert "".join(e.content for e in events if isinstance(e, Text)) == "parentchild"
 
@@ -579,3 +569,27 @@ def _child_call(client: Any, recording: Any) -> None:
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "child asks"}])
     if not recording.flush(timeout=30):
         raise SystemExit(1)
+
+
+def test_a_parsed_completion_is_recorded() -> None:
+    """``chat.completions.parse`` (structured outputs) posts without ``create``: patched too."""
+    import pydantic
+
+    class City(pydantic.BaseModel):
+        name: str
+        country: str
+
+    log = MemoryEventLog()
+    with ModelServer([Reply(content=[Say(text='{"name": "Paris", "country": "France"}')])]) as server:
+        client = make_client("chat", server, is_async=False)
+        with instrument(client, sink=log, conversation_id="parsed") as recording:
+            completion = client.chat.completions.parse(
+                model="m", messages=[{"role": "user", "content": "A city?"}], response_format=City
+            )
+            assert recording.flush()
+    assert completion.choices[0].message.parsed == City(name="Paris", country="France")
+    events = events_of(log, "parsed")
+    assert [e.content for e in events if isinstance(e, User)] == ["A city?"]
+    assert (
+        "".join(e.content for e in events if isinstance(e, Text)) == '{"name": "Paris", "country": "France"}'
+    )

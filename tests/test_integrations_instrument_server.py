@@ -34,7 +34,9 @@ from tests.test_integrations_instrument import (
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = start_server(tmp_path_factory.mktemp("instrument") / "data", "--no-intelligence")
+    process = start_server(
+        tmp_path_factory.mktemp("instrument") / "data", "--no-intelligence", ready_timeout=120
+    )
     try:
         yield process
     finally:
@@ -131,7 +133,7 @@ def test_events_queued_while_the_server_restarts_are_stored_once(tmp_path: Path)
     """The server stops mid-conversation and comes back on the same port: the port retries the
     same batches (idempotent by eventId), so the conversation is whole, each turn once."""
     port = free_port()
-    served = start_server(tmp_path / "data", "--no-intelligence", port=port)
+    served = start_server(tmp_path / "data", "--no-intelligence", port=port, ready_timeout=120)
     cid = "restarted"
     with ModelServer(script()) as models:
         client = make_client("chat", models, is_async=False)
@@ -143,7 +145,7 @@ def test_events_queued_while_the_server_restarts_are_stored_once(tmp_path: Path)
         served.stop()
         after(history, turn(client, history, "stream"), 1)  # recorded while the server is down
         after(history, turn(client, history, "plain"), 2)
-        served = start_server(tmp_path / "data", "--no-intelligence", port=port)
+        served = start_server(tmp_path / "data", "--no-intelligence", port=port, ready_timeout=120)
         try:
             assert recording.uninstrument(timeout=30)
             events, messages, _ = asyncio.run(stored(served.url, cid, "chat"))

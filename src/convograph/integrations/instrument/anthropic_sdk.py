@@ -156,6 +156,9 @@ class MessagesApi:
     def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
         return [entry.key for entry in self._entries(messages)]
 
+    def merge(self, keys: list[Hashable]) -> list[Hashable]:
+        return [entry.key for entry in merge_call_turns([Entry(key) for key in keys], _kind)]
+
     @staticmethod
     def _entries(messages: list[Any]) -> list[Entry]:
         """``(role, block key)`` entries; an entry's item is ``(role, [blocks], message)``.

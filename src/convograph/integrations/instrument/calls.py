@@ -4,7 +4,9 @@
 `chunk`, `result`, `end`) only hand items to the worker (`convograph.integrations.instrument.
 recorder`); everything else runs there:
 
-1. ``begin``: the request's new entries (`convograph.integrations.instrument.history`) become
+1. ``begin``: the request's new entries (`convograph.integrations.instrument.history`: compared
+   with the previous request of this API and the answer it got, or, on the first call here, with
+   the conversation's stored projection) become
    ``user`` / ``tool_result`` events (and a run for assistant messages the app sends that were
    never recorded), then ``harness_start`` of the call's run (``agentId`` = the model).
 2. ``chunk`` / ``result``: the SDK's stream items, or its whole response, go through the provider
@@ -33,7 +35,13 @@ from typing import Any, Final, Protocol
 from convograph.events import Edit, Event, HarnessEnd, HarnessStart, TotalUsage
 from convograph.harness.base import MessageFormat
 from convograph.harness.providers.base import Failure, Translator
-from convograph.integrations.instrument.history import BranchReader, Entry, branch_command, new_start
+from convograph.integrations.instrument.history import (
+    BranchReader,
+    Entry,
+    branch_command,
+    new_start,
+    output_messages,
+)
 from convograph.integrations.instrument.recorder import Conversation, Sink, worker
 
 __all__ = ["CLOSED_EARLY", "NOT_RECORDED", "CallRecord", "SdkApi", "observe_async_stream", "observe_stream"]
@@ -76,6 +84,10 @@ class SdkApi(BranchReader, Protocol):
         """The keys of the recorded conversation (its projection in `format`)."""
         ...
 
+    def merge(self, keys: list[Hashable]) -> list[Hashable]:
+        """``keys`` with consecutive tool-call-only turns merged (`merge_call_turns`)."""
+        ...
+
     def continues_server_state(self, request: Mapping[str, Any]) -> bool:
         """The request holds only new input, the rest kept by the API (``previous_response_id``)."""
         ...
@@ -103,6 +115,7 @@ class CallRecord:
         "_conversation",
         "_ended",
         "_output",
+        "_request_keys",
         "_translator",
         "api",
         "base_url",
@@ -135,6 +148,7 @@ class CallRecord:
         self._conversation: Conversation | None = None
         self._translator: Translator | None = None
         self._output: list[Event] = []
+        self._request_keys: list[Hashable] = []
         self._ended = False
 
     # -- hooks (caller's thread) -----------------------------------------------------------------
@@ -181,14 +195,18 @@ class CallRecord:
                 self._finish(out, None)
             else:
                 self._finish(out, payload)
-        except Failure as exc:
-            self._finish(out, exc.message)
+        except Failure as exc:  # a failed response (Responses ``status: failed``), an error event
+            self._finish(out, f"{self.api.api_name} API: {exc.message}")
         if out:
             self._output.extend(out)
             conversation.outbox.extend(out)
         if self._ended:
-            conversation.shadow.apply_output(self._output)
+            output = conversation.shadow.apply_output(self._output)
             self._output = []
+            if not self.api.continues_server_state(self.request):
+                # What the app sends next starts with this request and the answer it got.
+                answer = self.api.history_keys(output_messages(output, self.api.format))
+                conversation.expected[self.api.name] = self.api.merge(self._request_keys + answer)
         return conversation
 
     async def _begin(self) -> Conversation:
@@ -198,9 +216,12 @@ class CallRecord:
         entries = api.entries(self.request)
         start = 0
         events: list[Event] = []
+        keys = [entry.key for entry in entries]
         if not api.continues_server_state(self.request):
-            expected = api.history_keys(shadow.messages(api.format))
-            start, diverged = new_start(expected, [entry.key for entry in entries])
+            expected = conversation.expected.pop(api.name, None)
+            if expected is None:  # the first call of this API here: the conversation as stored
+                expected = api.history_keys(shadow.messages(api.format))
+            start, diverged = new_start(expected, keys)
             command = branch_command(shadow, expected, entries, start, api) if diverged else None
             if command is not None:
                 events.append(command)
@@ -209,6 +230,7 @@ class CallRecord:
                 log.debug("the request leaves the recorded history at entry %d; recording from there", start)
         events += api.request_events(entries[start:], entries, shadow.call_names, self.parent_id)
         shadow.apply(events)
+        self._request_keys = keys
         translator = self._translator = api.translator(self.parent_id)
         start_event = HarnessStart(
             run_id=translator.run_id,

@@ -9,7 +9,10 @@ new since the conversation's last recorded call, so the conversation graph holds
   (`project_messages`) as the app would send it back next: without the placeholder results the
   projection gives tool calls not answered yet, and without the synthetic opening user message when
   the app's history opens with an assistant message.
-- Each SDK adapter turns a request and that projection into comparable keys (`Entry`), one per
+- Each SDK adapter turns a request and what it is compared with (that projection on a
+  conversation's first call in this process; after that, the previous request of the same API
+  and the answer it got, which is what the app sends next, without rendering the conversation)
+  into comparable keys (`Entry`), one per
   message (per content block for Anthropic, per input item for Responses). Keys apply the
   normalisations docs/integrations.md lists (tool arguments as parsed JSON, system prompts left out,
   consecutive tool-call-only turns merged (`merge_call_turns`), ...), the same way on both sides,
@@ -24,8 +27,9 @@ new since the conversation's last recorded call, so the conversation graph holds
   answer a sibling of the old). Any other difference (the app rewrote an answer or a tool result)
   records the request's entries from the difference on, after what is recorded.
 
-Costs: a diff is O(history) key comparisons per call, on the instrumentation's thread; the fold is
-O(blocks) per call (not per streamed chunk).
+Costs, on the instrumentation's thread: keying a request is O(its messages) per call (about 10 us
+per message), the diff O(history) key comparisons, the fold O(blocks) per call (not per streamed
+chunk).
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ __all__ = [
     "joined_text",
     "merge_call_turns",
     "new_start",
+    "output_messages",
     "plain",
     "stand_in",
     "strip_repairs",
@@ -225,14 +230,25 @@ class Shadow:
                 self.call_names[event.id] = event.name
             state.apply(event)
 
-    def apply_output(self, events: Sequence[Event]) -> None:
+    def apply_output(self, events: Sequence[Event]) -> list[Event]:
         """Fold a call's output with its text and reasoning deltas merged into one event per block
-        (the projection reads only the whole block). O(events)."""
-        self.apply(compact_blocks(events))
+        (the projection reads only the whole block); returns the merged events. O(events)."""
+        compacted = compact_blocks(events)
+        self.apply(compacted)
+        return compacted
 
     def messages(self, format: MessageFormat) -> list[dict[str, Any]]:
         """The recorded conversation as the app would send it next (module docstring)."""
         return strip_repairs(self.state.messages(format), format)
+
+
+def output_messages(output: Sequence[Event], format: MessageFormat) -> list[dict[str, Any]]:
+    """One call's output (its run's events) as the messages the projection renders for it, as
+    the app sends them back. O(output)."""
+    state = ConversationState()
+    for event in output:
+        state.apply(event)
+    return strip_repairs(state.messages(format), format)
 
 
 def compact_blocks(events: Sequence[Event]) -> list[Event]:

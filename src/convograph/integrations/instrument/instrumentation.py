@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures.thread  # noqa: F401 - its exit hook must be registered before ours
 import contextlib
 import contextvars
 import logging
@@ -271,6 +272,10 @@ def instrument(
     )
     _REGISTRY.add(instrumentation, client)
     _ensure_exit_flush()
+    try:  # open the sink now (`Sink.open`); a sink that cannot open now is tried again by calls
+        wait(worker().run_after_pending(instrumentation.sink.open), flush_timeout)
+    except Exception:
+        log.debug("could not open %s yet", instrumentation.sink.description, exc_info=True)
     return instrumentation
 
 
@@ -305,10 +310,19 @@ _EXIT_HOOKED = False
 
 
 def _ensure_exit_flush() -> None:
+    """Flush at exit, in `threading`'s own exit hooks (what `concurrent.futures` uses): they run
+    before the interpreter joins its threads and, registered after `concurrent.futures.thread`'s,
+    before the loop's executor shuts down (a first connection may still resolve a host name).
+    `atexit` is the fallback where they are missing. Nothing can start a thread by then (Python
+    3.12): `Sink.open` opened the sink when it was instrumented."""
     global _EXIT_HOOKED
     if not _EXIT_HOOKED:
         _EXIT_HOOKED = True
-        atexit.register(_flush_at_exit)
+        register = getattr(threading, "_register_atexit", None)
+        if register is not None:
+            register(_flush_at_exit)
+        else:  # pragma: no cover - every supported Python has it
+            atexit.register(_flush_at_exit)
 
 
 def _flush_at_exit() -> None:

@@ -144,6 +144,9 @@ class ResponsesApi:
     def history_keys(self, messages: list[dict[str, Any]]) -> list[Hashable]:
         return [entry.key for entry in self._entries(responses_input(messages))]
 
+    def merge(self, keys: list[Hashable]) -> list[Hashable]:
+        return [entry.key for entry in merge_call_turns([Entry(key) for key in keys], _kind)]
+
     @staticmethod
     def key(item: dict[str, Any]) -> Hashable | None:
         kind = item.get("type")

@@ -28,8 +28,9 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final, Protocol
+from urllib.parse import urlsplit
 
 from convograph.client import ApiError, ConvographClient
 from convograph.events import Event
@@ -64,7 +65,7 @@ BARRIER: Final = -1
 class Conversation:
     """One conversation of a sink, on the worker: its port, what was recorded, what waits."""
 
-    __slots__ = ("conversation_id", "outbox", "port", "shadow", "sink")
+    __slots__ = ("conversation_id", "expected", "outbox", "port", "shadow", "sink")
 
     def __init__(self, sink: Sink, conversation_id: str, port: ConversationPort, shadow: Shadow) -> None:
         self.sink = sink
@@ -72,6 +73,9 @@ class Conversation:
         self.port = port
         self.shadow = shadow
         self.outbox: list[Event] = []
+        self.expected: dict[str, list[Hashable]] = {}
+        """Per API: the entry keys its next request should start with (the last request and its
+        answer), so a call does not render the whole conversation to compare."""
 
 
 class Sink:
@@ -105,6 +109,7 @@ class Sink:
                 f"memory://, postgresql://..., redis://...), an EventLog or a ConvographClient, not {target!r}"
             )
         self._api_key = api_key
+        self._opening: asyncio.Future[None] | None = None
         _SINKS.add(self)
         self.conversations: dict[str, Conversation] = {}
         self.lost = 0
@@ -115,6 +120,7 @@ class Sink:
         """In a forked child: the ports, the shadows and what this sink opened belong to the
         parent's worker; the child opens its own (and reads the stored history again)."""
         self.conversations.clear()
+        self._opening = None
         if self._owns:
             self._client = None
             self._log = None
@@ -138,13 +144,37 @@ class Sink:
         conversation = self.conversations[conversation_id] = Conversation(self, conversation_id, port, shadow)
         return conversation
 
-    async def _port(self, conversation_id: str) -> ConversationPort:
+    async def open(self) -> None:
+        """Open what the sink needs (the event log, the HTTP client) now, while threads can still
+        start: an SQLite log starts its own threads, and resolving a server's host name uses the
+        loop's executor, which Python 3.12 cannot start at interpreter exit, where a short script
+        may make its first emit. `instrument` waits for it; the ports wait for the same opening
+        (a failed one is tried again by the next call)."""
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._open())
+        opening = self._opening
+        try:
+            await asyncio.shield(opening)
+        except Exception:
+            if self._opening is opening:
+                self._opening = None
+            raise
+
+    async def _open(self) -> None:
         if self._server is not None and self._client is None:
             self._client = ConvographClient(self._server, api_key=self._api_key)
+            parts = urlsplit(self._server)
+            with contextlib.suppress(OSError):  # (a server that is down is the ports' business)
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+                await asyncio.get_running_loop().getaddrinfo(parts.hostname, port)
+        if self._client is None and self._log is None:
+            self._log = await open_event_log(self._log_url)
+
+    async def _port(self, conversation_id: str) -> ConversationPort:
+        await self.open()
         if self._client is not None:
             return RemotePort(self._client, conversation_id)
-        if self._log is None:
-            self._log = await open_event_log(self._log_url)
+        assert self._log is not None
         return LogPort(self._log, conversation_id)
 
     async def _stored(self, conversation_id: str) -> list[Event]:
