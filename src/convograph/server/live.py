@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
@@ -50,6 +51,8 @@ __all__ = [
     "Wakeable",
     "stream_frames",
 ]
+
+logger = logging.getLogger("convograph.server")
 
 READ_PAGE: Final = 1000
 """Most events read from the log at once while a subscriber catches up."""
@@ -185,9 +188,22 @@ class ConversationHub:
         self.conversation_id = conversation_id
         self.ring = FrameRing(start_seq, max_frames=max_frames, max_bytes=max_bytes)
         self.subscribers: set[Subscriber] = set()
+        self.failed = False
+        """Set when following the log failed: the hub is finished; a new one replaces it."""
         self._task = asyncio.create_task(self._run(log, start_seq), name=f"convograph-hub-{conversation_id}")
 
     async def _run(self, log: EventLog, start_seq: int) -> None:
+        try:
+            await self._follow(log, start_seq)
+        except Exception:  # the backend went away: end the streams, whose clients resume later
+            logger.warning(
+                "live streams of %r stopped following the event log", self.conversation_id, exc_info=True
+            )
+            self.failed = True
+            for subscriber in tuple(self.subscribers):
+                subscriber.end("unavailable")
+
+    async def _follow(self, log: EventLog, start_seq: int) -> None:
         ring = self.ring
         async for stored in log.subscribe(self.conversation_id, start_seq):
             if not ring.append(stored.seq, event_frame(stored)):
@@ -239,8 +255,19 @@ class HubRegistry:
     async def join(self, conversation_id: str, subscriber: Subscriber) -> ConversationHub:
         """Add ``subscriber`` to ``conversation_id``'s hub (started at the log's current end if
         new): every event stored after this returns reaches the hub's ring."""
+        while True:
+            hub = await self._hub(conversation_id)
+            if self._hubs.get(conversation_id) is hub:  # not ended while this waited for it
+                break
+        hub.subscribers.add(subscriber)
+        if self.closed:
+            subscriber.end("shutdown")
+        return hub
+
+    async def _hub(self, conversation_id: str) -> ConversationHub:
+        """The conversation's running hub, started if there is none (or it failed)."""
         hub = self._hubs.get(conversation_id)
-        if hub is None:
+        if hub is None or hub.failed:
             pending = self._starting.get(conversation_id)
             if pending is None:
                 future: asyncio.Future[ConversationHub] = asyncio.get_running_loop().create_future()
@@ -264,9 +291,6 @@ class HubRegistry:
                     del self._starting[conversation_id]
             else:
                 hub = await asyncio.shield(pending)
-        hub.subscribers.add(subscriber)
-        if self.closed:
-            subscriber.end("shutdown")
         return hub
 
     def leave(self, conversation_id: str, subscriber: Subscriber) -> None:
