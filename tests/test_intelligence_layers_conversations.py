@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convograph.events import parse_event
+from convograph.events import User, parse_event
 from convograph.intelligence.blobs import MemoryBlobStore
 from convograph.intelligence.conversations import (
     conversation_envelopes,
@@ -94,11 +94,14 @@ def test_target_workspace_from_prefix() -> None:
     [1e300, -1e300, 10**30, -(10**20), 1.5e15, "9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+05:00"],
 )
 def test_timestamps_no_datetime_holds_fall_back_to_receipt_time(timestamp: Any) -> None:
-    """Fuzzed: the conversation log accepts any number or string as ``timestamp``; the feeder then
-    raised on such an event (year out of range, time_t overflow) and retried its conversation
+    """Fuzzed: the conversation log accepted any number or string as ``timestamp`` (logs written
+    then still hold them; `parse_event` now refuses most: built here as Python objects); the feeder
+    then raised on such an event (year out of range, time_t overflow) and retried its conversation
     forever, so nothing after it reached the graph."""
-    event = {"type": "user", "runId": "u1", "content": "hi", "timestamp": timestamp}
-    (envelope,) = conversation_envelopes(CID, stored([event]))
+    event = User(run_id="u1", content="hi", timestamp=timestamp)
+    (envelope,) = conversation_envelopes(
+        CID, [StoredEvent(seq=1, conversation_id=CID, event=event, received_at=1.0)]
+    )
     assert envelope["data"]["timestamp"] == "1970-01-01T00:00:01.000+00:00"  # received_at=1.0
     parse_envelope(envelope)
 

@@ -121,6 +121,7 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
     onMessages(messages) {
       const events = [];
       for (const message of messages) {
+        if (message.event === "stream_end") continue; // the server ends this connection; the loop resumes
         let event;
         try {
           event = JSON.parse(message.data);
