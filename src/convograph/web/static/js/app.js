@@ -471,6 +471,8 @@ function conversationPage(cid, tab) {
 
   const stream = followStream(`${cidPath(cid)}/stream`, {
     after: 0,
+    // The conversation was deleted and re-created under this id: what the page shows is gone.
+    onPastHead: () => location.reload(),
     onEvents(events) {
       let command = false;
       for (const event of events) {
