@@ -76,6 +76,13 @@ def serve(
     query_slots_per_key: Annotated[
         int | None, typer.Option(help="Of those, queries one API key may hold [default: 2].")
     ] = None,
+    all_workspaces_graph: Annotated[
+        bool | None,
+        typer.Option(
+            "--all-workspaces-graph/--no-all-workspaces-graph",
+            help='Keep one graph of every workspace, so a "*" query answers as one database [default: on].',
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -98,6 +105,7 @@ def serve(
             query_memory_mb=query_memory_mb,
             query_slots=query_slots,
             query_slots_per_key=query_slots_per_key,
+            all_workspaces_graph=all_workspaces_graph,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)

@@ -311,6 +311,8 @@ class EmbeddedFalkorDB:
             else:
                 self._engine._client = client
                 self._engine._graphs.clear()
+                for mirror in self._engine.mirrors:
+                    mirror.reset()
             return self._engine
 
     def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:

@@ -59,6 +59,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     writer's; on a server, at most its ``THREAD_COUNT`` - 1)."""
     query_slots_per_key: int = 2
     """Of those, queries one API key may hold (429 beyond it)."""
+    all_workspaces_graph: bool = True
+    """Keep the all-workspaces graph, so a ``"*"`` query answers as one database (every write to
+    the graph is made twice); without it a ``"*"`` query runs per workspace."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerConfig:
@@ -93,6 +96,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
             values["allow_public_without_keys"] = True
         if env.get(ENV_PREFIX + "INTELLIGENCE", "").lower() in ("0", "false", "no"):
             values["intelligence"] = False
+        if env.get(ENV_PREFIX + "ALL_WORKSPACES_GRAPH", "").lower() in ("0", "false", "no"):
+            values["all_workspaces_graph"] = False
         values.update({key: value for key, value in overrides.items() if value is not None})
         try:
             config = msgspec.convert(values, cls, strict=False)
