@@ -39,6 +39,7 @@ from redis.retry import Retry
 
 from convograph.intelligence.literals import MapFreeList, NormalFloatList, cypher_literal, params_header
 from convograph.intelligence.reads import (
+    WRITER_THREADS,
     ReadAddress,
     ReadBusy,
     ReadLimits,
@@ -350,8 +351,8 @@ class FalkorEngine:
                 except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
                     raise self._unavailable(exc) from None
                 except (redis.ResponseError, ValueError):
-                    threads = self.limits.slots + 1
-                slots = max(1, min(self.limits.slots, threads - 1))
+                    threads = self.limits.slots + WRITER_THREADS
+                slots = max(1, min(self.limits.slots, threads - WRITER_THREADS))
                 self._reads = ReadPool(
                     ReadAddress.of(self._client),
                     slots=slots,

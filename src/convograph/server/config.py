@@ -55,8 +55,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Memory limit of one query statement (FalkorDB ``QUERY_MEM_CAPACITY``; on a FalkorDB server
     a server-wide setting, lowered to this when larger); 0 leaves the engine's setting."""
     query_slots: int = 4
-    """Queries in the graph engine at once (the embedded engine gets one worker thread more, the
-    writer's; on a server, at most its ``THREAD_COUNT`` - 1)."""
+    """Queries in the graph engine at once (the embedded engine gets two worker threads more, the
+    writer's; on a server, at most its ``THREAD_COUNT`` - 2)."""
     query_slots_per_key: int = 2
     """Of those, queries one API key may hold (429 beyond it)."""
     all_workspaces_graph: bool = True
