@@ -94,6 +94,13 @@ def serve(
         list[str] | None,
         typer.Option(help="KEY=VALUE header of each forwarding request (repeatable), e.g. an API key."),
     ] = None,
+    all_workspaces_graph: Annotated[
+        bool | None,
+        typer.Option(
+            "--all-workspaces-graph/--no-all-workspaces-graph",
+            help='Keep one graph of every workspace, so a "*" query answers as one database [default: on].',
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -121,6 +128,7 @@ def serve(
             max_streams_per_client=max_streams_per_client,
             otlp_endpoint=otlp_endpoint,
             otlp_headers=parse_headers(otlp_header, "--otlp-header") if otlp_header else None,
+            all_workspaces_graph=all_workspaces_graph,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)

@@ -27,7 +27,7 @@ import msgspec
 from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.embedded import EmbeddedFalkorDB
-from convograph.intelligence.engine import GraphEngine, connect_engine
+from convograph.intelligence.engine import FalkorEngine, GraphEngine, connect_engine
 from convograph.intelligence.envelope import (
     Envelope,
     EnvelopeError,
@@ -40,6 +40,7 @@ from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJour
 from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.reads import ReadLimits
+from convograph.intelligence.union import AllWorkspaces
 from convograph.intelligence.writer import GraphNames
 
 __all__ = [
@@ -135,6 +136,7 @@ class IntelligenceService:
         embedded: EmbeddedFalkorDB | None = None,
         owns_engine: bool = False,
         semantic_layers: bool = False,
+        all_workspaces_graph: bool = True,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -156,6 +158,10 @@ class IntelligenceService:
             resets=(semantic.forget,) if semantic is not None else (),
             session_resets=(semantic.forget_sessions,) if semantic is not None else (),
         )
+        self.union: AllWorkspaces | None = None
+        if all_workspaces_graph and isinstance(engine, FalkorEngine):
+            self.union = AllWorkspaces(self.names)
+            engine.mirrors.append(self.union)
         self._started = False
 
     @classmethod
@@ -193,14 +199,23 @@ class IntelligenceService:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Create schemas for existing graphs and start applying the journal."""
+        """Create schemas for existing graphs (and the all-workspaces graph: a copy of every
+        workspace graph the first time) and start applying the journal."""
         if not self._started:
+            if self.union is not None and isinstance(self.engine, FalkorEngine):
+                self.union.backfill(self.engine)
             self.applier.start()
             self._started = True
 
     def close(self) -> None:
         """Stop the applier and close the journal; close the engine only if this service owns it."""
         self.applier.stop()
+        if (
+            self.union is not None
+            and isinstance(self.engine, FalkorEngine)
+            and self.union in self.engine.mirrors
+        ):
+            self.engine.mirrors.remove(self.union)
         self.journal.close()
         if isinstance(self.blobs, LocalBlobStore):
             self.blobs.close()
@@ -317,6 +332,7 @@ class IntelligenceService:
             row_cap=self.row_cap,
             timeout_ms=self.query_timeout_ms,
             key=key,
+            union_graph=self.names.all_graph if self.union is not None else None,
         )
 
     # -- blobs -----------------------------------------------------------------------------------

@@ -319,6 +319,7 @@ async def _open_intelligence(config: ServerConfig) -> Any:
             graph_url=config.graph_url,
             read_limits=limits,
             query_timeout_ms=config.query_timeout_ms,
+            all_workspaces_graph=config.all_workspaces_graph,
         )
         service.start()
         return service
