@@ -98,7 +98,7 @@ def serve(
         bool | None,
         typer.Option(
             "--all-workspaces-graph/--no-all-workspaces-graph",
-            help='Keep one graph of every workspace, so a "*" query answers as one database [default: on].',
+            help='Keep one graph of every workspace, so a "*" query answers as one database \\[default: on].',
         ),
     ] = None,
     log_level: Annotated[
