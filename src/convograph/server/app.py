@@ -34,6 +34,7 @@ from convograph.server.conversations import ConversationController, live_convers
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.runs import RunController
 from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
@@ -114,6 +115,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
     route_handlers: list[Any] = [
         ConversationController,
         BranchController,
+        RunController,
         live_conversation_list,
         search_conversations,
         export_traces,
