@@ -131,7 +131,8 @@ async def test_bad_run_requests_are_refused_by_name(
 
 
 async def test_unknown_conversations_and_bad_agent_ids(client: AsyncTestClient[Any]) -> None:
-    assert (await client.get("/v1/conversations/none/runs")).status_code == 404
+    nothing = await client.get("/v1/conversations/none/runs")
+    assert nothing.json() == {"runs": [], "pending": None, "agents": []}  # an agent may serve it first
     assert (await client.post("/v1/conversations/none/runs")).status_code == 404
     assert (await client.get("/v1/conversations/none/agents")).json() == {"agents": []}
     bad = await client.get("/v1/conversations/c6/agents/-bad id/control")

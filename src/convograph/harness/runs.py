@@ -90,6 +90,10 @@ class RunHandle[R]:
     def done(self) -> bool:
         return self._task.done()
 
+    def result(self) -> R:
+        """The result of an ended run (`asyncio.InvalidStateError` before it ended)."""
+        return self._task.result()
+
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once the run has ended (its ``harness_end`` emitted)."""
         self._task.add_done_callback(lambda _: callback())

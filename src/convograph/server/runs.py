@@ -5,8 +5,8 @@ attach through a control stream, follow the conversation's event stream, and ans
 conversation awaits a reply (`convograph.hypergraph.turns`): a new user message, an edit, a
 regenerate. Routes:
 
-- ``GET  /v1/conversations/{cid}/runs``: the top-level runs (newest last), the pending turn and the
-  attached agents: what the viewer shows.
+- ``GET  /v1/conversations/{cid}/runs``: the top-level runs (oldest first), the pending turn and the
+  attached agents: what the viewer shows (empty, not 404, before the conversation has events).
 - ``POST /v1/conversations/{cid}/runs`` ``{"input"?}``: a new user message at the end of the active
   path (refused with 409 while a run is answering: cancel it first), or, without input, a check
   that the conversation awaits a reply; 202 with the pending turn. The request is the log itself:
@@ -172,10 +172,11 @@ class RunController(Controller):
         "/{cid:str}/runs",
         guards=[require("read")],
         summary="Runs, the pending turn and the attached agents",
-        **documented(RunsReply, errors=(400, 404)),
+        **documented(RunsReply, errors=(400,)),
     )
     async def list_runs(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
-        live = await existing_conversation(server_state(request), cid)
+        """Also for a conversation without events yet (an agent may serve it before it starts)."""
+        live = await server_state(request).conversations.get(cid)
         agents = presence_of(request).agents(cid)
         return _json({"runs": root_runs(live), "pending": pending_turn(live.conversation), "agents": agents})
 
