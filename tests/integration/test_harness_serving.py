@@ -193,3 +193,46 @@ async def test_a_cancel_over_http_ends_the_run_cancelled(client: ConvographClien
     with pytest.raises(ApiError) as again:
         await client.cancel_run(served.cid, run_id)
     assert again.value.code == "run_ended"
+
+
+async def test_a_convograph_run_is_attached_and_stoppable_from_the_api(
+    server: ServerProcess, client: ConvographClient
+) -> None:
+    """``convograph run --server`` (not serving) is listed while it runs and honours a cancel."""
+    import os
+    import sys
+
+    cid = "served-plain-run"
+    async with ModelServer(
+        [Reply(content=[Say(text="Working on it slowly")], stall_after=2, stall=120)]
+    ) as model:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "convograph", "run", "a long task", "--name", "worker",
+            "--model", "openai:scripted", "--base-url", model.openai_base_url,
+            "--server", server.url, "--conversation", cid,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        )  # fmt: skip
+        try:
+            agents = await until(lambda: _agents(client, cid), timeout=60)
+            assert [(a["name"], a["serving"]) for a in agents] == [("worker", False)]
+
+            async def running() -> str | None:
+                runs = (await client.runs(cid))["runs"]
+                return runs[0]["runId"] if runs and runs[0]["status"] == "streaming" else None
+
+            run_id = await until(running)
+            assert (await client.cancel_run(cid, run_id))["delivered"] == 1
+            out, _ = await asyncio.wait_for(process.communicate(), 60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 130, out.decode()
+    assert "interrupted: the run was cancelled" in out.decode()
+    assert [r["reason"] for r in (await client.runs(cid))["runs"]] == ["cancelled"]
+
+
+async def _agents(client: ConvographClient, cid: str) -> list[dict[str, Any]] | None:
+    agents: list[dict[str, Any]] = (await client.agents(cid))["agents"]
+    return agents or None

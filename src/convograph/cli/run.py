@@ -44,6 +44,7 @@ from convograph.harness import (
 )
 from convograph.harness.base import MessageFormat
 from convograph.harness.remote import RemotePort
+from convograph.harness.serving import honour_cancels
 from convograph.testing.providers import ScriptedCall, ScriptedProvider, ScriptedTurn
 
 __all__ = ["TerminalPort", "make_provider"]
@@ -394,7 +395,24 @@ async def _run(
     try:
         code = 0
         if task is not None:
-            code = await _until_interrupted(harness.start(terminal, task))
+            handle = harness.start(terminal, task)
+            attached = None
+            if server is not None:  # listed on the server while it runs, and stoppable from the API
+                attached = asyncio.ensure_future(
+                    honour_cancels(
+                        terminal,
+                        harness,
+                        lambda: handle,
+                        agent_id=f"{harness.name}-{new_id()}",
+                        serving=False,
+                    )
+                )
+            try:
+                code = await _until_interrupted(handle)
+            finally:
+                if attached is not None:
+                    attached.cancel()
+                    await asyncio.gather(attached, return_exceptions=True)
         if serve and code != 130:
             code = await _serve(harness, terminal)
     finally:

@@ -38,7 +38,7 @@ from convograph.harness.repl import ReplHarness
 from convograph.harness.runs import RunHandle
 from convograph.hypergraph.turns import PendingTurn
 
-__all__ = ["Servable", "ServingPort", "serve"]
+__all__ = ["Servable", "ServingPort", "honour_cancels", "serve"]
 
 WAKE_TYPES: Final = frozenset({"user", "edit", "regenerate", "switch_branch", "summarize"})
 """Events after which the conversation may await a reply."""
@@ -168,10 +168,24 @@ class _Serving:
                 self.wake.set()
 
     async def _control(self) -> None:
-        kind = "repl" if isinstance(self.harness, ReplHarness) else "agent"
-        info = {"name": self.harness.name, "model": self.harness.model, "kind": kind, "serving": True}
-        async for message, data in self.port.control(self.agent_id, **info):
-            if message == "cancel" and isinstance(data, dict):
-                current = self.current
-                if current is not None and not current.done() and current.run_id == data.get("runId"):
-                    current.cancel()
+        await honour_cancels(self.port, self.harness, lambda: self.current, agent_id=self.agent_id)
+
+
+async def honour_cancels(
+    port: ServingPort,
+    harness: Servable,
+    current: Callable[[], RunHandle[Any] | None],
+    *,
+    agent_id: str,
+    serving: bool = True,
+) -> None:
+    """Stay attached to the server as ``agent_id`` (listed as ``harness``'s name and model; serving
+    or not) and cancel ``current()`` when a cancel request names its run. Runs until cancelled.
+    `serve` uses it; so does ``convograph run --server`` for its one run (``serving=False``)."""
+    kind = "repl" if isinstance(harness, ReplHarness) else "agent"
+    info = {"name": harness.name, "model": harness.model, "kind": kind, "serving": serving}
+    async for message, data in port.control(agent_id, **info):
+        if message == "cancel" and isinstance(data, dict):
+            run = current()
+            if run is not None and not run.done() and run.run_id == data.get("runId"):
+                run.cancel()
