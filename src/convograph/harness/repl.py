@@ -108,6 +108,9 @@ class ReplHarness:
     model_max_tokens: int | None = None
     temperature: float | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    context: Any = None
+    """The REPL's ``context`` for runs started without one (a harness serving a conversation
+    about one document)."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -128,6 +131,8 @@ class ReplHarness:
         is the REPL's ``context`` variable; the model sees only its size and first characters.
         Without ``task`` the run answers the conversation's active path as it stands. ``claim``:
         as `convograph.harness.Agent.start` (a run that loses it ends ``"claimed"``, silent)."""
+        if context is None:
+            context = self.context
         return self._start(port, task, context=context, parent_id=parent_id, depth=0, root=True, claim=claim)
 
     async def run(
