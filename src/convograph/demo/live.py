@@ -112,6 +112,7 @@ class LiveDemo:
         self.server = _ServerCalls(base_url, api_key)
         self._posted: dict[str, set[str]] = {}
         self._fed: dict[str, int] = {}
+        self._numbers: dict[str, int] = {}
 
     # -- one round -------------------------------------------------------------------------------
 
@@ -154,15 +155,15 @@ class LiveDemo:
         return server, provider, None
 
     async def _fresh_id(self, base: str) -> str:
-        n = 1
+        """``base``, else ``base-2``, ``base-3``, ...: the first that has no events, never one this
+        demo used before (a deleted round's id is not reused: a viewer may still show it)."""
+        n = self._numbers.get(base, 1)
         while True:
             cid = base if n == 1 else f"{base}-{n}"
-            if (
-                cid not in {r.conversation_id for r in self.rounds}
-                and await self.server.conversation(cid) is None
-            ):
-                return cid
             n += 1
+            if await self.server.conversation(cid) is None:
+                self._numbers[base] = n
+                return cid
 
     def _harness(
         self, round_: Round, key: str, name: str, model_name: str | None, *, relay_timeout: float | None
