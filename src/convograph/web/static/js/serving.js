@@ -20,7 +20,7 @@ export class ServingPanel {
     this.cid = cid;
     this.state = null; // the last GET .../runs answer
     this.busy = false;
-    this.status = h("p", { class: "serving__status", role: "status" });
+    this.status = h("p", { class: "serving__status" }); // a live region only while shown (render)
     this.problem = h("p", { class: "error-text serving__problem", hidden: true });
     this.input = h("textarea", { class: "input serving__input", rows: "2", "aria-label": "Message to the agent", placeholder: "Message the agent (Ctrl+Enter sends)" });
     this.send = h("button", { type: "button", class: "btn btn--primary" }, "Send");
@@ -79,6 +79,9 @@ export class ServingPanel {
   render() {
     const agents = (this.state ? this.state.agents : []).filter((a) => a.serving);
     this.element.hidden = agents.length === 0;
+    // One polite live region while an agent serves; none on pages without one (issue 28: few regions).
+    if (agents.length) this.status.setAttribute("role", "status");
+    else this.status.removeAttribute("role");
     if (!agents.length) return;
     const names = [...new Set(agents.map((a) => a.name))];
     const who = names.join(" and ");
