@@ -36,6 +36,7 @@ from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.openapi import WireStructSchemaPlugin
 from convograph.server.protocols import ingest_ag_ui
+from convograph.server.runs import RunController
 from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
@@ -151,6 +152,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
     route_handlers: list[Any] = [
         ConversationController,
         BranchController,
+        RunController,
         live_conversation_list,
         search_conversations,
         export_traces,
