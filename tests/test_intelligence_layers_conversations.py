@@ -205,7 +205,7 @@ def test_conversation_answers_the_same_questions(layered: IntelligenceService) -
         workspace="acme",
     ).results
     assert [dict(r) for r in sessions] == [
-        {"id": "conv-1", "status": "running", "start": T0 + 10, "end": None, "parent": None},
+        {"id": "conv-1", "status": "running", "start": T0 + 10, "end": T0 + 150, "parent": None},
         {"id": child, "status": "completed", "start": T0 + 70, "end": T0 + 120, "parent": "conv-1"},
     ]
     sourced = layered.cypher(
