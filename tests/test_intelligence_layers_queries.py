@@ -526,3 +526,80 @@ def test_dataset_has_the_shapes_the_questions_need(data: Data) -> None:
     assert q12(data)
     assert q13(data)[0]["compactions"] > 0
     assert q7(data)
+
+
+# -- the rollup forms of the spec's §7.4 questions (docs/querying.md, "Workspace rollups") -------------
+
+
+def load_rollup_questions() -> dict[str, str]:
+    """``{"Q6": cypher, ...}``: the rollup block of docs/querying.md, one query per ``// Qn`` comment."""
+    text = DOC.read_text(encoding="utf-8").split("## Workspace rollups", 1)[1]
+    block = text.split("```cypher\n", 1)[1].split("```", 1)[0]
+    parts = re.split(r"^// (Q\d+)[^\n]*\n(?://[^\n]*\n)*", block, flags=re.M)
+    return {name: query.strip() for name, query in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def hook_rollup_answers(d: Data) -> dict[str, Any]:
+    calls = d.tool_calls()
+    models: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for line in d.lines:
+        if line["event"] == "llm:response" and line["data"].get("model"):
+            usage = line["data"].get("usage") or {}
+            row = models[line["data"]["model"]]
+            row[0] += 1
+            row[1] += usage.get("input_tokens", 0)
+            row[2] += usage.get("output_tokens", 0)
+    groups = Counter(c["group"] for c in calls.values() if c["group"])
+    return {
+        "Q6": Counter(c["name"] for c in calls.values()),
+        "Q7": sorted(
+            (c["end"] - c["start"] for c in calls.values() if "start" in c and "end" in c), reverse=True
+        )[:10],
+        "Q12": {m: tuple(v) for m, v in models.items()},
+        "Q26": sorted(groups.values(), reverse=True)[:10],
+    }
+
+
+def conversation_rollup_answers(a: ConversationAnswers) -> dict[str, Any]:
+    models: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for call in a.calls():
+        if call.model is not None:
+            row = models[call.model]
+            row[0] += 1
+            row[1] += call.tokens[0]
+            row[2] += call.tokens[1]
+    durations = [a.tool_end[c] - start for c, start in a.tool_start.items() if c in a.tool_end]
+    return {
+        "Q6": Counter(a.tool_names.values()),
+        "Q7": sorted(durations, reverse=True)[:10],
+        "Q12": {m: tuple(v) for m, v in models.items()},
+        "Q26": sorted((len(g) for g in a.groups), reverse=True)[:10],
+    }
+
+
+ROLLUP_VIEWS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
+    "Q6": lambda rows: Counter({r["tool"]: r["calls"] for r in rows}),
+    "Q7": lambda rows: [r["ms"] for r in rows],
+    "Q12": lambda rows: {r["model"]: (r["calls"], r["input"], r["output"]) for r in rows},
+    "Q26": lambda rows: [r["width"] for r in rows],
+}
+
+
+@pytest.mark.parametrize("question", ["Q6", "Q7", "Q12", "Q26"])
+@pytest.mark.parametrize("source", ["hook", *CONVERSATION_SOURCES])
+def test_rollup_question(source: str, question: str, request: pytest.FixtureRequest) -> None:
+    """Each rollup question of the doc, per source, against the raw events. The `Model` rollup
+    counts model calls that name their model: none of the harness's (docs/querying.md)."""
+    query = load_rollup_questions()[question]
+    if source == "hook":
+        data: Data = request.getfixturevalue("data")
+        service: IntelligenceService = request.getfixturevalue("layered")
+        workspace, expected = data.workspace, hook_rollup_answers(data)[question]
+    else:
+        service, answers = request.getfixturevalue("conversations")
+        workspace, expected = source, conversation_rollup_answers(answers[source])[question]
+    got = [dict(r) for r in service.cypher(query, workspace=workspace).results]
+    assert ROLLUP_VIEWS[question](got) == expected
+    if question == "Q26":  # the members' tools, from the graph's ToolCalls
+        assert all(len(r["tools"]) == min(r["width"], 8) for r in got)
+    assert bool(got) == (source != "harness" or question != "Q12"), f"{question} on {source}: {got}"
