@@ -31,7 +31,7 @@ from convograph.store.base import StoredEvent
 from convograph.testing import MemoryEventLog
 from tests.support.otlp_conversation import record_otlp_conversation
 from tests.test_intelligence_layers_queries import load_questions
-from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
+from tests.test_intelligence_support import falkor, snapshot  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 CID = "acme:conv-1"
@@ -154,8 +154,8 @@ def layered(falkor: FalkorEngine) -> Iterator[IntelligenceService]:
             falkor.delete_graph(graph)
 
 
-def ask(service: IntelligenceService, number: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in service.cypher(load_questions()[number], workspace="acme").results]
+def ask(service: IntelligenceService, number: int, workspace: str = "acme") -> list[dict[str, Any]]:
+    return [dict(r) for r in service.cypher(load_questions()[number], workspace=workspace).results]
 
 
 def test_conversation_answers_the_same_questions(layered: IntelligenceService) -> None:
@@ -337,3 +337,32 @@ def test_forgetting_a_conversation_settles_its_rollups(layered: IntelligenceServ
         "groups": [["b", 2]],
         "models": [["gpt-test", 4, 58]],
     }
+
+
+@pytest.mark.parametrize("feeds", ["one event each", "three"])
+def test_an_otlp_agent_whose_start_arrives_last_gives_the_in_order_graph(
+    layered: IntelligenceService, feeds: str
+) -> None:
+    """Spans end child-first, so an OTLP agent's ``harness_start`` is stored after its model
+    calls and tool calls, which fold to nothing until it arrives (no agent run owns them); then
+    the session is folded again in event-time order (a repair). Fed piecemeal, the graph equals
+    the graph of one feed."""
+    _cid, events = asyncio.run(record_otlp_conversation(MemoryEventLog(), "otlp"))
+    assert feed_conversation(layered, "whole:trip", events) > 0
+    assert layered.wait_applied(timeout=60)
+    (layer,) = layered.applier.planned_stages
+    repairs = layer.repairs  # type: ignore[attr-defined]
+    cuts = range(len(events) + 1) if feeds == "one event each" else [0, 8, 16, len(events)]
+    for start, end in pairwise(cuts):
+        feed_conversation(layered, "split:trip", events[start:end])
+        assert layered.wait_applied(timeout=60)
+    assert layered.wait_applied(timeout=60)
+
+    def picture(workspace: str) -> dict[str, Any]:
+        found = snapshot(layered, workspace)
+        found["nodes"] = [node.replace(f'"workspace":"{workspace}"', "") for node in found["nodes"]]
+        return found
+
+    assert layer.repairs > repairs  # type: ignore[attr-defined]
+    assert picture("split") == picture("whole")
+    assert ask(layered, 19, "split") == [{"most_calls": 2, "attached_calls": 3}]

@@ -31,7 +31,10 @@ Model calls are ``:Iteration`` ``{run}::iteration::{k}``, k counting the agent r
 Tool calls (``tool_call``, or a ``relay`` for a call not seen yet) are ``:ToolCall``
 ``{session}__tool_call__{id}``; calls of one model call that run at the same time (one starts
 before an earlier one has its result) form a parallel group ``{iteration}::parallel::{g}``.
-A ``harness_end`` with reason ``cancelled`` is a ``:Cancellation`` of its session and run.
+A ``harness_end`` with reason ``cancelled`` is a ``:Cancellation`` of its session and run. A
+``user`` message is a ``:Prompt`` that ``TRIGGERED`` the root run whose ``parentId`` is
+``{its runId}:user`` (the harness), else the agent run its own ``parentId`` names if that run
+has no prompt yet (OTLP: an agent's first input), else the next root run.
 
 Complexity: O(1) per event, O(group size) edges per member of a parallel group.
 """
