@@ -80,8 +80,9 @@ REBUILD_MARK = "__rebuild__:"
 pending rebuilds."""
 ROLLUPS_MARK = "__rollups__:"
 """Meta key prefix (+ graph key): the rollup version a graph was backfilled to."""
-ROLLUPS_VERSION = "1"
-"""Bumped when a rollup kind is added, so graphs written before it are backfilled once more."""
+ROLLUPS_VERSION = "2"
+"""Bumped when a rollup kind (or a source of rows: conversation ToolCalls, version 2) is added,
+so graphs written before it are backfilled once more."""
 
 Stage = Callable[[GraphEngine, GraphNames, Sequence[JournalRecord], Sequence[EventFacts]], None]
 """A later layer: ``(engine, names, records, facts)`` after layer 1 wrote the batch (facts align
