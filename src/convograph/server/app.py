@@ -317,6 +317,7 @@ async def _open_intelligence(config: ServerConfig) -> Any:
         service = IntelligenceService.open(
             config.data_dir,
             graph_url=config.graph_url,
+            database_url=config.database_url,
             read_limits=limits,
             query_timeout_ms=config.query_timeout_ms,
         )

@@ -1,0 +1,177 @@
+"""Issue 29: several ``convograph serve`` processes on one PostgreSQL database, one FalkorDB server
+(and Redis), behind a round-robin balancer, behave as one server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from tests.integration.cluster import FalkorServer, Instance, RoundRobin
+
+from convograph.intelligence.blobs import MemoryBlobStore
+from convograph.intelligence.engine import connect_engine
+from convograph.intelligence.journal import MemoryJournal
+from convograph.intelligence.service import IntelligenceService
+from convograph.intelligence.writer import GraphNames
+
+pytestmark = pytest.mark.falkordb
+
+LAYERS = Path(__file__).resolve().parents[1] / "fixtures" / "ci_layers.ndjson"
+
+
+@pytest.fixture
+def falkor() -> Iterator[FalkorServer]:
+    server = FalkorServer()
+    yield server
+    server.stop()
+
+
+class Cluster:
+    def __init__(self, tmp: Path, database_url: str, graph_url: str) -> None:
+        self.tmp, self.database_url, self.graph_url = tmp, database_url, graph_url
+        self.instances: list[Instance] = []
+        self.balancer: RoundRobin | None = None
+
+    def start(self, count: int) -> list[Instance]:
+        started = [
+            Instance(
+                self.tmp / f"i{len(self.instances) + n}",
+                "--database-url",
+                self.database_url,
+                "--graph-url",
+                self.graph_url,
+            )
+            for n in range(count)
+        ]
+        self.instances.extend(started)
+        for instance in started:
+            instance.wait_ready()
+        self.balancer = RoundRobin([i.port for i in self.instances])
+        return started
+
+    def applying(self) -> Instance:
+        for _ in range(100):
+            for instance in self.instances:
+                if instance.proc.poll() is None:
+                    status = httpx.get(f"{instance.url}/intelligence/status", timeout=10).json()
+                    if status["applying"]:
+                        return instance
+            time.sleep(0.1)
+        raise AssertionError("no instance applies the journal")
+
+    def stop(self) -> None:
+        if self.balancer is not None:
+            self.balancer.close()
+        for instance in self.instances:
+            instance.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str, falkor: FalkorServer) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, postgres_url, falkor.url)
+    yield c
+    c.stop()
+
+
+def fresh(base_url: str) -> httpx.Client:
+    """A client that opens a connection per request, so a balancer spreads its requests."""
+    return httpx.Client(base_url=base_url, timeout=30, limits=httpx.Limits(max_keepalive_connections=0))
+
+
+def wait_applied(url: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status: dict[str, Any] = httpx.get(f"{url}/intelligence/status", timeout=10).json()
+        if status["backlog"] == 0 and status["journal_seq"] > 0:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"not applied within {timeout} s: {status}")
+
+
+def graph_snapshot(cypher: Any, workspace: str) -> dict[str, Any]:
+    nodes = cypher("MATCH (n {workspace: $workspace}) RETURN labels(n) AS l, properties(n) AS p", workspace)
+    edges = cypher(
+        "MATCH (a {workspace: $workspace})-[r]->(b) RETURN a.node_id AS a, type(r) AS t, b.node_id AS b",
+        workspace,
+    )
+    return {
+        "nodes": sorted(
+            msgspec.json.encode([sorted(n["l"]), n["p"]], order="sorted").decode() for n in nodes
+        ),
+        "edges": sorted((e["a"], e["t"], e["b"]) for e in edges),
+    }
+
+
+def http_cypher(url: str) -> Any:
+    def run(query: str, workspace: str) -> list[dict[str, Any]]:
+        reply = httpx.post(
+            f"{url}/cypher", json={"query": query, "params": {"workspace": workspace}, "workspace": workspace},
+            timeout=60,
+        )  # fmt: skip
+        assert reply.status_code == 200, reply.text
+        assert not reply.json()["truncated"]
+        rows: list[dict[str, Any]] = reply.json()["results"]
+        return rows
+
+    return run
+
+
+def reference_snapshots(graph_url: str, envelopes: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
+    """The graph one process builds from ``envelopes`` (in order), on the same server."""
+    service = IntelligenceService(
+        MemoryJournal(), connect_engine(graph_url), MemoryBlobStore(), names=GraphNames(prefix),
+        semantic_layers=True, owns_engine=True,
+    )  # fmt: skip
+    service.start()
+    try:
+        service.ingest_many(envelopes, created_by="local")  # what the server stamps without keys
+        assert service.wait_applied(timeout=120)
+
+        def run(query: str, workspace: str) -> list[dict[str, Any]]:
+            return list(service.cypher(query, {"workspace": workspace}, workspace).results)
+
+        return {ws: graph_snapshot(run, ws) for ws in sorted({e["workspace"] for e in envelopes})}
+    finally:
+        service.close()
+
+
+def layer_envelopes() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in LAYERS.read_text().splitlines() if line.strip()]
+
+
+def test_blobs_graph_and_semantic_layers_are_shared(cluster: Cluster, falkor: FalkorServer) -> None:
+    """Sessions split over two instances, one envelope per request (as the hook client sends):
+    blobs listed by both, and every node and edge equal to one process's graph (before: each
+    instance folded its half of a session; blobs were listed only where they were written)."""
+    first, second = cluster.start(2)
+    envelopes = layer_envelopes()
+    big = {"event": "tool:post", "workspace": "blobs", "data": {
+        "session_id": "S-blob", "timestamp": "2026-03-02T09:00:00Z", "tool_name": "read",
+        "result": {"text": "x" * 10_000}}}  # fmt: skip
+    with fresh(first.url) as a, fresh(second.url) as b:
+        assert a.post("/events", json=big).status_code == 202
+        for n, envelope in enumerate(envelopes):
+            reply = (a if n % 2 else b).post("/events", json=envelope)
+            assert reply.status_code == 202, reply.text
+    for instance in (first, second):
+        wait_applied(instance.url)
+        blobs = httpx.get(f"{instance.url}/blobs/S-blob", timeout=10).json()["blobs"]
+        assert len(blobs) == 1, blobs
+        assert httpx.get(f"{instance.url}/blobs/S-blob/{blobs[0].rsplit('/', 1)[1]}").json() == {
+            "text": "x" * 10_000
+        }
+    expected = reference_snapshots(falkor.url, envelopes, "reference:")
+    for instance in (first, second):
+        for workspace, snapshot in expected.items():
+            got = graph_snapshot(http_cypher(instance.url), workspace)
+            assert got == snapshot, (
+                workspace,
+                sorted(set(got["nodes"]) ^ set(snapshot["nodes"]))[:6],
+                sorted(set(got["edges"]) ^ set(snapshot["edges"]))[:6],
+            )
