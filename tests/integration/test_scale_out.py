@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from collections.abc import Iterator
@@ -81,7 +82,12 @@ def cluster(tmp_path: Path, postgres_url: str, falkor: FalkorServer) -> Iterator
 
 def fresh(base_url: str) -> httpx.Client:
     """A client that opens a connection per request, so a balancer spreads its requests."""
-    return httpx.Client(base_url=base_url, timeout=30, limits=httpx.Limits(max_keepalive_connections=0))
+    return httpx.Client(
+        base_url=base_url,
+        timeout=30,
+        headers={"Connection": "close"},
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
 def wait_applied(url: str, timeout: float = 60) -> dict[str, Any]:
@@ -175,3 +181,84 @@ def test_blobs_graph_and_semantic_layers_are_shared(cluster: Cluster, falkor: Fa
                 sorted(set(got["nodes"]) ^ set(snapshot["nodes"]))[:6],
                 sorted(set(got["edges"]) ^ set(snapshot["edges"]))[:6],
             )
+
+
+def copies(envelopes: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    return [{**e, "workspace": e["workspace"] + suffix} for e in envelopes]
+
+
+def post_until_acked(client: httpx.Client, path: str, body: Any, stop_at: float) -> httpx.Response:
+    """POST through the balancer until an instance acknowledges it (a killed instance's
+    connection fails; the retry is safe: ids and idempotency keys deduplicate)."""
+    while True:
+        try:
+            reply = client.post(path, json=body)
+            if reply.status_code < 500:
+                return reply
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < stop_at, f"{path} never acknowledged"
+        time.sleep(0.05)
+
+
+def test_kill_9_mid_ingest_and_mid_apply_loses_and_repeats_nothing(
+    cluster: Cluster, falkor: FalkorServer
+) -> None:
+    """Three instances behind the balancer take both APIs one event per request; one instance is
+    killed mid-ingest, then the applying one mid-apply (a 1,104-event batch in its backlog): every
+    acknowledged event is in the log once and in the graph, which equals one process's graph."""
+    cluster.start(3)
+    assert cluster.balancer is not None
+    url = cluster.balancer.url
+    base = layer_envelopes()
+    streams = [copies(base, f"-{n}") for n in range(3)]
+    stop_at = time.monotonic() + 300
+    conversation_acked: list[int] = []
+
+    def send(envelopes: list[dict[str, Any]]) -> int:
+        with fresh(url) as client:
+            for envelope in envelopes:
+                reply = post_until_acked(client, "/events", envelope, stop_at)
+                assert reply.status_code == 202, reply.text
+        return len(envelopes)
+
+    def converse() -> int:
+        with fresh(url) as client:
+            for n in range(600):
+                event = {"type": "text", "runId": "r", "id": f"t{n}", "content": f"{n} ", "eventId": f"e{n}"}
+                reply = post_until_acked(client, "/v1/conversations/kill-9/events", event, stop_at)
+                assert reply.status_code == 200, reply.text
+                conversation_acked.append(n)
+        return 600
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        sending = [pool.submit(send, stream) for stream in streams] + [pool.submit(converse)]
+        time.sleep(3)
+        leader = cluster.applying()
+        bystander = next(i for i in cluster.instances if i is not leader)
+        bystander.kill()  # mid-ingest
+        time.sleep(2)
+        batch = copies(base, "-batch")
+        reply = httpx.post(f"{leader.url}/events", json=batch, timeout=60)
+        assert reply.status_code == 202, reply.text
+        assert reply.json()["accepted"] == len(batch)
+        status = httpx.get(f"{leader.url}/intelligence/status", timeout=10).json()
+        assert status["backlog"] > 0, status  # the batch is not applied yet
+        leader.kill()  # mid-apply
+        assert sum(f.result() for f in sending) == 3 * len(base) + 600
+    survivors = [i for i in cluster.instances if i.proc.poll() is None]
+    assert len(survivors) == 1
+    survivor = survivors[0]
+    status = wait_applied(survivor.url, timeout=120)
+    assert status["applying"], status
+    assert status["dead_letters"] == 0, status
+    replay = httpx.get(f"{survivor.url}/v1/conversations/kill-9/events", timeout=30)
+    stored = [json.loads(line) for line in replay.text.splitlines()]
+    assert [e["seq"] for e in stored] == list(range(1, 601))  # each acknowledged event once, no gap
+    assert sorted(int(e["eventId"][1:]) for e in stored) == list(range(600))
+    everything = [e for stream in streams for e in stream] + batch
+    expected = reference_snapshots(falkor.url, everything, "reference:")
+    cypher = http_cypher(survivor.url)
+    for workspace, snapshot in expected.items():
+        got = graph_snapshot(cypher, workspace)
+        assert got == snapshot, (workspace, sorted(set(got["nodes"]) ^ set(snapshot["nodes"]))[:4])
