@@ -262,3 +262,69 @@ def test_kill_9_mid_ingest_and_mid_apply_loses_and_repeats_nothing(
     for workspace, snapshot in expected.items():
         got = graph_snapshot(cypher, workspace)
         assert got == snapshot, (workspace, sorted(set(got["nodes"]) ^ set(snapshot["nodes"]))[:4])
+
+
+def read_frames(lines: Iterator[str], count: int, kind: str = "id") -> list[dict[str, Any]]:
+    """The next ``count`` SSE messages of ``lines`` (a response's `iter_lines`) that carry
+    ``kind`` (``id`` or ``event``), as dicts."""
+    frames: list[dict[str, Any]] = []
+    frame: dict[str, Any] = {}
+    for line in lines:
+        if not line:
+            if kind in frame:
+                frames.append(frame)
+                if len(frames) == count:
+                    return frames
+            frame = {}
+            continue
+        name, _, value = line.partition(": ")
+        frame[name] = value
+    return frames
+
+
+def test_any_instance_serves_streams_relays_and_the_live_list(cluster: Cluster) -> None:
+    """SSE from one instance of events posted to another, an exact resume on a third; 20
+    concurrent decisions of one relay spread over the instances: one 200, 19 409; the live list
+    on one instance shows a conversation started on another."""
+    first, second, third = cluster.start(3)
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream("GET", f"{first.url}/v1/live/conversations") as list_response,
+        http.stream("GET", f"{first.url}/v1/conversations/multi/stream") as stream_response,
+    ):
+        listing, stream = list_response.iter_lines(), stream_response.iter_lines()
+        assert read_frames(listing, 1, "event")[0]["event"] == "snapshot"
+        events = [{"type": "harness_start", "runId": "a"}] + [
+            {"type": "text", "runId": "a", "id": "t", "content": f"{n} "} for n in range(10)
+        ]
+        for n, event in enumerate(events):
+            target = (second, third)[n % 2]
+            assert http.post(f"{target.url}/v1/conversations/multi/events", json=event).status_code == 200
+        received = read_frames(stream, len(events))
+        assert [int(f["id"]) for f in received] == list(range(1, 12))
+        changed = read_frames(listing, 1, "event")[0]
+        assert changed["event"] == "conversation"
+        assert json.loads(changed["data"])["id"] == "multi"
+    more = [{"type": "text", "runId": "a", "id": "t", "content": "late "}]
+    assert httpx.post(f"{first.url}/v1/conversations/multi/events", json=more).status_code == 200
+    with httpx.stream(
+        "GET", f"{third.url}/v1/conversations/multi/stream", headers={"Last-Event-ID": "7"}, timeout=30
+    ) as resumed:
+        assert [int(f["id"]) for f in read_frames(resumed.iter_lines(), 5)] == [8, 9, 10, 11, 12]
+    relay = {"type": "relay", "kind": "permission", "runId": "a", "id": "r1", "toolCallId": "a/c",
+             "tool": "exec", "params": {"cmd": "ls"}}  # fmt: skip
+    assert httpx.post(f"{second.url}/v1/conversations/multi/events", json=relay).status_code == 200
+
+    def decide(n: int) -> int:
+        target = cluster.instances[n % 3]
+        reply = httpx.post(
+            f"{target.url}/v1/conversations/multi/relays/r1", json={"approved": n % 2 == 0}, timeout=30
+        )
+        return reply.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        statuses = sorted(pool.map(decide, range(20)))
+    assert statuses == [200] + [409] * 19
+    for instance in cluster.instances:
+        relays = httpx.get(f"{instance.url}/v1/conversations/multi/relays", timeout=10).json()["relays"]
+        assert relays[0]["decision"] is not None
