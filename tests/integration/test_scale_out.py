@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -328,3 +332,59 @@ def test_any_instance_serves_streams_relays_and_the_live_list(cluster: Cluster) 
     for instance in cluster.instances:
         relays = httpx.get(f"{instance.url}/v1/conversations/multi/relays", timeout=10).json()["relays"]
         assert relays[0]["decision"] is not None
+
+
+def test_workers_share_one_port_and_a_killed_worker_is_replaced(
+    tmp_path: Path, postgres_url: str, falkor: FalkorServer
+) -> None:
+    """``--workers 2``: two processes answer on one port (one of them applies the journal); a
+    worker killed with -9 is restarted by the parent and nothing acknowledged is lost."""
+    server = Instance(
+        tmp_path / "w", "--workers", "2", "--database-url", postgres_url, "--graph-url", falkor.url
+    )
+    try:
+        server.wait_ready()
+        with fresh(server.url) as client:
+            seen: dict[bool, int] = {}
+            for _ in range(200):
+                status = client.get("/intelligence/status").json()
+                seen[status["applying"]] = seen.get(status["applying"], 0) + 1
+                if len(seen) == 2:
+                    break
+                time.sleep(0.02)
+            assert set(seen) == {True, False}, seen  # two processes behind one port
+            workers = [
+                int(pid)
+                for pid in Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+                .read_text()
+                .split()
+            ]
+            assert len(workers) >= 2
+            envelopes = copies(layer_envelopes()[:300], "-workers")
+            for n, envelope in enumerate(envelopes):
+                if n == 100:
+                    os.kill(workers[0], signal.SIGKILL)
+                reply = post_until_acked(client, "/events", envelope, time.monotonic() + 120)
+                assert reply.status_code == 202, reply.text
+        status = wait_applied(server.url)
+        assert status["journal_seq"] == len(envelopes)
+        count = httpx.post(
+            f"{server.url}/cypher",
+            json={"query": "MATCH (e:Event) RETURN count(e) AS n", "workspace": envelopes[0]["workspace"]},
+        ).json()["results"][0]["n"]
+        assert count == len(envelopes)
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0, server.output()
+
+
+def test_workers_refuse_the_embedded_stores(tmp_path: Path) -> None:
+    """SQLite and the embedded FalkorDB in one data directory cannot take several writers: refused
+    before anything starts, saying what to pass instead."""
+    result = subprocess.run(
+        [sys.executable, "-m", "convograph", "serve", "--workers", "2", "--port", "0", "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "--workers 2 needs state that every process shares" in result.stderr
+    assert "--database-url postgresql://" in result.stderr

@@ -97,9 +97,18 @@ def serve(
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes sharing the port; above 1 the stores must be shared"
+            " (--database-url postgresql://…, --graph-url falkordb://…; docs/deploy.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
     from convograph.server.app import StartupFailed, serve_app
+    from convograph.server.workers import serve_workers
 
     try:
         config = ServerConfig.from_env(
@@ -135,7 +144,10 @@ def serve(
         )
         raise typer.Exit(2)
     try:
-        serve_app(config, log_level=log_level)
+        if workers > 1:
+            serve_workers(config, workers, log_level=log_level)
+        else:
+            serve_app(config, log_level=log_level)
     except StartupFailed as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None

@@ -76,6 +76,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS ci_events_base_content ON ci_events (base_key,
 CREATE UNIQUE INDEX IF NOT EXISTS ci_events_session_keys ON ci_events (session_key, idem_key);
 CREATE TABLE IF NOT EXISTS ci_dead_letters (seq bigint PRIMARY KEY, error text NOT NULL, ts double precision NOT NULL);
 CREATE INDEX IF NOT EXISTS ci_dead_letters_ts ON ci_dead_letters (ts);
+CREATE TABLE IF NOT EXISTS ci_feed_cursors (conversation_id text PRIMARY KEY, seq bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS ci_tombstones (content_key bytea PRIMARY KEY, idem_key bytea);
 CREATE INDEX IF NOT EXISTS ci_tombstones_idem ON ci_tombstones (idem_key) WHERE idem_key IS NOT NULL;
 """
@@ -374,6 +375,35 @@ class PostgresJournal:
             conn.execute(f"DELETE FROM ci_dead_letters WHERE seq IN (SELECT seq {selected})", params)
             cur = conn.execute(f"DELETE {selected}", params)
             return cur.rowcount
+
+    # -- the server's conversation feed (`convograph.server.feeder`) ----------------------------------
+    def feed_cursors(self, conversation_ids: Collection[str] | None = None) -> dict[str, int]:
+        """How far each conversation's events were fed into this journal (all, or those named)."""
+        with self._conn() as conn:
+            if conversation_ids is None:
+                rows = conn.execute("SELECT conversation_id, seq FROM ci_feed_cursors").fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT conversation_id, seq FROM ci_feed_cursors WHERE conversation_id = ANY(%s)",
+                    (list(conversation_ids),),
+                ).fetchall()
+        return {cid: int(seq) for cid, seq in rows}
+
+    def save_feed_cursors(self, cursors: dict[str, int]) -> None:
+        """Move cursors forward (never back: another instance may have fed further)."""
+        if not cursors:
+            return
+        with self._conn() as conn:
+            conn.execute(
+                "INSERT INTO ci_feed_cursors (conversation_id, seq) SELECT * FROM unnest(%s::text[], %s::int8[])"
+                " ON CONFLICT (conversation_id) DO UPDATE SET seq = greatest(ci_feed_cursors.seq, excluded.seq)",
+                (list(cursors), list(cursors.values())),
+            )
+
+    def drop_feed_cursor(self, conversation_id: str) -> None:
+        """The conversation was deleted: its id may start again from seq 1."""
+        with self._conn() as conn:
+            conn.execute("DELETE FROM ci_feed_cursors WHERE conversation_id = %s", (conversation_id,))
 
     def close(self) -> None:
         self._pool.close()

@@ -216,7 +216,14 @@ async def check_backends(config: ServerConfig) -> None:
         engine.close()
 
 
-def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
+def serve_app(
+    config: ServerConfig,
+    *,
+    log_level: str = "info",
+    sockets: list[Any] | None = None,
+    announce: bool = True,
+    check: bool = True,
+) -> None:
     """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above).
 
     The serving process is an application, so it tunes the cyclic GC for its workload (the library
@@ -224,19 +231,22 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
     700, which saves ~5 µs of CPU per ingested event (docs/server.md).
 
     Raises `StartupFailed` when a backend is unreachable (`check_backends`) or the application's
-    startup failed (uvicorn has logged why), so the caller can exit non-zero."""
+    startup failed (uvicorn has logged why), so the caller can exit non-zero. ``sockets``: serve
+    on these already bound sockets (a worker of `convograph.server.workers`), ``announce``: print
+    the banner, ``check``: run `check_backends` first."""
     import gc
 
     import uvicorn
 
-    asyncio.run(check_backends(config))
+    if check:
+        asyncio.run(check_backends(config))
     keys = KeyRing.load(config.api_key_file)
     gc.set_threshold(SERVE_GC_THRESHOLDS[0], SERVE_GC_THRESHOLDS[1], SERVE_GC_THRESHOLDS[2])
 
     class GracefulServer(uvicorn.Server):
         async def startup(self, sockets: list[Any] | None = None) -> None:
             await super().startup(sockets)
-            if self.started and self.servers and self.servers[0].sockets:
+            if announce and self.started and self.servers and self.servers[0].sockets:
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 shown = config.host if config.host not in ("0.0.0.0", "::") else host
                 base_url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
@@ -258,7 +268,7 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
         access_log=False,
     )
     server = GracefulServer(uv_config)
-    server.run()
+    server.run(sockets)
     if not server.started:
         raise StartupFailed("the server did not start (the log above says why)")
 
