@@ -98,12 +98,16 @@ class Instance:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def wait_ready(self, timeout: float = 90.0) -> None:
+        self.wait_ready_path("/intelligence/status", timeout)
+
+    def wait_ready_path(self, path: str, timeout: float = 90.0) -> None:
+        """Until ``GET path`` answers 200 (the process exiting first fails, with its output)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"serve exited with {self.proc.returncode}:\n{self.output()}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/intelligence/status", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}{path}", timeout=5).status_code == 200:
                     return
             time.sleep(0.2)
         raise AssertionError(f"serve did not become ready:\n{self.output()}")

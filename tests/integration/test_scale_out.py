@@ -388,3 +388,44 @@ def test_workers_refuse_the_embedded_stores(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "--workers 2 needs state that every process shares" in result.stderr
     assert "--database-url postgresql://" in result.stderr
+
+
+def eventually(check: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the time limit"
+        time.sleep(0.2)
+
+
+def test_keys_in_the_database_count_on_every_instance(tmp_path: Path, postgres_url: str) -> None:
+    """A key created with ``convograph keys create --database-url`` is required and honoured by
+    every instance sharing the database, and refused everywhere once revoked, without restarts."""
+    instances = [
+        Instance(tmp_path / f"k{n}", "--database-url", postgres_url, "--no-intelligence") for n in range(2)
+    ]
+    try:
+        for instance in instances:
+            instance.wait_ready_path("/v1/conversations")
+        cli = [sys.executable, "-m", "convograph", "keys"]
+        created = subprocess.run(
+            [*cli, "create", "uploader", "--scope", "read", "--scope", "write", "--database-url", postgres_url],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        key = created.stdout.strip()
+        assert key.startswith("cg_")
+        bearer = {"Authorization": f"Bearer {key}"}
+        for instance in instances:
+            eventually(lambda i=instance: httpx.get(f"{i.url}/v1/conversations").status_code == 401)
+            assert httpx.get(f"{instance.url}/v1/conversations", headers=bearer).status_code == 200
+        listed = subprocess.run(
+            [*cli, "list", "--database-url", postgres_url], capture_output=True, text=True, timeout=60
+        )
+        assert listed.stdout.split() == ["uploader", "read,write", "*"]
+        subprocess.run([*cli, "revoke", "uploader", "--database-url", postgres_url], check=True, timeout=60)
+        for instance in instances:
+            eventually(
+                lambda i=instance: httpx.get(f"{i.url}/v1/conversations", headers=bearer).status_code != 200
+            )
+    finally:
+        for instance in instances:
+            instance.stop()

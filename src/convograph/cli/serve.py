@@ -38,6 +38,20 @@ def _check_settings(config: ServerConfig, log_level: str) -> None:
         check_graph_url(config.graph_url)
 
 
+def _database_keys(config: ServerConfig, keys: KeyRing) -> KeyRing:
+    """The key file's keys and those of a shared database (`convograph.server.keystore`), if any."""
+    from convograph.server.keystore import PostgresKeyStore
+    from convograph.store.url import shared_postgres
+
+    conninfo = shared_postgres(config.database_url)
+    if conninfo is None:
+        return keys
+    try:
+        return KeyRing([*keys.keys(), *PostgresKeyStore(conninfo).load()])
+    except Exception:  # unreachable now: the server's own start says why
+        return keys
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind \\[default: 127.0.0.1].")] = None,
@@ -136,6 +150,8 @@ def serve(
     except (ConfigError, ValueError) as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
+        keys = _database_keys(config, keys)
     if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
         err_console.print(
             f"[red]error:[/] refusing to serve {config.host} without API keys: anyone on the network could "

@@ -34,11 +34,13 @@ from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
+from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
 from convograph.server.protocols import ingest_ag_ui
 from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
+from convograph.store.url import shared_postgres
 
 __all__ = ["StartupFailed", "check_backends", "create_app", "serve_app"]
 
@@ -111,6 +113,9 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         app.state["convograph"] = state
         holder["state"] = state
         try:
+            shared = shared_postgres(config.database_url)
+            if shared is not None:  # keys created on any machine count on every instance
+                state.key_refresh = await start_key_refresh(PostgresKeyStore(shared), keys)
             if config.intelligence:
                 state.intelligence = intelligence.bind(await _open_intelligence(config))
                 state.feeder = IntelligenceFeeder(

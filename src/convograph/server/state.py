@@ -62,6 +62,8 @@ class ServerState:
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
         self.retention: asyncio.Task[None] | None = None
+        self.key_refresh: asyncio.Task[None] | None = None
+        """Reads the API keys of a shared database again (`convograph.server.keystore`)."""
         self.otlp: OtlpReceiver | None = None
         """``POST /v1/traces`` (`convograph.integrations.otlp`); set up by the app's lifespan."""
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.subscriber_count
@@ -91,10 +93,11 @@ class ServerState:
     async def close(self) -> None:
         await self.end_streams()
         await self.memory.close()
-        if self.retention is not None:
-            self.retention.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.retention
+        for task in (self.retention, self.key_refresh):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self.feeder is not None:
             await self.feeder.close()
         if self.intelligence is not None:
