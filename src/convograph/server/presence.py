@@ -72,6 +72,15 @@ class Presence:
     def __init__(self, *, lease: float = LEASE_SECONDS) -> None:
         self._lease = lease
         self._by_conversation: dict[str, dict[str, Attachment]] = {}
+        self.closed = False
+        """Set at shutdown: every control stream ends (its agent reconnects to the next server)."""
+
+    def close(self) -> None:
+        """End every control stream (server shutdown). Idempotent."""
+        self.closed = True
+        for agents in self._by_conversation.values():
+            for entry in agents.values():
+                entry.wakeup.end("shutdown")
 
     def attach(self, conversation_id: str, info: AgentInfo) -> Attachment:
         """Register (or re-register, keeping ``since``) the agent whose control stream just opened."""

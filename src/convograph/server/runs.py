@@ -24,10 +24,9 @@ regenerate. Routes:
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
@@ -42,11 +41,12 @@ from convograph.hypergraph.queries import chunks_of, run_ids, run_info
 from convograph.hypergraph.turns import PendingTurn, pending_turn
 from convograph.server.bodies import decode_body
 from convograph.server.errors import ApiError
-from convograph.server.live import LiveState
+from convograph.server.live import LiveState, Wakeable
 from convograph.server.openapi import SSE, ConversationId, documented
 from convograph.server.presence import AgentInfo, Presence
 from convograph.server.sse import HEARTBEAT_FRAME, RETRY_FRAME
-from convograph.server.state import ServerState, existing_conversation, require, server_state
+from convograph.server.state import ServerState, admit_stream, existing_conversation, require, server_state
+from convograph.server.streaming import EventStream
 
 __all__ = ["RunController", "RunRow", "presence_of", "root_runs"]
 
@@ -102,12 +102,8 @@ class AgentList(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def presence_of(request: Request[Any, Any, Any]) -> Presence:
-    """This server's `Presence` (made on first use)."""
-    app_state = request.app.state
-    presence = app_state.get("convograph_presence")
-    if not isinstance(presence, Presence):
-        presence = app_state["convograph_presence"] = Presence()
-    return presence
+    """This server's `Presence`."""
+    return server_state(request).presence
 
 
 def root_runs(live: LiveState) -> list[RunRow]:
@@ -292,10 +288,12 @@ class RunController(Controller):
             id=agent_id, name=(name or agent_id)[:128], model=model, kind=kind or "agent", serving=serving
         )
         state = server_state(request)
-        return Stream(
-            _control_frames(state, presence_of(request), cid, info),
-            media_type=SSE,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"},
+        release = admit_stream(request)
+        gone = Wakeable()
+        return EventStream(
+            _control_frames(state.presence, cid, info, gone, state.config.sse_heartbeat_seconds),
+            stop=lambda: gone.end("disconnected"),
+            release=release,
         )
 
 
@@ -304,22 +302,17 @@ def _control_frame(kind: str, data: Any) -> bytes:
 
 
 async def _control_frames(
-    state: ServerState, presence: Presence, cid: str, info: AgentInfo
-) -> AsyncIterator[bytes]:
-    """The control stream of one attached agent; ends at server shutdown (with the other streams)."""
+    presence: Presence, cid: str, info: AgentInfo, gone: Wakeable, heartbeat: float
+) -> AsyncGenerator[bytes, None]:
+    """The control stream of one attached agent; ends when its client leaves (``gone``) or at server
+    shutdown (`Presence.close`)."""
     entry = presence.attach(cid, info)
-    closed = asyncio.ensure_future(state.hubs.closed.wait())
     try:
         yield RETRY_FRAME + _control_frame("attached", {"id": info.id, "conversationId": cid})
-        while not closed.done():
+        while not presence.closed and gone.end_reason is None:
             while entry.outbox:
                 yield entry.outbox.popleft()
-            woken = asyncio.ensure_future(entry.wakeup.wait(state.config.sse_heartbeat_seconds))
-            await asyncio.wait({woken, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if not woken.done():
-                woken.cancel()
-            elif not woken.result() and not closed.done():
+            if not await entry.wakeup.wait(heartbeat) and gone.end_reason is None and not presence.closed:
                 yield HEARTBEAT_FRAME
     finally:
-        closed.cancel()
         presence.leave(cid, entry)

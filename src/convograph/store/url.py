@@ -27,7 +27,14 @@ from convograph.store.base import EventLog
 if TYPE_CHECKING:
     from convograph.store.postgres import PostgresEventLog
 
-__all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "check_event_log_url", "default_url", "open_event_log"]
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DATA_DIR_ENV",
+    "check_event_log_url",
+    "default_url",
+    "open_event_log",
+    "shared_postgres",
+]
 
 DATABASE_URL_ENV: Final = "CONVOGRAPH_DATABASE_URL"
 DATA_DIR_ENV: Final = "CONVOGRAPH_DATA_DIR"
@@ -79,6 +86,21 @@ def _postgres_settings(url: str) -> tuple[str, int, float]:
     except psycopg.Error as exc:
         raise ValueError(f"postgres event log URL: {str(exc).strip()}") from None
     return conninfo, int(pool_max or 8), float(timeout or 5.0)
+
+
+def shared_postgres(url: str | None) -> str | None:
+    """The libpq conninfo of the PostgreSQL database an event log URL names (``postgresql://``,
+    or the ``finalize=`` archive of a ``redis://`` log), else None: where state that every
+    instance of a deployment shares (the context-intelligence journal, blobs, API keys) lives."""
+    if not url:
+        return None
+    scheme, options, _ = _split(url)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres_settings(url)[0]
+    finalize_url = options.get("finalize") if scheme in ("redis", "rediss") else None
+    if finalize_url and finalize_url.startswith(("postgresql://", "postgres://")):
+        return _postgres_settings(finalize_url)[0]
+    return None
 
 
 async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
