@@ -330,6 +330,8 @@ async def test_player_posts_envelopes_before_conversations(tmp_path: Path) -> No
     [
         (["--port", "70000"], "65535"),  # was an OverflowError traceback from socket.bind
         (["--url", "ftp://x"], "--url must be an http:// or https:// URL"),  # was polled for 60 s
+        (["--model", "gpt-4o"], "must be API:MODEL"),
+        (["--model", "mistral:large"], "unknown API 'mistral'"),
     ],
 )
 def test_demo_refuses_bad_arguments_at_once(args: list[str], message: str) -> None:

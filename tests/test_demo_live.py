@@ -148,3 +148,31 @@ async def test_the_rolling_schedule_keeps_the_newest_rounds(server: ServerProces
     assert kept == started[-len(kept) :]
     listed = {c["id"] for c in httpx.get(f"{server.url}/v1/conversations").json()["conversations"]}
     assert not set(started[:2]) & listed  # the oldest were deleted
+
+
+async def test_a_real_model_runs_the_same_agents_and_tools(server: ServerProcess) -> None:
+    """``demo --model openai:MODEL --base-url URL``: every agent on that model (here an
+    OpenAI-compatible server at the URL), offered the scenario's tools, without the script's
+    provider options (Anthropic ``thinking`` would be refused by another API)."""
+    from convograph.demo.live import ModelChoice
+    from convograph.testing import ModelServer, Reply, Say
+
+    async with ModelServer([], check_requests=True) as model_server:
+        model_server.default = Reply(content=[Say(text="A real model's answer.")])
+        choice = ModelChoice("openai:gpt-test", base_url=model_server.openai_base_url)
+        demo = LiveDemo(server.url, speed=math.inf, model=choice)
+        try:
+            round_ = await demo.start_round("research", f"live-real-{uuid.uuid4().hex[:6]}")
+            result = await asyncio.wait_for(round_.answered, 60)
+        finally:
+            await demo.close()
+    assert (result.reason, result.text) == ("final", "A real model's answer.")
+    request = model_server.requests_to("chat")[0]
+    assert request.problems == []
+    assert request.body["model"] == "gpt-test"
+    assert "thinking" not in request.body
+    assert sorted(t["function"]["name"] for t in request.body["tools"]) == [
+        "researcher",
+        "web_search",
+        "write_file",
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -236,3 +237,44 @@ async def test_a_convograph_run_is_attached_and_stoppable_from_the_api(
 async def _agents(client: ConvographClient, cid: str) -> list[dict[str, Any]] | None:
     agents: list[dict[str, Any]] = (await client.agents(cid))["agents"]
     return agents or None
+
+
+async def test_a_message_sent_before_the_agent_attached_is_answered(
+    client: ConvographClient, served: Served
+) -> None:
+    """The request is the conversation itself: it waits in the log until an agent serves it."""
+    started = await client.start_run(served.cid, "anyone there?")
+    assert started["agents"] == []
+    model = await served.add("late", [Reply(content=[Say(text="Here now.")])])
+    runs = await until(lambda: ended(client, served.cid, 1))
+    assert [(r["agentId"], r["reason"]) for r in runs] == [("late", "final")]
+    assert texts(model) == [["anyone there?"]]
+
+
+async def test_serving_survives_a_server_restart(tmp_path: Path) -> None:
+    """The agent reconnects its streams after the server restarts on the same data; a message
+    posted to the new server process starts its turn."""
+    from tests.support.server import free_port
+
+    port = free_port()
+    data = tmp_path / "data"
+    first = start_server(data, "--no-intelligence", port=port)
+    group = Served(first.url, "served-restart")
+    try:
+        async with ConvographClient(first.url) as client:
+            model = await group.add("steady", [Reply(content=[Say(text=f"answer {n}")]) for n in range(2)])
+            await until(lambda: attached(client, group.cid, 1))
+            await client.start_run(group.cid, "before the restart")
+            await until(lambda: ended(client, group.cid, 1))
+            first.stop()
+            second = start_server(data, "--no-intelligence", port=port)
+            try:
+                await until(lambda: attached(client, group.cid, 1), timeout=60)  # reconnected
+                await client.start_run(group.cid, "after the restart")
+                runs = await until(lambda: ended(client, group.cid, 2), timeout=60)
+            finally:
+                second.stop()
+        assert [r["reason"] for r in runs] == ["final", "final"]
+        assert texts(model)[-1] == ["before the restart", "answer 0", "after the restart"]
+    finally:
+        await group.close()

@@ -113,6 +113,23 @@ def _explorer_on(base_url: str, headers: dict[str, str] | None) -> bool:
     return True
 
 
+def _check_arguments(url: str | None, model: str | None) -> None:
+    """Refuse a bad ``--url`` or ``--model`` at once, naming it (exit 2)."""
+    from convograph.harness.providers import parse_model_spec
+
+    problem = None
+    if url is not None and not url.startswith(("http://", "https://")):
+        problem = f"--url must be an http:// or https:// URL, got {url!r}"
+    elif model is not None:
+        try:
+            parse_model_spec(model)
+        except ValueError as exc:
+            problem = f"--model: {exc}"
+    if problem is not None:
+        err_console.print(f"[red]error:[/] {problem}", highlight=False)
+        raise typer.Exit(2)
+
+
 def _own_server(
     host: str, port: int, data_dir: Path | None
 ) -> tuple[subprocess.Popen[bytes], str, Path | None]:
@@ -174,9 +191,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run live multi-agent conversations into a server (the agent harness on a scripted model) and open the viewer."""
-    if url is not None and not url.startswith(("http://", "https://")):
-        err_console.print(f"[red]error:[/] --url must be an http:// or https:// URL, got {url!r}")
-        raise typer.Exit(2)
+    _check_arguments(url, model)
     process, server_url, temp_dir = (
         _own_server(host, port, data_dir) if url is None else (None, url.rstrip("/"), None)
     )
@@ -260,7 +275,10 @@ async def _run_live(
             _say(
                 f"  A new conversation starts every {live.interval / speed:.0f} s (the newest {live.keep} are kept)."
             )
-            await live.rolling(SCENARIOS)
+            try:
+                await live.rolling(SCENARIOS)
+            except RuntimeError as exc:  # e.g. a key without the admin scope cannot delete old rounds
+                _say(f"  No more new conversations: {exc}")
         await asyncio.Event().wait()
     finally:
         if feeding is not None:

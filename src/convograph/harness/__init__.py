@@ -3,7 +3,8 @@
 Providers stream one model call each (`convograph.harness.providers`); the agent harness
 (`Agent`) runs the tool loop on a provider; the REPL harness runs the recursive-LM loop. Events go
 to a `ConversationPort`: `LogPort` (an event log in this process) or `RemotePort` (a ``convograph
-serve``). See docs/harness.md.
+serve``). `serve` keeps a harness attached to a conversation, answering each message, edit and
+regenerate (steering from the viewer). See docs/harness.md.
 """
 
 from convograph.harness.agent import Agent, AgentResult, AgentRun, Budget

@@ -28,37 +28,30 @@ from convograph.events import Event, RelayResolved, User
 from convograph.harness.base import ConversationPort, MessageFormat
 from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
-from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
 from convograph.hypergraph.turns import PendingTurn, pending_turn
-from convograph.projections import ConversationProjector
+from convograph.projections.fold import ConversationFold
 from convograph.store import EventLog, validate_conversation_id
 
 __all__ = ["ConversationState", "LogPort", "SubagentPort"]
 
 
-class ConversationState:
-    """One conversation folded event by event: the hypergraph with commands applied (edit,
-    regenerate, switch_branch, summarize), its thread views kept incrementally, and the relay
-    decisions. O(1) amortised per ordinary event; a command costs its operation plus a rebuild."""
+class ConversationState(ConversationFold):
+    """One conversation folded event by event (`ConversationFold`: the hypergraph with commands
+    applied, its thread views kept incrementally, the relay decisions), plus waiters for decisions.
+    O(1) amortised per ordinary event; a command costs its operation plus a rebuild."""
+
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self.projector = ConversationProjector()
-        self.decisions: dict[str, RelayResolved] = {}
+        super().__init__()
         self._waiters: dict[str, asyncio.Future[RelayResolved]] = {}
 
     def apply(self, event: Event) -> None:
-        projector = self.projector
-        if isinstance(event, COMMAND_TYPES):
-            changed = reduce_with_commands(projector.conversation, event)
-            if changed is not projector.conversation:
-                projector.replace(changed)
-            return
-        projector.apply(event)
-        if isinstance(event, RelayResolved) and event.relay_id not in self.decisions:
-            self.decisions[event.relay_id] = event
+        self.fold(event)
+        if isinstance(event, RelayResolved):
             waiter = self._waiters.pop(event.relay_id, None)
             if waiter is not None and not waiter.done():
-                waiter.set_result(event)
+                waiter.set_result(self.decisions[event.relay_id])
 
     def messages(self, format: MessageFormat) -> list[dict[str, Any]]:
         """The request history of the active path (`project_messages`), O(views)."""

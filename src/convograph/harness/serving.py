@@ -31,6 +31,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
 
+import httpx
+
+from convograph.client import ApiError
 from convograph.events import Event
 from convograph.harness.base import ConversationPort
 from convograph.harness.ids import new_id
@@ -42,6 +45,8 @@ __all__ = ["Servable", "ServingPort", "honour_cancels", "serve"]
 
 WAKE_TYPES: Final = frozenset({"user", "edit", "regenerate", "switch_branch", "summarize"})
 """Events after which the conversation may await a reply."""
+RETRY_SECONDS: Final = 1.0
+"""When the server could not be asked (it restarts), ask again after this long."""
 
 
 class ServingPort(ConversationPort, Protocol):
@@ -136,7 +141,12 @@ class _Serving:
                     if helper.done():
                         helper.result()  # a helper only ends by failing: raise its error
                         raise RuntimeError("serving stopped following the conversation")
-                await self._answer()
+                try:
+                    await self._answer()
+                except (httpx.TransportError, ApiError) as exc:  # the server restarts: look again soon
+                    if isinstance(exc, ApiError) and exc.status < 500 and exc.status != 429:
+                        raise
+                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self.wake.set)
         finally:
             for helper in helpers:
                 helper.cancel()
@@ -168,7 +178,12 @@ class _Serving:
                 self.wake.set()
 
     async def _control(self) -> None:
-        await honour_cancels(self.port, self.harness, lambda: self.current, agent_id=self.agent_id)
+        try:
+            await honour_cancels(self.port, self.harness, lambda: self.current, agent_id=self.agent_id)
+        except ApiError as exc:
+            if exc.status not in (404, 405):
+                raise
+            await asyncio.Event().wait()  # a server without agent presence: serve without it
 
 
 async def honour_cancels(

@@ -154,25 +154,8 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                     (name, allow if name.lower() == b"allow" else value) for name, value in message["headers"]
                 ]
 
-    route_handlers: list[Any] = [
-        ConversationController,
-        BranchController,
-        RunController,
-        live_conversation_list,
-        search_conversations,
-        export_traces,
-        ingest_ag_ui,
-        healthz,
-        status,
-        metrics,
-        openapi_json,
-    ]
-    if config.intelligence:
-        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
-    route_handlers.extend(_optional_routes(config))
-
     app = Litestar(
-        route_handlers=route_handlers,
+        route_handlers=_route_handlers(config, intelligence),
         lifespan=[lifespan],
         exception_handlers=exception_handlers,
         request_max_body_size=config.max_body_bytes,
@@ -191,6 +174,28 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         if isinstance(route, HTTPRoute):
             allow_by_path[route.path_format] = ", ".join(sorted(route.methods)).encode()
     return app
+
+
+def _route_handlers(config: ServerConfig, intelligence: Any) -> list[Any]:
+    """Every route of the app: the conversation API, the context-intelligence API when enabled,
+    the viewer when its assets ship."""
+    route_handlers: list[Any] = [
+        ConversationController,
+        BranchController,
+        RunController,
+        live_conversation_list,
+        search_conversations,
+        export_traces,
+        ingest_ag_ui,
+        healthz,
+        status,
+        metrics,
+        openapi_json,
+    ]
+    if config.intelligence:
+        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
+    route_handlers.extend(_optional_routes(config))
+    return route_handlers
 
 
 class StartupFailed(Exception):

@@ -40,11 +40,10 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, Protocol
 
-from convograph.events import Event, Relay, RelayResolved
+from convograph.events import Event, Relay
 from convograph.graph import Graph, create_graph, reduce_event
-from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
-from convograph.hypergraph.model import Conversation
 from convograph.projections import ConversationProjector
+from convograph.projections.fold import ConversationFold
 from convograph.server.sse import HEARTBEAT_FRAME, end_frame, event_frame
 from convograph.store import EventLog, StoredEvent
 
@@ -504,49 +503,34 @@ async def stream_frames(
 # --- cached conversation state -----------------------------------------------------------------------
 
 
-class LiveState:
-    """One conversation as of ``last_seq``: its hypergraph (kept with an incremental thread
-    projector, commands applied), its flat graph, and its relays."""
+class LiveState(ConversationFold):
+    """One conversation as of ``last_seq``: the shared fold (`ConversationFold`: its hypergraph,
+    kept with an incremental thread projector, commands applied, and its relays), plus its flat
+    graph and, once asked, the thread with REPL cells."""
 
-    __slots__ = ("decisions", "graph", "last_seq", "lock", "memo", "projector", "relays", "repl_projector")
+    __slots__ = ("graph", "last_seq", "lock", "memo", "repl_projector")
 
     def __init__(self) -> None:
+        super().__init__()
         self.graph: Graph = create_graph()
-        self.projector = ConversationProjector()
         self.repl_projector: ConversationProjector | None = None
         """The thread with REPL cells (``/thread?repl=1``), made on first request (O(N) once),
         then following `projector`'s conversation: O(new chunks) per event, no second reduce."""
         self.last_seq = 0
-        self.relays: dict[str, Relay] = {}
-        self.decisions: dict[str, RelayResolved] = {}
         self.lock = asyncio.Lock()
         self.memo: dict[Any, Any] = {}
         """Projection results keyed by (name, options); cleared when events arrive."""
 
-    @property
-    def conversation(self) -> Conversation:
-        conversation: Conversation = self.projector.conversation
-        return conversation
-
     def apply(self, events: Sequence[Event], last_seq: int) -> None:
         graph = self.graph
-        projector = self.projector
         for event in events:
             graph = reduce_event(graph, event)
-            if isinstance(event, COMMAND_TYPES):
-                changed = reduce_with_commands(projector.conversation, event)
-                if changed is not projector.conversation:
-                    projector.replace(changed)
-                    if self.repl_projector is not None:
-                        self.repl_projector.replace(changed)
-                continue
-            projector.apply(event)
+            step = self.fold(event)
             if self.repl_projector is not None:
-                self.repl_projector.advance(projector.conversation)
-            if isinstance(event, Relay):
-                self.relays.setdefault(event.id, event)
-            elif isinstance(event, RelayResolved):
-                self.decisions.setdefault(event.relay_id, event)
+                if step == "replaced":
+                    self.repl_projector.replace(self.projector.conversation)
+                elif step == "applied":
+                    self.repl_projector.advance(self.projector.conversation)
         self.graph = graph
         self.last_seq = last_seq
         self.memo.clear()
