@@ -217,6 +217,7 @@ def _graph_counts(service: IntelligenceService) -> dict[str, Any]:
         "iterations_with_tokens": one(
             "MATCH (i:Iteration) WHERE i.output_tokens IS NOT NULL RETURN count(i)"
         ),
+        "tool_calls": one("MATCH (t:ToolCall) RETURN count(t)"),
         "tool_calls_in_an_iteration": one(
             "MATCH (:Iteration)-[:HAS_TOOL_CALL]->(t:ToolCall) RETURN count(t)"
         ),
