@@ -2,6 +2,7 @@
 
     python -m benchmarks.intelligence            # ~2 minutes: ci-small, ci-large (300 sessions)
     python -m benchmarks.intelligence --quick    # smoke run (seconds)
+    python -m benchmarks.intelligence --source conversation   # conversation events instead
 
 What is measured (all on the embedded FalkorDB child, ``IntelligenceService.open``; data layer 1
 only unless ``--semantic-layers``):
@@ -31,6 +32,10 @@ only unless ``--semantic-layers``):
    workload of SESSIONS root sessions appended to a new SQLite journal in batches of 1,000
    (envelopes parsed beforehand), reporting this thread's CPU per event over the whole run and in
    its first and last tenth: whether an append's cost grows with what the journal holds.
+
+7. **Conversation events** (``--source conversation``, run alone): harness-shaped conversations
+   fed as the server's feeder feeds them, through the semantic layers' conversation fold
+   (`benchmarks.intelligence_conversations`).
 
 Every ingest row also reports CPU time per event (the figure to compare on a shared machine):
 the serving process (the uvicorn server, or this process in process) and the FalkorDB child,
@@ -549,7 +554,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SESSIONS",
         help="only measure the journal append as the log grows, on a workload of SESSIONS root sessions",
     )
+    parser.add_argument(
+        "--source",
+        choices=("hook", "conversation"),
+        default="hook",
+        help="hook events (the runs above) or conversation events (benchmarks.intelligence_conversations)",
+    )
+    parser.add_argument(
+        "--conversations", type=int, default=400, help="conversations of --source conversation"
+    )
     args = parser.parse_args(argv)
+    if args.source == "conversation":
+        from benchmarks.intelligence_conversations import report, run
+
+        found = run(40 if args.quick else args.conversations)
+        print(json.dumps(found, indent=1) if args.json else report(found))
+        return 0
     if args.journal_growth:
         with tempfile.TemporaryDirectory(prefix="cg-bench-journal-") as tmp:
             growth = journal_growth(Path(tmp), args.journal_growth)

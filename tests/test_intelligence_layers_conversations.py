@@ -369,3 +369,43 @@ def test_an_otlp_agent_whose_start_arrives_last_gives_the_in_order_graph(
     assert layer.repairs > repairs  # type: ignore[attr-defined]
     assert picture("split") == picture("whole")
     assert ask(layered, 19, "split") == [{"most_calls": 2, "attached_calls": 3}]
+
+
+def test_a_call_keeps_the_name_it_was_asked_for_by(layered: IntelligenceService) -> None:
+    """The benchmark's first workload named every result ``tool``: the ToolCall took the result's
+    name, and when the call and its result were fed apart the call was counted under both names
+    in the `Tool` rollup. A call's name is the one its ``tool_call`` (or ``relay``) gave."""
+    events = [
+        {"type": "user", "runId": "u1", "content": "go"},
+        {"type": "harness_start", "runId": "a1", "parentId": "u1:user", "agentId": "lead"},
+        {"type": "usage", "runId": "p1", "parentId": "a1", "inputTokens": 10, "outputTokens": 2},
+        {"type": "tool_call", "runId": "a1", "id": "a1/c1", "name": "grep", "input": {}},
+        {
+            "type": "relay",
+            "runId": "a1",
+            "id": "r1",
+            "kind": "permission",
+            "toolCallId": "a1/c2",
+            "tool": "rm",
+        },
+        {"type": "tool_call", "runId": "a1", "id": "a1/c2", "name": "rm", "input": {}},
+    ]
+    results = [
+        {"type": "tool_result", "runId": "a1", "id": "a1/c1", "name": "renamed", "output": {"result": 1}},
+        {"type": "tool_result", "runId": "a1", "id": "a1/c2", "name": "tool", "output": {"result": 2}},
+        {"type": "tool_result", "runId": "a1", "id": "a1/c9", "name": "orphan", "output": {"result": 3}},
+        {"type": "harness_end", "runId": "a1", "agentId": "lead", "reason": "final"},
+    ]
+    feed_conversation(layered, CID, stored(events))
+    assert layered.wait_applied(timeout=60)
+    feed_conversation(layered, CID, stored(results, first_seq=len(events) + 1))
+    assert layered.wait_applied(timeout=60)
+    tools = layered.cypher(
+        "MATCH (t:Tool {workspace: $workspace}) RETURN t.tool_name AS tool, t.calls AS calls ORDER BY tool",
+        workspace="acme",
+    ).results
+    assert [dict(r) for r in tools] == [
+        {"tool": "grep", "calls": 1},
+        {"tool": "orphan", "calls": 1},
+        {"tool": "rm", "calls": 1},
+    ]

@@ -438,16 +438,12 @@ def _tool_call(
     data = fact.data
     node_id = tool_call_node_id(run.session_id, call_id)
     call = conv.tools.get(call_id)
-    props: dict[str, Any] = {
-        "tool_call_id": call_id,
-        "session_id": run.session_id,
-        "run_id": run.run_id,
-        "tool_name": _tool_name(data.get("name") if started else data.get("tool")),
-    }
+    props: dict[str, Any] = {"tool_call_id": call_id, "session_id": run.session_id, "run_id": run.run_id}
     tool_input = data.get("tool_input") if started else data.get("params")
     if tool_input is not None:
         props["tool_input"] = tool_input if isinstance(tool_input, str) else _json.encode(tool_input).decode()
-    if call is None:
+    if call is None:  # first sight: its name is the one the model asked for (the Tool rollup's key)
+        props["tool_name"] = _tool_name(data.get("name") if started else data.get("tool"))
         if run.iteration_id is not None:
             iteration_id = run.iteration_id
         elif other is None and run.model_call is not None:
@@ -501,13 +497,11 @@ def _tool_result(conv: _Conversation, run: _Run, call_id: str, fact: Fact, out: 
             error = str(output["error"])[:1000]
         elif output.get("status") == "denied":
             error = f"denied: {output.get('reason') or ''}".strip()
-    props: dict[str, Any] = {
-        "result_success": error is None,
-        "result_error": error,
-        "tool_name": _tool_name(data.get("name")),
-    }
+    props: dict[str, Any] = {"result_success": error is None, "result_error": error}
     stamp(props, "ended_at", fact.epoch_ms)
-    if call is not None:
+    if call is None:  # a result without a call (a tool_call not recorded): it names the tool
+        props["tool_name"] = _tool_name(data.get("name"))
+    else:
         if call.started_ms is not None:
             props["duration_ms"] = fact.epoch_ms - call.started_ms
         owner = conv.runs.get(call.run_key) or conv.runs.get(conv.owners.get(call.run_key, ""))
