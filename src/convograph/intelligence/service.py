@@ -37,7 +37,7 @@ from convograph.intelligence.envelope import (
     parse_envelope,
 )
 from convograph.intelligence.ingest import GraphApplier
-from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
+from convograph.intelligence.journal import AppendResult, DeadLetterGroup, Journal, SqliteJournal
 from convograph.intelligence.journal_pg import PostgresJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.lease import ApplierLease, PostgresLease
@@ -271,6 +271,19 @@ class IntelligenceService:
         The caller has checked write access (`check_write`); results are in input order.
         """
         results = self.journal.append(envelopes, created_by) if envelopes else []
+        return self._appended(envelopes, results)
+
+    def append_envelopes_nowait(
+        self, envelopes: list[Envelope], *, created_by: str | None = None
+    ) -> list[IngestResult] | None:
+        """`append_envelopes` when the journal can commit them at once without waiting (a free
+        SQLite write lock: an event loop then commits a few envelopes itself instead of handing
+        them to a thread); None, with nothing stored, otherwise."""
+        nowait = getattr(self.journal, "append_nowait", None)
+        results = nowait(envelopes, created_by) if nowait is not None and envelopes else None
+        return None if results is None else self._appended(envelopes, results)
+
+    def _appended(self, envelopes: list[Envelope], results: list[AppendResult]) -> list[IngestResult]:
         if any(r.status == "queued" for r in results):
             self.applier.notify()
         return [IngestResult(r.status, e.session_id, r.seq) for e, r in zip(envelopes, results, strict=True)]

@@ -33,6 +33,7 @@ from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
+from convograph.server.fastpath import EventsFastPath
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
@@ -165,8 +166,12 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         metrics,
         openapi_json,
     ]
+    committer: Any = None
     if config.intelligence:
-        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
+        from convograph.intelligence.http import GroupCommit
+
+        committer = GroupCommit(intelligence)  # type: ignore[arg-type]  # bound at startup
+        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events, committer))
     route_handlers.extend(_optional_routes(config))
 
     app = Litestar(
@@ -185,6 +190,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ),
         debug=False,
     )
+    app.state["convograph_committer"] = committer  # shared with `EventsFastPath`
     for route in app.routes:
         if isinstance(route, HTTPRoute):
             allow_by_path[route.path_format] = ", ".join(sorted(route.methods)).encode()
@@ -265,7 +271,7 @@ def serve_app(
 
     app = create_app(config)
     uv_config = uvicorn.Config(
-        app,
+        EventsFastPath(app),
         host=config.host,
         port=config.port,
         log_level=log_level,
@@ -360,7 +366,7 @@ def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
         raise ApiError(403, f"this API key lacks the {scope!r} scope")
 
 
-def _intelligence_router(service: Any, max_batch_events: int) -> Any:
+def _intelligence_router(service: Any, max_batch_events: int, committer: Any) -> Any:
     from convograph.intelligence.http import Principal as CallerPrincipal
     from convograph.intelligence.http import create_intelligence_router
 
@@ -371,7 +377,9 @@ def _intelligence_router(service: Any, max_batch_events: int) -> Any:
     return Router(
         path="/",
         route_handlers=[
-            create_intelligence_router(service, principal=caller, max_batch_events=max_batch_events)
+            create_intelligence_router(
+                service, principal=caller, max_batch_events=max_batch_events, committer=committer
+            )
         ],
         guards=[_intelligence_guard],
     )
