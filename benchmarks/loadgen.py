@@ -51,7 +51,7 @@ async def _connection(
         writer.close()
 
 
-def _worker(host: str, port: int, path: str, shares: list[list[bytes]], out: Any) -> None:
+def _worker(host: str, port: int, path: str, shares: list[list[Any]], out: Any) -> None:
     import uvloop
 
     latencies: list[float] = []
@@ -61,49 +61,59 @@ def _worker(host: str, port: int, path: str, shares: list[list[bytes]], out: Any
         await asyncio.gather(
             *(
                 _connection(
-                    host, port, [_request(host, port, path, body) for body in share], latencies, errors
+                    host,
+                    port,
+                    [
+                        _request(host, port, *(item if isinstance(item, tuple) else (path, item)))
+                        for item in share
+                    ],
+                    latencies,
+                    errors,
                 )
                 for share in shares
             )
         )
 
+    started = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
     uvloop.run(main())
-    out.put((latencies, errors))
+    out.put((latencies, errors, started, time.perf_counter()))
 
 
 def run_load(
     port: int,
     path: str,
-    bodies: list[bytes],
+    bodies: list[Any],
     *,
     connections: int = 32,
     processes: int = 1,
     host: str = "127.0.0.1",
+    shares: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
     """Send every body once over ``connections`` connections spread over ``processes`` generator
-    processes; the requests/s, latency percentiles and the first errors."""
-    shares = [bodies[i::connections] for i in range(connections)]
+    processes; the requests/s, latency percentiles and the first errors. A body may be a ``(path,
+    body)`` pair; ``shares`` gives each connection its own list instead (e.g. whole sessions, as a
+    hook client sends them: in order, one at a time)."""
+    shares = shares if shares is not None else [bodies[i::connections] for i in range(connections)]
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     workers = [
         context.Process(target=_worker, args=(host, port, path, shares[p::processes], queue))
         for p in range(processes)
     ]
-    started = time.perf_counter()
     for worker in workers:
         worker.start()
-    results = []
+    results: list[tuple[list[float], list[str], float, float]] = []
     while len(results) < len(workers):
         try:
             results.append(queue.get(timeout=1.0))
         except Exception:  # queue.Empty: a generator that died never reports
             if any(worker.exitcode not in (None, 0) for worker in workers):
                 raise RuntimeError("a load generator process failed (its traceback is above)") from None
-    elapsed = time.perf_counter() - started
+    elapsed = max(r[3] for r in results) - min(r[2] for r in results)  # without process start-up
     for worker in workers:
         worker.join()
-    latencies = sorted(x for lat, _ in results for x in lat)
-    errors = [e for _, errs in results for e in errs]
+    latencies = sorted(x for r in results for x in r[0])
+    errors = [e for r in results for e in r[1]]
 
     def pct(q: float) -> float:
         return (

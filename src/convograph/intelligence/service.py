@@ -186,7 +186,9 @@ class IntelligenceService:
         one journal, one blob store and one graph."""
         conninfo = shared_postgres(database_url) if graph_url is not None else None
         if conninfo is not None:
-            return cls._open_shared(conninfo, graph_url or "", graph_prefix, read_limits, **options)
+            return cls._open_shared(
+                conninfo, graph_url or "", graph_prefix, read_limits, synchronous, **options
+            )
         root = Path(data_dir) / "intelligence"
         root.mkdir(parents=True, exist_ok=True)
         embedded = None
@@ -210,10 +212,16 @@ class IntelligenceService:
 
     @classmethod
     def _open_shared(
-        cls, conninfo: str, graph_url: str, graph_prefix: str, read_limits: ReadLimits | None, **options: Any
+        cls,
+        conninfo: str,
+        graph_url: str,
+        graph_prefix: str,
+        read_limits: ReadLimits | None,
+        synchronous: Literal["normal", "full"],
+        **options: Any,
     ) -> IntelligenceService:
         engine = connect_engine(graph_url, limits=read_limits)
-        journal = PostgresJournal(conninfo)
+        journal = PostgresJournal(conninfo, synchronous=synchronous)
         blobs = PostgresBlobStore(conninfo)
         lease = PostgresLease(conninfo, f"convograph-ci-applier:{graph_prefix}{journal.journal_id}")
         options.setdefault("semantic_layers", True)
