@@ -91,7 +91,7 @@ def deployment(root: Path, kind: str, *extra: str) -> Iterator[Instance]:
         falkor.stop()
 
 
-def drained(server: Instance, expected: int, timeout: float = 900) -> None:
+def drained(server: Instance, expected: int, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = httpx.get(f"{server.url}/intelligence/status", timeout=30).json()
@@ -136,8 +136,8 @@ def single_envelopes(root: Path, lines: list[bytes], kind: str, total: int) -> d
 
 
 def batches(root: Path, lines: list[bytes], kind: str, batch: int = 1000) -> dict[str, Any]:
-    """Batches of ``batch`` envelopes (NDJSON), 4 connections, until the graph has every event."""
-    bodies = [(b"\n".join(lines[i : i + batch])) for i in range(0, len(lines), batch)]
+    """Batches of ``batch`` envelopes (JSON arrays), 4 connections, until the graph has every event."""
+    bodies = [b"[" + b",".join(lines[i : i + batch]) + b"]" for i in range(0, len(lines), batch)]
     with deployment(root, kind) as server:
         start_cpu, started = cpu_seconds(server.proc.pid), time.perf_counter()
         load = run_load(server.port, "/events", bodies, connections=4)
