@@ -28,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import psycopg_pool
@@ -118,15 +118,23 @@ def _session_params(workspace: str, session_id: str) -> tuple[int, str, str]:
 class PostgresJournal:
     """`Journal` in PostgreSQL; see the module docstring. Thread-safe (a connection pool)."""
 
-    def __init__(self, conninfo: str, *, pool_max: int = 8, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pool_max: int = 8,
+        connect_timeout: float = 5.0,
+        synchronous: Literal["normal", "full"] = "full",
+    ) -> None:
         self.conninfo = conninfo
+        options = {} if synchronous == "full" else {"options": "-c synchronous_commit=off"}
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
             max_size=pool_max,
             open=False,
             timeout=connect_timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout)), **options},
             check=psycopg_pool.ConnectionPool.check_connection,
             name="convograph-ci-journal",
         )

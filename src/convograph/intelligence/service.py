@@ -37,7 +37,7 @@ from convograph.intelligence.envelope import (
     parse_envelope,
 )
 from convograph.intelligence.ingest import GraphApplier
-from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
+from convograph.intelligence.journal import AppendResult, DeadLetterGroup, Journal, SqliteJournal
 from convograph.intelligence.journal_pg import PostgresJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.lease import ApplierLease, PostgresLease
@@ -192,7 +192,9 @@ class IntelligenceService:
         one journal, one blob store and one graph."""
         conninfo = shared_postgres(database_url) if graph_url is not None else None
         if conninfo is not None:
-            return cls._open_shared(conninfo, graph_url or "", graph_prefix, read_limits, **options)
+            return cls._open_shared(
+                conninfo, graph_url or "", graph_prefix, read_limits, synchronous, **options
+            )
         root = Path(data_dir) / "intelligence"
         root.mkdir(parents=True, exist_ok=True)
         embedded = None
@@ -216,10 +218,16 @@ class IntelligenceService:
 
     @classmethod
     def _open_shared(
-        cls, conninfo: str, graph_url: str, graph_prefix: str, read_limits: ReadLimits | None, **options: Any
+        cls,
+        conninfo: str,
+        graph_url: str,
+        graph_prefix: str,
+        read_limits: ReadLimits | None,
+        synchronous: Literal["normal", "full"],
+        **options: Any,
     ) -> IntelligenceService:
         engine = connect_engine(graph_url, limits=read_limits)
-        journal = PostgresJournal(conninfo)
+        journal = PostgresJournal(conninfo, synchronous=synchronous)
         blobs = PostgresBlobStore(conninfo)
         lease = PostgresLease(conninfo, f"convograph-ci-applier:{graph_prefix}{journal.journal_id}")
         options.setdefault("semantic_layers", True)
@@ -286,6 +294,19 @@ class IntelligenceService:
         The caller has checked write access (`check_write`); results are in input order.
         """
         results = self.journal.append(envelopes, created_by) if envelopes else []
+        return self._appended(envelopes, results)
+
+    def append_envelopes_nowait(
+        self, envelopes: list[Envelope], *, created_by: str | None = None
+    ) -> list[IngestResult] | None:
+        """`append_envelopes` when the journal can commit them at once without waiting (a free
+        SQLite write lock: an event loop then commits a few envelopes itself instead of handing
+        them to a thread); None, with nothing stored, otherwise."""
+        nowait = getattr(self.journal, "append_nowait", None)
+        results = nowait(envelopes, created_by) if nowait is not None and envelopes else None
+        return None if results is None else self._appended(envelopes, results)
+
+    def _appended(self, envelopes: list[Envelope], results: list[AppendResult]) -> list[IngestResult]:
         if any(r.status == "queued" for r in results):
             self.applier.notify()
         return [IngestResult(r.status, e.session_id, r.seq) for e, r in zip(envelopes, results, strict=True)]

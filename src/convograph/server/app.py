@@ -33,6 +33,7 @@ from convograph.server.branches import BranchController
 from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
+from convograph.server.fastpath import EventsFastPath
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
@@ -154,8 +155,13 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
                     (name, allow if name.lower() == b"allow" else value) for name, value in message["headers"]
                 ]
 
+    committer: Any = None
+    if config.intelligence:
+        from convograph.intelligence.http import GroupCommit
+
+        committer = GroupCommit(intelligence)  # type: ignore[arg-type]  # bound at startup
     app = Litestar(
-        route_handlers=_route_handlers(config, intelligence),
+        route_handlers=_route_handlers(config, intelligence, committer),
         lifespan=[lifespan],
         exception_handlers=exception_handlers,
         request_max_body_size=config.max_body_bytes,
@@ -170,15 +176,16 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         ),
         debug=False,
     )
+    app.state["convograph_committer"] = committer  # shared with `EventsFastPath`
     for route in app.routes:
         if isinstance(route, HTTPRoute):
             allow_by_path[route.path_format] = ", ".join(sorted(route.methods)).encode()
     return app
 
 
-def _route_handlers(config: ServerConfig, intelligence: Any) -> list[Any]:
-    """Every route of the app: the conversation API, the context-intelligence API when enabled,
-    the viewer when its assets ship."""
+def _route_handlers(config: ServerConfig, intelligence: Any, committer: Any) -> list[Any]:
+    """Every route of the app: the conversation API, the context-intelligence API when enabled
+    (``committer``: its group commit of ``POST /events``), the viewer when its assets ship."""
     route_handlers: list[Any] = [
         ConversationController,
         BranchController,
@@ -193,7 +200,7 @@ def _route_handlers(config: ServerConfig, intelligence: Any) -> list[Any]:
         openapi_json,
     ]
     if config.intelligence:
-        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events))
+        route_handlers.append(_intelligence_router(intelligence, config.max_batch_events, committer))
     route_handlers.extend(_optional_routes(config))
     return route_handlers
 
@@ -272,7 +279,7 @@ def serve_app(
 
     app = create_app(config)
     uv_config = uvicorn.Config(
-        app,
+        EventsFastPath(app),
         host=config.host,
         port=config.port,
         log_level=log_level,
@@ -368,7 +375,7 @@ def _intelligence_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
         raise ApiError(403, f"this API key lacks the {scope!r} scope")
 
 
-def _intelligence_router(service: Any, max_batch_events: int) -> Any:
+def _intelligence_router(service: Any, max_batch_events: int, committer: Any) -> Any:
     from convograph.intelligence.http import Principal as CallerPrincipal
     from convograph.intelligence.http import create_intelligence_router
 
@@ -379,7 +386,9 @@ def _intelligence_router(service: Any, max_batch_events: int) -> Any:
     return Router(
         path="/",
         route_handlers=[
-            create_intelligence_router(service, principal=caller, max_batch_events=max_batch_events)
+            create_intelligence_router(
+                service, principal=caller, max_batch_events=max_batch_events, committer=committer
+            )
         ],
         guards=[_intelligence_guard],
     )

@@ -79,6 +79,9 @@ class ServerState:
         self.metrics.gauges["convograph_cached_conversations"] = lambda: len(self.conversations)
         self.metrics.gauges["convograph_list_subscribers"] = lambda: self.conversation_list.listener_count
         self.metrics.gauges["convograph_conversation_digests"] = lambda: len(self.digests)
+        self.fast_path_requests = 0
+        """``POST /events`` requests answered by `convograph.server.fastpath` (the rest: the route)."""
+        self.metrics.counters["convograph_fast_path_requests_total"] = lambda: self.fast_path_requests
 
     def appended(self, conversation_id: str, result: AppendResult) -> None:
         """Bring the caches and the live conversation list up to date after an append here."""
