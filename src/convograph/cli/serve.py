@@ -46,7 +46,10 @@ def serve(
         Path | None, typer.Option(help="Where embedded stores live \\[default: ./.convograph].")
     ] = None,
     database_url: Annotated[
-        str | None, typer.Option(help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…")
+        str | None,
+        typer.Option(
+            help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…, redis+cluster://h:p,h:p"
+        ),
     ] = None,
     graph_url: Annotated[
         str | None, typer.Option(help="FalkorDB server, falkordb://host:port \\[default: embedded].")

@@ -205,7 +205,7 @@ async def check_backends(config: ServerConfig) -> None:
     if networked and not spooled:
         try:
             event_log = await open_event_log(url, data_dir=config.data_dir)
-        except BackendUnavailable as exc:
+        except (BackendUnavailable, ValueError) as exc:  # ValueError: e.g. redis:// at a cluster node
             raise StartupFailed(str(exc)) from None
         await event_log.close()
     if config.intelligence and config.graph_url:
