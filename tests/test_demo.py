@@ -212,34 +212,33 @@ def test_demo_command_serves_plays_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             if match:
                 url = match.group(1)
         assert url is not None, "".join(lines)
-        ids: set[str] = set()
-        for _ in range(100):
-            ids = {c["id"] for c in httpx.get(f"{url}/v1/conversations").json()["conversations"]}
-            if len(ids) == 3:
-                break
-            time.sleep(0.1)
+        assert _eventually(lambda: len(httpx.get(f"{url}/v1/conversations").json()["conversations"]) == 3)
+        ids = {c["id"] for c in httpx.get(f"{url}/v1/conversations").json()["conversations"]}
         assert ids == {"demo-research", "demo-rlm", "demo-retry-policies"}
         page = httpx.get(f"{url}/c/demo-research")
         assert page.status_code == 200
         assert "/static/js/app.js" in page.text
-        # The research conversation waits for a person; deciding lets the demo finish playing.
-        for _ in range(100):
-            relays = httpx.get(f"{url}/v1/conversations/demo-research/relays")
-            if relays.status_code == 200 and relays.json()["relays"]:
-                break
-            time.sleep(0.1)
-        assert (
-            httpx.post(
-                f"{url}/v1/conversations/demo-research/relays/relay-write-report", json={"approved": True}
-            ).status_code
-            == 200
+        # The research agent (the live harness) waits for a person; deciding lets it go on.
+        relay_id = _pending_relay(url, "demo-research")
+        decided = httpx.post(
+            f"{url}/v1/conversations/demo-research/relays/{relay_id}", json={"approved": True}
         )
+        assert decided.status_code == 200
         while time.monotonic() < deadline:
             line = process.stdout.readline()
             lines.append(line)
             if "Played 3 conversations" in line or not line:
                 break
-        assert "Played 3 conversations" in "".join(lines)
+        assert "Played 3 conversations live with the agent harness" in "".join(lines)
+        runs = httpx.get(f"{url}/v1/conversations/demo-research/runs").json()
+        assert [(r["agentId"], r["reason"]) for r in runs["runs"]] == [("lead", "final")]
+        assert [a["name"] for a in runs["agents"]] == ["lead"]  # it keeps serving the conversation
+        # The graph explorer holds the demo's sessions (hook envelopes of the live events).
+        query = {
+            "query": "MATCH (s:Session {workspace: $workspace}) RETURN count(s) AS n",
+            "workspace": "demo",
+        }
+        assert _eventually(lambda: httpx.post(f"{url}/cypher", json=query).json()["results"][0]["n"] >= 7)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     finally:
@@ -248,6 +247,31 @@ def test_demo_command_serves_plays_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             process.wait()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/openapi.json", timeout=1)
+
+
+def _eventually(check: Any, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return True
+        except (httpx.HTTPError, KeyError, IndexError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _pending_relay(url: str, cid: str) -> str:
+    """The id of the conversation's undecided relay, once there is one."""
+    found: list[str] = []
+
+    def pending() -> bool:
+        relays = httpx.get(f"{url}/v1/conversations/{cid}/relays").json()["relays"]
+        found[:] = [r["id"] for r in relays if r["decision"] is None]
+        return bool(found)
+
+    assert _eventually(pending), f"{cid} never asked for permission"
+    return found[0]
 
 
 def test_demo_refuses_a_busy_port(tmp_path: Path) -> None:

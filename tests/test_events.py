@@ -318,6 +318,40 @@ def test_mappings_must_hold_json_values(wire: dict[Any, Any], field: str | None,
     assert info.value.field == field
 
 
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "\\ud800",  # a high surrogate ending the string (msgspec said "Input data was truncated")
+        "\\ud800x",
+        "\\udc00",  # a low surrogate alone
+        "ab\\ud83d\\ud83d",  # a high surrogate followed by another high one
+    ],
+)
+def test_a_lone_surrogate_escape_is_named_with_its_position(escape: str) -> None:
+    raw = ('{"type":"text","runId":"r","id":"t","content":"' + escape + '"}').encode()
+    error = refused_text(raw)
+    assert "surrogate" in error
+    assert "truncated" not in error
+    assert f"at byte {raw.index(b'\\u')}" in error
+
+
+def test_an_escaped_backslash_before_u_is_not_an_escape() -> None:
+    assert parse_event(b'{"type":"text","runId":"r","id":"t","content":"\\\\ud800"}').content == "\\ud800"
+
+
+def test_invalid_utf8_is_located_at_its_byte() -> None:
+    raw = b'{"type":"text","runId":"r","id":"t","content":"abc\xffdef"}'
+    error = refused_text(raw)
+    assert "not UTF-8" in error
+    assert f"at byte {raw.index(b'\xff')}" in error
+
+
+def refused_text(raw: bytes) -> str:
+    with pytest.raises(EventError) as info:
+        parse_event(raw)
+    return info.value.problem
+
+
 def test_a_leading_byte_order_mark_is_ignored(tmp_path: Any) -> None:
     line = _TEXT % '"a"'
     assert parse_event("\ufeff" + line) == parse_event(line)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -14,11 +16,31 @@ from convograph.intelligence.blobs import (
     offload_fields,
     parse_blob_uri,
 )
+from convograph.intelligence.blobs_pg import PostgresBlobStore
 
 
-@pytest.fixture(params=["memory", "local"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
-    return MemoryBlobStore() if request.param == "memory" else LocalBlobStore(tmp_path / "blobs")
+def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if kind == "memory":
+        return MemoryBlobStore()
+    if kind == "postgres":
+        return PostgresBlobStore(request.getfixturevalue("postgres_url"))
+    return LocalBlobStore(tmp_path / "blobs")
+
+
+@pytest.fixture(params=["memory", "local", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
+    opened = _open(request.param, request, tmp_path)
+    yield opened
+    if request.param == "postgres":
+        opened.close()
+
+
+@pytest.fixture(params=["local", "postgres"])
+def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A store that counts its objects: the SQLite file or PostgreSQL (shared by instances)."""
+    opened = _open(request.param, request, tmp_path)
+    yield opened
+    opened.close()
 
 
 def test_round_trip_list_and_workspace_visibility(store: BlobStore) -> None:
@@ -112,8 +134,8 @@ def test_forget_session_drops_refs_and_unreferenced_objects(store: BlobStore) ->
         assert store.has_object(hashlib.sha256(b'"two workspaces"').hexdigest())
 
 
-def test_local_forget_lets_an_object_go_with_its_last_ref(tmp_path: Path) -> None:
-    store = LocalBlobStore(tmp_path / "blobs")
+def test_local_forget_lets_an_object_go_with_its_last_ref(durable_store: Any) -> None:
+    store = durable_store
     for n in range(50):
         store.put("W", f"other-{n}", "k", f'"unrelated {n}"'.encode())
     store.put("W", "S", "a", b'"mine"')
@@ -128,8 +150,8 @@ def test_local_forget_lets_an_object_go_with_its_last_ref(tmp_path: Path) -> Non
     assert store.object_count() == 50
 
 
-def test_a_key_given_new_content_lets_the_old_object_go(tmp_path: Path) -> None:
-    store = LocalBlobStore(tmp_path / "blobs")
+def test_a_key_given_new_content_lets_the_old_object_go(durable_store: Any) -> None:
+    store = durable_store
     store.put("W", "S", "k", b'"first"')
     store.put("W", "T", "k", b'"first"')
     store.put("W", "S", "k", b'"second"')

@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convograph.intelligence.engine import (
-    FalkorEngine,
+from convograph.intelligence.engine import FalkorEngine
+from convograph.intelligence.literals import (
     MapFreeList,
-    _literal_fast,
-    _needs_formatter,
     cypher_literal,
 )
+from convograph.intelligence.literals import literal_fast as _literal_fast
+from convograph.intelligence.literals import needs_formatter as _needs_formatter
 from convograph.intelligence.writer import GraphNames
 from tests.test_intelligence_support import falkor, names  # noqa: F401
 

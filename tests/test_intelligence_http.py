@@ -231,6 +231,22 @@ def test_batches_are_capped_and_stored_off_the_event_loop(service: IntelligenceS
         assert answered_while_storing >= 1, "the event loop was held while the batch was stored"
 
 
+def test_a_star_query_over_http_is_one_database(
+    client: TestClient[Litestar], service: IntelligenceService
+) -> None:
+    """Issue 26 item 8, the exact queries of the trial: one row each (before: one per workspace)."""
+    for n, workspace in enumerate(("W1", "W2", "W3")):
+        client.post("/events", json={**ev("session:start", n, session=f"s{n}"), "workspace": workspace})
+    assert service.wait_applied(timeout=30)
+    for query, rows in [
+        ("MATCH (s:Session) RETURN count(s) AS n", [{"n": 3}]),
+        ("RETURN 1 AS one", [{"one": 1}]),
+        ("RETURN $workspace AS ws", [{"ws": None}]),
+    ]:
+        reply = client.post("/cypher", json={"query": query, "workspace": "*"})
+        assert reply.json()["results"] == rows, query
+
+
 def test_workspace_restricted_keys_over_http(
     client: TestClient[Litestar], service: IntelligenceService
 ) -> None:

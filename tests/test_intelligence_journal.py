@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from convograph.intelligence.envelope import parse_envelope
 from convograph.intelligence.journal import Journal, MemoryJournal, SqliteJournal
+from convograph.intelligence.journal_pg import PostgresJournal
 
 
 def env(ms: int, *, key: str | None = None, session: str = "S", ws: str = "W", **data: Any):  # type: ignore[no-untyped-def]
@@ -23,12 +24,25 @@ def env(ms: int, *, key: str | None = None, session: str = "S", ws: str = "W", *
     return parse_envelope(body)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Journal]:
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Journal]]:
     if request.param == "memory":
         journal = MemoryJournal()
-        return lambda: journal
-    return lambda: SqliteJournal(tmp_path / "j.sqlite3")
+        yield lambda: journal
+        return
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        opened: list[PostgresJournal] = []
+
+        def make() -> Journal:
+            opened.append(PostgresJournal(url))
+            return opened[-1]
+
+        yield make
+        for pg in opened:
+            pg.close()
+        return
+    yield lambda: SqliteJournal(tmp_path / "j.sqlite3")
 
 
 def test_append_assigns_increasing_seqs_and_reads_in_order(make_journal: Callable[[], Journal]) -> None:

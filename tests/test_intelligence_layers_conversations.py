@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convograph.events import parse_event
+from convograph.events import User, parse_event
 from convograph.intelligence.blobs import MemoryBlobStore
 from convograph.intelligence.conversations import (
     conversation_envelopes,
@@ -26,9 +28,12 @@ from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
 from convograph.store.base import StoredEvent
+from convograph.testing import MemoryEventLog
+from tests.support.otlp_conversation import record_otlp_conversation
 from tests.test_intelligence_layers_queries import load_questions
-from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
+from tests.test_intelligence_support import falkor, snapshot  # noqa: F401  (fixture)
 
+ROOT = Path(__file__).resolve().parents[1]
 CID = "acme:conv-1"
 T0 = 1772442000000
 
@@ -76,7 +81,7 @@ def conversation() -> list[dict[str, Any]]:
     return events
 
 
-def stored(events: list[dict[str, Any]], first_seq: int = 1) -> list[StoredEvent]:
+def stored(events: list[dict[str, Any]] | list[str], first_seq: int = 1) -> list[StoredEvent]:
     return [
         StoredEvent(seq=first_seq + i, conversation_id=CID, event=parse_event(e), received_at=1.0)
         for i, e in enumerate(events)
@@ -94,11 +99,14 @@ def test_target_workspace_from_prefix() -> None:
     [1e300, -1e300, 10**30, -(10**20), 1.5e15, "9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+05:00"],
 )
 def test_timestamps_no_datetime_holds_fall_back_to_receipt_time(timestamp: Any) -> None:
-    """Fuzzed: the conversation log accepts any number or string as ``timestamp``; the feeder then
-    raised on such an event (year out of range, time_t overflow) and retried its conversation
+    """Fuzzed: the conversation log accepted any number or string as ``timestamp`` (logs written
+    then still hold them; `parse_event` now refuses most: built here as Python objects); the feeder
+    then raised on such an event (year out of range, time_t overflow) and retried its conversation
     forever, so nothing after it reached the graph."""
-    event = {"type": "user", "runId": "u1", "content": "hi", "timestamp": timestamp}
-    (envelope,) = conversation_envelopes(CID, stored([event]))
+    event = User(run_id="u1", content="hi", timestamp=timestamp)
+    (envelope,) = conversation_envelopes(
+        CID, [StoredEvent(seq=1, conversation_id=CID, event=event, received_at=1.0)]
+    )
     assert envelope["data"]["timestamp"] == "1970-01-01T00:00:01.000+00:00"  # received_at=1.0
     parse_envelope(envelope)
 
@@ -149,8 +157,8 @@ def layered(falkor: FalkorEngine) -> Iterator[IntelligenceService]:
             falkor.delete_graph(graph)
 
 
-def ask(service: IntelligenceService, number: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in service.cypher(load_questions()[number], workspace="acme").results]
+def ask(service: IntelligenceService, number: int, workspace: str = "acme") -> list[dict[str, Any]]:
+    return [dict(r) for r in service.cypher(load_questions()[number], workspace=workspace).results]
 
 
 def test_conversation_answers_the_same_questions(layered: IntelligenceService) -> None:
@@ -205,7 +213,7 @@ def test_conversation_answers_the_same_questions(layered: IntelligenceService) -
         workspace="acme",
     ).results
     assert [dict(r) for r in sessions] == [
-        {"id": "conv-1", "status": "running", "start": T0 + 10, "end": None, "parent": None},
+        {"id": "conv-1", "status": "running", "start": T0 + 10, "end": T0 + 150, "parent": None},
         {"id": child, "status": "completed", "start": T0 + 70, "end": T0 + 120, "parent": "conv-1"},
     ]
     sourced = layered.cypher(
@@ -225,17 +233,22 @@ def test_child_run_arriving_in_a_later_batch(layered: IntelligenceService) -> No
     assert ask(layered, 19) == [{"most_calls": 2, "attached_calls": 3}]
 
 
-def _conversation_picture(cuts: list[int], refeed: list[int]) -> Any:
+EXAMPLE = [line for line in (ROOT / "examples" / "multi-agent.ndjson").read_text().splitlines() if line]
+"""The README's example: an agent whose model calls are provider runs, a subagent, a relay."""
+
+
+def _conversation_picture(cuts: list[int], refeed: list[int], source: str = "hand-written") -> Any:
     from convograph.intelligence.envelope import parse_envelope
     from convograph.intelligence.kernel import Derived, Fact
     from convograph.intelligence.layer_semantic import SemanticLayer
 
-    events = stored(conversation())
+    events = stored(conversation()) if source == "hand-written" else stored(EXAMPLE)
     bounds = [0, *sorted(set(cuts)), len(events)]
     journal = MemoryJournal()
     layer = SemanticLayer(journal)
     nodes: set[tuple[str, str]] = set()
     edges: set[tuple[str, str, str]] = set()
+    props: dict[tuple[str, str, str], Any] = {}
     applied = 0
     for index, (a, b) in enumerate(pairwise(bounds)):
         feeds = [events[a:b]] + ([events[:b]] if index in refeed else [])  # a client re-posting
@@ -251,7 +264,11 @@ def _conversation_picture(cuts: list[int], refeed: list[int]) -> Any:
         out: Derived = layer.plan("acme", facts)
         nodes |= {(label, node_id) for label, rows in out.nodes.items() for node_id in rows}
         edges |= {(kind, x, y) for (kind, _s, _d), pairs in out.edges.items() for x, y in pairs}
-    return nodes, edges
+        for label, rows in out.nodes.items():  # what the graph keeps: the last value written
+            props.update(
+                {(label, node_id, key): value for node_id, row in rows.items() for key, value in row.items()}
+            )
+    return nodes, edges, props
 
 
 @settings(max_examples=20, deadline=None)
@@ -265,6 +282,19 @@ def test_any_split_or_refeed_of_a_conversation_derives_the_same_entities(
     assert _conversation_picture(cuts, refeed) == _conversation_picture([], [])
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=len(EXAMPLE) - 1), max_size=8),
+    refeed=st.lists(st.integers(min_value=0, max_value=8), max_size=3),
+)
+def test_any_split_or_refeed_of_provider_runs_derives_the_same_entities(
+    cuts: list[int], refeed: list[int]
+) -> None:
+    """The README's example (model calls as provider runs, parallel calls, a retried attempt, a
+    relay): every split into feeds, with re-posts, derives the same entities and properties."""
+    assert _conversation_picture(cuts, refeed, "example") == _conversation_picture([], [], "example")
+
+
 def test_tool_call_ids_the_graph_cannot_key_are_forwarded_and_keyed_downstream() -> None:
     """An id ending in whitespace stays the layer-1 disambiguator (the envelope accepts it); the
     ToolCall and Event ids built from it are keyed (`keys.graph_key`), so the engine never sees
@@ -273,3 +303,69 @@ def test_tool_call_ids_the_graph_cannot_key_are_forwarded_and_keyed_downstream()
     (envelope,) = conversation_envelopes(CID, stored([event]))
     assert envelope["data"]["tool_call_id"] == "tc1 "
     parse_envelope(envelope)
+
+
+def test_forgetting_a_conversation_settles_its_rollups(layered: IntelligenceService) -> None:
+    """A conversation's ToolCalls are in the `Tool` / `ParallelGroup` rollups and its model calls
+    in the `Model` rollup; forgetting it takes them out again (purged in place: `purge` reads a
+    conversation `usage` back as a Model row, `layer1.model_row`)."""
+    _cid, events = asyncio.run(record_otlp_conversation(MemoryEventLog(), "otlp"))
+    for cid in ("acme:a", "acme:b"):
+        assert feed_conversation(layered, cid, events) > 0
+    assert layered.wait_applied(timeout=60)
+
+    def rollups() -> dict[str, list[Any]]:
+        queries = {
+            "tools": "MATCH (t:Tool {workspace: $workspace}) RETURN t.tool_name, t.calls ORDER BY t.tool_name",
+            "groups": "MATCH (g:ParallelGroup {workspace: $workspace}) RETURN g.session_id, g.width ORDER BY g.session_id",
+            "models": "MATCH (m:Model {workspace: $workspace}) RETURN m.model, m.responses, m.output_tokens",
+        }
+        return {
+            k: [list(r.values()) for r in layered.cypher(q, workspace="acme").results]
+            for k, q in queries.items()
+        }
+
+    assert rollups() == {
+        "tools": [["book", 2], ["weather", 4]],
+        "groups": [["a", 2], ["b", 2]],
+        "models": [["gpt-test", 8, 116]],
+    }
+    purges = layered.applier.purges_done
+    layered.forget_session("acme", "a", tombstone=False)
+    assert layered.wait_rebuilt(timeout=60)
+    assert layered.wait_applied(timeout=60)
+    assert layered.applier.purges_done == purges + 1
+    assert rollups() == {
+        "tools": [["book", 1], ["weather", 2]],
+        "groups": [["b", 2]],
+        "models": [["gpt-test", 4, 58]],
+    }
+
+
+@pytest.mark.parametrize("feeds", ["one event each", "three"])
+def test_an_otlp_agent_whose_start_arrives_last_gives_the_in_order_graph(
+    layered: IntelligenceService, feeds: str
+) -> None:
+    """Spans end child-first, so an OTLP agent's ``harness_start`` is stored after its model
+    calls and tool calls, which fold to nothing until it arrives (no agent run owns them); then
+    the session is folded again in event-time order (a repair). Fed piecemeal, the graph equals
+    the graph of one feed."""
+    _cid, events = asyncio.run(record_otlp_conversation(MemoryEventLog(), "otlp"))
+    assert feed_conversation(layered, "whole:trip", events) > 0
+    assert layered.wait_applied(timeout=60)
+    (layer,) = layered.applier.planned_stages
+    repairs = layer.repairs  # type: ignore[attr-defined]
+    cuts = range(len(events) + 1) if feeds == "one event each" else [0, 8, 16, len(events)]
+    for start, end in pairwise(cuts):
+        feed_conversation(layered, "split:trip", events[start:end])
+        assert layered.wait_applied(timeout=60)
+    assert layered.wait_applied(timeout=60)
+
+    def picture(workspace: str) -> dict[str, Any]:
+        found = snapshot(layered, workspace)
+        found["nodes"] = [node.replace(f'"workspace":"{workspace}"', "") for node in found["nodes"]]
+        return found
+
+    assert layer.repairs > repairs  # type: ignore[attr-defined]
+    assert picture("split") == picture("whole")
+    assert ask(layered, 19, "split") == [{"most_calls": 2, "attached_calls": 3}]

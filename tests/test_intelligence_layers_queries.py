@@ -1,11 +1,17 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_intelligence_support)
-"""Every question of docs/querying.md, run on a real FalkorDB over tests/fixtures/ci_layers.ndjson.
+"""Every question of docs/querying.md, run on a real FalkorDB for each source of events: hook
+events (tests/fixtures/ci_layers.ndjson), and conversation events as the agent harness records
+them (`tests.support.harness_conversation`) and as the OTLP ingest stores them
+(`tests.support.otlp_conversation`).
 
-Each expected answer is computed here in Python from the raw hook events (not from the graph).
+Each expected answer is computed in Python from the raw events (not from the graph): here for
+hook events, in `tests.support.conversation_answers` for conversation events. A question the
+doc says conversation events cannot answer (the data is not there) must answer empty.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -18,10 +24,16 @@ from typing import Any
 import pytest
 
 from convograph.intelligence.blobs import MemoryBlobStore
+from convograph.intelligence.conversations import feed_conversation
 from convograph.intelligence.engine import FalkorEngine
 from convograph.intelligence.journal import MemoryJournal
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
+from convograph.store import StoredEvent
+from convograph.testing import MemoryEventLog
+from tests.support.conversation_answers import ConversationAnswers
+from tests.support.harness_conversation import record_harness_conversation
+from tests.support.otlp_conversation import record_otlp_conversation
 from tests.test_intelligence_support import falkor  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +46,23 @@ def load_questions() -> dict[int, str]:
     text = DOC.read_text(encoding="utf-8")
     found = re.findall(r"### Q(\d+)\..*?\n```cypher\n(.*?)```", text, flags=re.S)
     return {int(n): query for n, query in found}
+
+
+def conversation_notes() -> dict[int, str]:
+    """``{number: note}``: the ``*Conversation events*: ...`` line after a question's query."""
+    text = DOC.read_text(encoding="utf-8")
+    found = re.findall(r"### Q(\d+)\..*?```\n\*Conversation events\*: ([^\n]*)", text, flags=re.S)
+    return {int(n): note for n, note in found}
+
+
+def documented_empty(source: str) -> set[int]:
+    """The questions docs/querying.md says conversation events of ``source`` cannot answer: notes
+    starting ``empty`` (no conversation has the data) or ``OTLP only`` (the harness's have not)."""
+    notes = conversation_notes()
+    empty = {n for n, note in notes.items() if note.startswith("empty")}
+    if source != "otlp":
+        empty |= {n for n, note in notes.items() if note.startswith("OTLP only")}
+    return empty
 
 
 class Data:
@@ -134,6 +163,40 @@ def layered(falkor: FalkorEngine, data: Data) -> Iterator[IntelligenceService]:
 def rows(service: IntelligenceService, data: Data, number: int) -> list[dict[str, Any]]:
     result = service.cypher(load_questions()[number], workspace=data.workspace)
     return [dict(row) for row in result.results]
+
+
+CONVERSATION_SOURCES = ("harness", "otlp")
+"""Conversation events by producer; each source's conversations are fed to a workspace of its name."""
+
+
+async def _record_conversations() -> dict[str, dict[str, list[StoredEvent]]]:
+    log = MemoryEventLog()
+    harness = await record_harness_conversation(log, "harness:trip")
+    cid, otlp = await record_otlp_conversation(log, "otlp")
+    return {"harness": {"harness:trip": harness}, "otlp": {cid: otlp}}
+
+
+@pytest.fixture(scope="module")
+def conversations(
+    falkor: FalkorEngine,
+) -> Iterator[tuple[IntelligenceService, dict[str, ConversationAnswers]]]:
+    """The conversations of each source, fed as `convograph serve` feeds them, and their answers."""
+    recorded = asyncio.run(_record_conversations())
+    names = GraphNames(f"qc{uuid.uuid4().hex[:10]}:")
+    service = IntelligenceService(
+        MemoryJournal(), falkor, MemoryBlobStore(), names=names, semantic_layers=True
+    )
+    service.start()
+    for per_source in recorded.values():
+        for cid, stored in per_source.items():
+            assert feed_conversation(service, cid, stored) > 0
+    assert service.wait_applied(timeout=120)
+    assert service.applier.dead_lettered == 0, service.applier.last_error
+    yield service, {source: ConversationAnswers(items) for source, items in recorded.items()}
+    service.close()
+    for graph in falkor.graphs():
+        if graph.startswith(names.prefix):
+            falkor.delete_graph(graph)
 
 
 def test_docs_have_twenty_questions() -> None:
@@ -398,11 +461,59 @@ def _eq(got: Any, expected: Any) -> None:
     assert got == expected
 
 
+NO_ANSWER: dict[int, list[dict[str, Any]]] = {13: [{"compactions": 0, "tokens_saved": 0}]}
+"""What a question aggregating over nothing returns (one row of zeros); the others return no rows."""
+
+CONVERSATION_CHECKS: dict[int, Callable[[list[dict[str, Any]], ConversationAnswers], None]] = {
+    1: lambda got, a: _eq(got, a.q1()),
+    2: lambda got, a: _eq(got, a.q2()),
+    3: lambda got, a: _eq(got, a.q3()),
+    4: lambda got, a: _eq(got, a.q4()),
+    5: lambda got, a: _eq([r["ms"] for r in got], a.q5()),
+    8: lambda got, a: _approx(a.durations(), got, "tool", "avg_ms"),
+    9: lambda got, a: _eq([(r["run"], r["iterations"]) for r in got], a.q9()),
+    10: lambda got, a: _eq(got, [a.q10()]),
+    11: lambda got, a: _eq(got, a.q11()),
+    12: lambda got, a: _eq(got, a.q12()),
+    14: lambda got, a: _eq(got, a.q14()),
+    16: lambda got, a: _eq([r["output"] for r in got], a.q16()),
+    17: lambda got, a: _eq(got, a.q17()),
+    18: lambda got, a: _eq(got, a.q18()),
+    19: lambda got, a: _eq(got, a.q19()),
+    20: lambda got, a: _approx(a.q20(), got, "agent", "avg_ms"),
+}
+
+
 @pytest.mark.parametrize("number", range(1, 21))
-def test_question(number: int, layered: IntelligenceService, data: Data) -> None:
-    got = rows(layered, data, number)
-    assert got, f"Q{number} returned no rows"
-    CHECKS[number](got, data)
+@pytest.mark.parametrize("source", ["hook", *CONVERSATION_SOURCES])
+def test_question(source: str, number: int, request: pytest.FixtureRequest) -> None:
+    if source == "hook":
+        layered: IntelligenceService = request.getfixturevalue("layered")
+        data: Data = request.getfixturevalue("data")
+        got = rows(layered, data, number)
+        assert got, f"Q{number} returned no rows"
+        CHECKS[number](got, data)
+        return
+    service, answers = request.getfixturevalue("conversations")
+    got = [dict(r) for r in service.cypher(load_questions()[number], workspace=source).results]
+    if number in documented_empty(source):
+        assert got == NO_ANSWER.get(number, []), f"Q{number} on {source} events: {got}"
+        return
+    CONVERSATION_CHECKS[number](got, answers[source])
+
+
+@pytest.mark.parametrize("source", CONVERSATION_SOURCES)
+def test_conversations_have_the_shapes_the_questions_need(
+    source: str, conversations: tuple[IntelligenceService, dict[str, ConversationAnswers]]
+) -> None:
+    """Every question the doc does not call empty for a source has an answer there (the OTLP
+    conversation has no cancelled run), and the doc notes every question."""
+    assert sorted(conversation_notes()) == list(range(1, 21))
+    service, _ = conversations
+    for number in set(range(1, 21)) - documented_empty(source) - ({12} if source == "otlp" else set()):
+        got = [dict(r) for r in service.cypher(load_questions()[number], workspace=source).results]
+        assert got, f"Q{number} has no answer on {source} events"
+        assert got != NO_ANSWER.get(number), f"Q{number} has no answer on {source} events"
 
 
 def test_dataset_has_the_shapes_the_questions_need(data: Data) -> None:
@@ -415,3 +526,80 @@ def test_dataset_has_the_shapes_the_questions_need(data: Data) -> None:
     assert q12(data)
     assert q13(data)[0]["compactions"] > 0
     assert q7(data)
+
+
+# -- the rollup forms of the spec's §7.4 questions (docs/querying.md, "Workspace rollups") -------------
+
+
+def load_rollup_questions() -> dict[str, str]:
+    """``{"Q6": cypher, ...}``: the rollup block of docs/querying.md, one query per ``// Qn`` comment."""
+    text = DOC.read_text(encoding="utf-8").split("## Workspace rollups", 1)[1]
+    block = text.split("```cypher\n", 1)[1].split("```", 1)[0]
+    parts = re.split(r"^// (Q\d+)[^\n]*\n(?://[^\n]*\n)*", block, flags=re.M)
+    return {name: query.strip() for name, query in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def hook_rollup_answers(d: Data) -> dict[str, Any]:
+    calls = d.tool_calls()
+    models: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for line in d.lines:
+        if line["event"] == "llm:response" and line["data"].get("model"):
+            usage = line["data"].get("usage") or {}
+            row = models[line["data"]["model"]]
+            row[0] += 1
+            row[1] += usage.get("input_tokens", 0)
+            row[2] += usage.get("output_tokens", 0)
+    groups = Counter(c["group"] for c in calls.values() if c["group"])
+    return {
+        "Q6": Counter(c["name"] for c in calls.values()),
+        "Q7": sorted(
+            (c["end"] - c["start"] for c in calls.values() if "start" in c and "end" in c), reverse=True
+        )[:10],
+        "Q12": {m: tuple(v) for m, v in models.items()},
+        "Q26": sorted(groups.values(), reverse=True)[:10],
+    }
+
+
+def conversation_rollup_answers(a: ConversationAnswers) -> dict[str, Any]:
+    models: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for call in a.calls():
+        if call.model is not None:
+            row = models[call.model]
+            row[0] += 1
+            row[1] += call.tokens[0]
+            row[2] += call.tokens[1]
+    durations = [a.tool_end[c] - start for c, start in a.tool_start.items() if c in a.tool_end]
+    return {
+        "Q6": Counter(a.tool_names.values()),
+        "Q7": sorted(durations, reverse=True)[:10],
+        "Q12": {m: tuple(v) for m, v in models.items()},
+        "Q26": sorted((len(g) for g in a.groups), reverse=True)[:10],
+    }
+
+
+ROLLUP_VIEWS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
+    "Q6": lambda rows: Counter({r["tool"]: r["calls"] for r in rows}),
+    "Q7": lambda rows: [r["ms"] for r in rows],
+    "Q12": lambda rows: {r["model"]: (r["calls"], r["input"], r["output"]) for r in rows},
+    "Q26": lambda rows: [r["width"] for r in rows],
+}
+
+
+@pytest.mark.parametrize("question", ["Q6", "Q7", "Q12", "Q26"])
+@pytest.mark.parametrize("source", ["hook", *CONVERSATION_SOURCES])
+def test_rollup_question(source: str, question: str, request: pytest.FixtureRequest) -> None:
+    """Each rollup question of the doc, per source, against the raw events. The `Model` rollup
+    counts model calls that name their model: none of the harness's (docs/querying.md)."""
+    query = load_rollup_questions()[question]
+    if source == "hook":
+        data: Data = request.getfixturevalue("data")
+        service: IntelligenceService = request.getfixturevalue("layered")
+        workspace, expected = data.workspace, hook_rollup_answers(data)[question]
+    else:
+        service, answers = request.getfixturevalue("conversations")
+        workspace, expected = source, conversation_rollup_answers(answers[source])[question]
+    got = [dict(r) for r in service.cypher(query, workspace=workspace).results]
+    assert ROLLUP_VIEWS[question](got) == expected
+    if question == "Q26":  # the members' tools, from the graph's ToolCalls
+        assert all(len(r["tools"]) == min(r["width"], 8) for r in got)
+    assert bool(got) == (source != "harness" or question != "Q12"), f"{question} on {source}: {got}"

@@ -71,7 +71,8 @@ def test_workspace_injection_override_and_errors(service: IntelligenceService) -
     q = "MATCH (s:Session {workspace: $workspace}) RETURN s.node_id AS id"
     got = service.cypher(q, {"workspace": "W2"}, workspace=WS)  # injected value wins over the caller's
     assert [r["id"] for r in got.results] == [session_stream()[0]["data"]["session_id"]]
-    assert len(service.cypher(q, workspace="*").results) == 2  # $workspace set per workspace graph
+    assert service.cypher(q, workspace="*").results == []  # "*" is one database: $workspace is null
+    assert len(service.cypher("MATCH (s:Session) RETURN s.node_id AS id", workspace="*").results) == 2
     with pytest.raises(QueryError) as info:
         service.cypher("MATCH (n RETURN n", workspace=WS)
     assert info.value.code == "cypher_error"

@@ -67,7 +67,7 @@ def running_queries(engine: FalkorEngine) -> list[Any]:
 def test_the_engine_starts_with_the_memory_cap_and_a_thread_for_the_writer(limited: EmbeddedFalkorDB) -> None:
     engine = limited.start()
     assert engine.command("GRAPH.CONFIG", "GET", "QUERY_MEM_CAPACITY")[1] == 64 * 1024 * 1024
-    assert engine.command("GRAPH.CONFIG", "GET", "THREAD_COUNT")[1] == 4
+    assert engine.command("GRAPH.CONFIG", "GET", "THREAD_COUNT")[1] == 5
 
 
 def test_a_runaway_is_answered_at_its_deadline_while_the_engine_still_runs_it(

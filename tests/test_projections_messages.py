@@ -151,7 +151,7 @@ def test_openai_shape_matches_the_seed() -> None:
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "tc1", "content": '{"context":"a\\nb"}'},
+        {"role": "tool", "tool_call_id": "tc1", "content": "a\nb"},  # what the model reads: the context
         {"role": "assistant", "content": "Two files."},
     ]
     assert_valid_openai(messages)
@@ -177,7 +177,7 @@ def test_anthropic_shape() -> None:
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": "tc1", "content": '{"context":"a\\nb"}'}],
+            "content": [{"type": "tool_result", "tool_use_id": "tc1", "content": "a\nb"}],
         },
         {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]},
     ]

@@ -175,6 +175,7 @@ def test_success_media_types(doc: dict[str, Any]) -> None:
         ("get", "/v1/conversations/{cid}/events"): {NDJSON},
         ("get", "/v1/conversations/{cid}/stream"): {SSE},
         ("get", "/v1/live/conversations"): {SSE},
+        ("get", "/v1/conversations/{cid}/agents/{agent_id}/control"): {SSE},
         ("get", "/v1/conversations/{cid}/dag"): {JSON, SVG},
         ("get", "/metrics"): {"text/plain"},
         ("delete", "/v1/conversations/{cid}"): set(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 import anthropic
@@ -22,6 +23,7 @@ from convograph.testing import (
     RedactedThinking,
     Reply,
     Say,
+    Script,
     ScriptError,
     ScriptUsage,
     Think,
@@ -317,6 +319,35 @@ async def test_paced_replies_wait_between_events() -> None:
     # The server sleeps before the first event and between the 6 events: at least 0.05 + 5 x 0.05 s.
     assert elapsed >= 0.3
     assert body.endswith(b"data: [DONE]\n\n")
+
+
+async def _stream_seconds(server: ModelServer) -> float:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        async with client.stream("POST", "/v1/chat/completions", json=CHAT_BODY) as response:
+            await response.aread()
+        return loop.time() - start
+
+
+async def test_a_scripts_pace_applies_to_replies_without_their_own_and_speed_divides_it() -> None:
+    """Token-level pacing for demos: the script's pace (``pace``) paces every reply that sets no
+    delay of its own; ``speed`` divides every delay (also a reply's own)."""
+    said = Say(text="abcdef", chunks=["ab", "cd", "ef"])
+    script = parse_script({"replies": [{"content": [{"type": "text", "text": "abcdef", "chunks": ["ab", "cd", "ef"]}]}],
+                           "pace": {"chunk_delay": 0.06, "first_delay": 0.06}})  # fmt: skip
+    async with ModelServer(script) as paced:
+        assert await _stream_seconds(paced) >= 0.06 + 5 * 0.06  # 6 chat events
+    async with ModelServer(script, speed=4) as fast:
+        assert await _stream_seconds(fast) < 0.36
+        assert fast.pace.chunk_delay == 0.06
+    own = Reply(content=[said], chunk_delay=0.2)
+    async with ModelServer(Script(replies=[own], pace=script.pace), speed=math.inf) as instant:
+        assert await _stream_seconds(instant) < 0.2  # a reply's own delay is divided too
+    with pytest.raises(ValueError, match="speed must be positive"):
+        ModelServer(script, speed=0)
+    with pytest.raises(ScriptError, match="pace"):
+        parse_script({"replies": [], "pace": {"chunk_delay": -1}})
 
 
 def test_script_errors_name_the_problem(tmp_path: Any) -> None:

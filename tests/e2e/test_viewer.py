@@ -504,3 +504,23 @@ def test_repl_cells_stay_once_the_server_computes_the_path(
     assert page.locator('article[data-id="repl-4"] .tool__state').inner_text().startswith("error")
     assert page.locator("article.kind--repl").count() == 5
     probe.shot("repl-steered")
+
+
+def test_a_conversation_deleted_and_re_created_reloads_the_page(
+    demo_server: ServerProcess, probe: PageProbe
+) -> None:
+    """The stream's resume point is past the new conversation's end (409 cursor_past_head): the
+    page starts over instead of retrying that cursor forever."""
+    cid = "e2e-recreated"
+    post(demo_server.url, cid, [{"type": "user", "runId": f"u{n}", "content": f"old {n}"} for n in range(5)])
+    page = probe.page
+    probe.expect_errors("409 (Conflict)")  # the browser logs the refused resume itself
+    page.goto(f"{demo_server.url}/c/{cid}")
+    page.wait_for_selector("article.kind--user")
+    assert httpx.delete(f"{demo_server.url}/v1/conversations/{cid}", timeout=10).status_code == 204
+    post(demo_server.url, cid, [{"type": "user", "runId": "fresh", "content": "a brand new start"}])
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article.kind--user')].some(e => e.textContent.includes('a brand new start'))",
+        timeout=20_000,
+    )
+    assert "old 4" not in page.locator("main").inner_text()

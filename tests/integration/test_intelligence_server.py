@@ -137,8 +137,8 @@ def running_queries(svc: IntelligenceService) -> list[Any]:
 
 def test_query_limits_on_a_falkordb_server(tmp_path: Path) -> None:
     """Issue 26 item 1 against a FalkorDB server: its QUERY_MEM_CAPACITY is brought down to ours,
-    a runaway is answered at its deadline, and reads run on their own slots (THREAD_COUNT 3: two)."""
-    server = FalkorServer("THREAD_COUNT", "3")
+    a runaway is answered at its deadline, and reads run on their own slots (THREAD_COUNT 4: two)."""
+    server = FalkorServer("THREAD_COUNT", "4")
     server.start()
     svc = IntelligenceService.open(
         tmp_path, graph_url=server.url, read_limits=ReadLimits(memory_mb=64), query_timeout_ms=300

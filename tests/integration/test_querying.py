@@ -1,27 +1,37 @@
 """`convograph serve`'s app end to end: hook events (`POST /events`) and conversation events
 (`POST /v1/conversations/{cid}/events`) land in one graph that `POST /cypher` answers about.
 
-The app runs with its real embedded FalkorDB and a memory event log (Litestar's TestClient runs
-the lifespan, so the intelligence service is the one `convograph serve` opens).
+Most tests run the app with its real embedded FalkorDB and a memory event log (Litestar's
+TestClient runs the lifespan, so the intelligence service is the one `convograph serve` opens);
+the README's walk-through and `convograph run --server` run against a real `convograph serve`
+process and the real `convograph query` / `convograph run` commands.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from litestar import Litestar
 from litestar.testing import TestClient
+from tests.support.server import ServerProcess, running_server
 from tests.test_intelligence_layers_conversations import conversation
 
 from convograph.server import create_app
 from convograph.server.config import ServerConfig
 
-DATASET = Path(__file__).resolve().parents[1] / "fixtures" / "ci_layers.ndjson"
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = ROOT / "tests" / "fixtures" / "ci_layers.ndjson"
+README = ROOT / "README.md"
 
 
 @pytest.fixture
@@ -160,3 +170,157 @@ def test_serve_with_retention_forgets_idle_sessions(tmp_path: Path, monkeypatch:
         monkeypatch.setattr(journal_module, "now_ms", real_now)
         assert client.post("/events", json=new).status_code == 202
         eventually(client, query, "acme", [{"id": "new-1"}])
+
+
+# -- the README's walk-through, on a real server with the real commands -------------------------------
+
+
+def readme_queries() -> list[str]:
+    """The ``convograph query "..."`` lines of the README's "Run the server" section."""
+    section = README.read_text(encoding="utf-8").split("## Run the server", 1)[1].split("\n## ", 1)[0]
+    return [m[0] or m[1] for m in re.findall(r"convograph query (?:\"([^\"]+)\"|'([^']+)')", section)]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with running_server(tmp_path_factory.mktemp("querying") / "data") as process:
+        yield process
+
+
+def convograph_query(server: ServerProcess, cypher: str) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "convograph", "query", cypher, "--url", server.url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    results: list[dict[str, Any]] = json.loads(done.stdout)["results"]
+    return results
+
+
+def eventually_rows(server: ServerProcess, cypher: str, done: Any) -> list[dict[str, Any]]:
+    """Run ``cypher`` with `convograph query` until ``done(rows)`` (the feed is asynchronous)."""
+    deadline = time.monotonic() + 60
+    rows = convograph_query(server, cypher)
+    while not done(rows) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = convograph_query(server, cypher)
+    return rows
+
+
+def hook_tool_calls(workspace: str) -> Counter[str]:
+    calls = {
+        line["data"]["tool_call_id"]: line["data"]["tool_name"]
+        for line in map(json.loads, DATASET.read_text(encoding="utf-8").splitlines())
+        if line["event"] == "tool:pre"
+    }
+    return Counter(calls.values())
+
+
+@pytest.mark.parametrize("source", ["conversation", "hook"])
+def test_the_readme_queries_answer_after_its_ingest(server: ServerProcess, source: str) -> None:
+    """Issue 28: the README's rollup query returned no rows after the README's own ingest
+    (conversation ToolCalls made no `Tool` rollups). Both sources answer every README query."""
+    queries = readme_queries()
+    assert len(queries) == 2, queries
+    sessions, rollup = queries
+    if source == "conversation":  # the README's own curl
+        body = (ROOT / "examples" / "multi-agent.ndjson").read_bytes()
+        headers = {"Content-Type": "application/x-ndjson"}
+        response = httpx.post(f"{server.url}/v1/conversations/c1/events", content=body, headers=headers)
+        assert response.status_code == 200, response.text
+        workspace = "conversations"
+        expected = Counter({"read_file": 2, "exec": 1, "search_incidents": 1, "agent": 1})
+    else:
+        workspace = "readme-hooks"
+        original = json.loads(DATASET.read_text(encoding="utf-8").splitlines()[0])["workspace"]
+        body = DATASET.read_bytes().replace(original.encode(), workspace.encode())
+        response = httpx.post(
+            f"{server.url}/events", content=body, headers={"Content-Type": "application/x-ndjson"}
+        )
+        assert response.status_code == 202, response.text
+        expected = hook_tool_calls(workspace)
+
+    def tools(rows: list[dict[str, Any]]) -> Counter[str]:
+        return Counter({r["t.tool_name"]: r["t.calls"] for r in rows if r["t.workspace"] == workspace})
+
+    rows = eventually_rows(server, rollup, lambda rows: tools(rows) == expected)
+    assert tools(rows) == expected
+    calls = [r["t.calls"] for r in rows if r["t.workspace"] == workspace]
+    assert calls == sorted(calls, reverse=True)  # ordered within each workspace (docs/intelligence.md)
+    assert convograph_query(server, sessions)
+
+
+SCRIPT = [
+    {
+        "text": "Two lookups.",
+        "tool_calls": [
+            {"name": "lookup", "arguments": {"key": "a"}},
+            {"name": "lookup", "arguments": {"key": "b"}},
+        ],
+        "usage": [300, 40],
+    },
+    {"tool_calls": [{"name": "lookup", "arguments": {"key": "missing"}}], "usage": [420, 12]},
+    {"text": "a=1, b=2.", "usage": [500, 9]},
+]
+
+TOOLS = '''
+from convograph.harness import tool
+
+@tool
+def lookup(key: str) -> int:
+    """Look a key up."""
+    return {"a": 1, "b": 2}[key]
+
+TOOLS = [lookup]
+'''
+
+
+def test_convograph_run_shows_its_model_calls_and_tool_calls_in_the_graph(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """An agent whose model calls are provider runs (`convograph run`): its tool calls and each
+    model call's tokens are in the graph (they were not: only the agent run was folded)."""
+    (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
+    (tmp_path / "run_tools_for_querying.py").write_text(TOOLS)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "convograph",
+            "run",
+            "look a and b up",
+            "--model",
+            f"scripted:{tmp_path / 'script.json'}",
+            "--tools",
+            "run_tools_for_querying:TOOLS",
+            "--server",
+            server.url,
+            "--conversation",
+            "runs:lookup-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    iterations = (
+        "MATCH (:Session {node_id: 'lookup-1', workspace: 'runs'})-[:HAS_EXECUTION]->(:OrchestratorRun)"
+        "-[:HAS_PART]->(i:Iteration) OPTIONAL MATCH (i)-[:HAS_TOOL_CALL]->(t:ToolCall)"
+        " RETURN i.iteration_number AS k, i.input_tokens AS input, i.output_tokens AS output,"
+        " count(t) AS calls, sum(CASE WHEN t.result_success = false THEN 1 ELSE 0 END) AS failed ORDER BY k"
+    )
+    expected = [
+        {"k": 1, "input": 300, "output": 40, "calls": 2, "failed": 0},
+        {"k": 2, "input": 420, "output": 12, "calls": 1, "failed": 1},
+        {"k": 3, "input": 500, "output": 9, "calls": 0, "failed": 0},
+    ]
+    rows = eventually_rows(server, iterations, lambda rows: rows == expected)
+    assert rows == expected
+    tools = convograph_query(
+        server, "MATCH (t:Tool {workspace: 'runs'}) RETURN t.tool_name AS tool, t.calls AS calls"
+    )
+    assert tools == [{"tool": "lookup", "calls": 3}]

@@ -334,3 +334,54 @@ def test_streams_per_api_key(tmp_path: Path) -> None:
         assert "'one'" in refused.json()["error"]["message"]
         other = _status(http, "/v1/live/conversations", headers={"Authorization": f"Bearer {two}"})
         assert other.status_code == 200
+
+
+# --- named frames: error events vs connection errors (issue 26, item 12) -----------------------------
+
+
+def test_the_client_yields_error_events_and_skips_stream_end(
+    http: httpx.Client, server: ServerProcess
+) -> None:
+    post(
+        http,
+        "named-1",
+        [text(1), {"type": "error", "runId": "r", "message": "the model timed out"}, text(3)],
+    )
+
+    seen: list[tuple[int | None, str]] = []
+
+    async def consume(client: ConvographClient) -> None:
+        async with asyncio.timeout(20):
+            async for event in client.stream("named-1", initial_retry=0.05):
+                seen.append((event.seq, event.type))
+                if len(seen) == 3:  # the conversation is deleted and re-created meanwhile
+                    assert http.delete("/v1/conversations/named-1").status_code == 204
+                    post(http, "named-1", [text(1)])
+
+    async def scenario() -> tuple[list[tuple[int | None, str]], CursorPastHead]:
+        async with ConvographClient(server.url) as client:
+            with pytest.raises(CursorPastHead) as caught:
+                await consume(client)
+            return seen, caught.value
+
+    seen, error = asyncio.run(scenario())
+    # an `error` event is an event; stream_end ("deleted") is not one, and the reconnect after it
+    # (Last-Event-ID: 3) is refused with the new head
+    assert seen == [(1, "text"), (2, "error"), (3, "text")]
+    assert error.last_seq == 1
+
+
+def test_deleting_a_conversation_ends_its_open_streams(http: httpx.Client, server: ServerProcess) -> None:
+    post(http, "deleted-1", [text(1), text(2)])
+    stream = RawStream(server, "deleted-1", last_event_id=0)
+    stream.read_until(lambda out: len(out) == 2)
+    assert http.delete("/v1/conversations/deleted-1").status_code == 204
+    messages = stream.read_until(lambda out: False, timeout=10)  # until the response ends
+    stream.close()
+    assert stream.ended
+    assert messages[-1].event == "stream_end"
+    assert json.loads(messages[-1].data) == {
+        "reason": "deleted",
+        "message": json.loads(messages[-1].data)["message"],
+        "lastEventId": 2,
+    }

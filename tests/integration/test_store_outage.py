@@ -197,3 +197,63 @@ async def test_start_while_the_backend_is_down_with_a_spool(
         await check_all_present(log, "cold-start", ["a"])
     finally:
         await log.close()
+
+
+def test_a_live_stream_ends_when_its_event_log_fails_and_resumes_after(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The conversation's hub follows the log; when that fails (the backend went away), its streams
+    used to stall forever on heartbeats. Now they end with ``stream_end`` ("unavailable") and the
+    client's reconnect resumes once the backend is back."""
+    import httpx
+    from tests.support.server import running_server
+
+    from convograph.client.sse import SSEDecoder
+
+    with (
+        running_server(
+            tmp_path / "data",
+            "--database-url",
+            redis_server.url,
+            "--no-intelligence",
+            env={"CONVOGRAPH_SSE_HEARTBEAT_SECONDS": "0.3"},
+        ) as server,
+        httpx.Client(base_url=server.url, timeout=10) as http,
+    ):
+        http.post(
+            "/v1/conversations/down-1/events", json={"type": "text", "runId": "r", "id": "t", "content": "a"}
+        )
+        decoder = SSEDecoder()
+        seen: list[Any] = []
+        with http.stream(
+            "GET", "/v1/conversations/down-1/stream", timeout=httpx.Timeout(10, read=30)
+        ) as response:
+            chunks = response.iter_raw()
+            while not any(m.id == "1" for m in seen):
+                seen.extend(decoder.feed(next(chunks)))
+            redis_server.stop()
+            deadline = time.monotonic() + 30
+            for chunk in chunks:  # until the response ends
+                seen.extend(decoder.feed(chunk))
+                assert time.monotonic() < deadline, "the stream never ended"
+        assert seen[-1].event == "stream_end"
+        assert '"reason":"unavailable"' in seen[-1].data
+        redis_server.start()
+        http.post(
+            "/v1/conversations/down-1/events", json={"type": "text", "runId": "r", "id": "t", "content": "b"}
+        )
+        resumed: list[Any] = []
+        for _ in range(5):  # as a client does: reconnect while the log is still coming back
+            with http.stream(
+                "GET", "/v1/conversations/down-1/stream", headers={"Last-Event-ID": "1"}
+            ) as response:
+                decoder = SSEDecoder()
+                for chunk in response.iter_raw():
+                    resumed.extend(decoder.feed(chunk))
+                    if resumed:
+                        break
+            if resumed[0].event != "stream_end":
+                break
+            resumed = []
+            time.sleep(0.5)
+        assert [m.id for m in resumed] == ["2"], resumed

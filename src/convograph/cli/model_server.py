@@ -41,6 +41,9 @@ def model_server(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
+    speed: Annotated[
+        float, typer.Option(min=0.001, help="Divide every scripted delay by this (2.0 = twice as fast).")
+    ] = 1.0,
 ) -> None:
     """Serve scripted model replies (OpenAI Chat / Responses, Anthropic Messages) until interrupted."""
     from convograph.testing.model_script import Reply, Say, Script, ScriptError, load_script
@@ -65,7 +68,13 @@ def model_server(
         )
 
     server = ModelServer(
-        loaded, host=host, port=port, api_key=api_key, check_requests=check_requests, on_request=log
+        loaded,
+        host=host,
+        port=port,
+        api_key=api_key,
+        check_requests=check_requests,
+        on_request=log,
+        speed=speed,
     )
 
     async def run() -> None:

@@ -83,14 +83,9 @@ def query(
             except (EngineUnavailable, ValueError) as exc:
                 print_error(f"cannot reach {graph_url}: {exc}")
                 raise typer.Exit(2) from None
+            names = GraphNames(os.environ.get("CONVOGRAPH_GRAPH_PREFIX", "convograph_ci:"))
             try:
-                found = run_cypher(
-                    engine,
-                    GraphNames(os.environ.get("CONVOGRAPH_GRAPH_PREFIX", "convograph_ci:")),
-                    cypher,
-                    params,
-                    workspace,
-                )
+                found = run_cypher(engine, names, cypher, params, workspace, union_graph=names.all_graph)
             except (QueryError, AccessDenied) as exc:
                 print_error(f"query refused: {exc.message}")
                 raise typer.Exit(1) from None

@@ -20,7 +20,7 @@ import importlib
 import json
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -44,6 +44,7 @@ from convograph.harness import (
 )
 from convograph.harness.base import MessageFormat
 from convograph.harness.remote import RemotePort
+from convograph.harness.serving import honour_cancels
 from convograph.testing.providers import ScriptedCall, ScriptedProvider, ScriptedTurn
 
 __all__ = ["TerminalPort", "make_provider"]
@@ -159,6 +160,28 @@ class TerminalPort:
     async def relay_decision(self, relay_id: str) -> Any:
         return await self.inner.relay_decision(relay_id)
 
+    # serving (`convograph.harness.serving`): the inner port's, with the claim shown when won
+
+    async def claim(self, event: Event) -> bool:
+        won = bool(await self.inner.claim(event))  # type: ignore[attr-defined]
+        if won:
+            self._show(event)
+        return won
+
+    async def head(self) -> int:
+        return int(await self.inner.head())  # type: ignore[attr-defined]
+
+    def changes(self, after: int) -> AsyncIterator[Event]:
+        changes: AsyncIterator[Event] = self.inner.changes(after)  # type: ignore[attr-defined]
+        return changes
+
+    async def pending_turn(self) -> Any:
+        return await self.inner.pending_turn()  # type: ignore[attr-defined]
+
+    def control(self, agent_id: str, **info: Any) -> AsyncIterator[tuple[str, Any]]:
+        control: AsyncIterator[tuple[str, Any]] = self.inner.control(agent_id, **info)  # type: ignore[attr-defined]
+        return control
+
     def _indent(self, event: Any) -> str:
         run_id = getattr(event, "run_id", None)
         if run_id is None:
@@ -258,8 +281,10 @@ async def _terminal_answer(relay: Relay) -> Decision | None:
 
 @app.command()
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do (the user message).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL or anthropic:MODEL.")],
+    task: Annotated[
+        str | None, typer.Argument(help="What the agent should do (the user message); optional with --serve.")
+    ] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL or anthropic:MODEL.")] = "",
     base_url: Annotated[
         str | None, typer.Option(help="The provider's API base URL (an OpenAI-compatible server, a proxy).")
     ] = None,
@@ -272,6 +297,13 @@ def run(
     repl: Annotated[
         bool, typer.Option("--repl", help="Run the REPL harness instead of the tool agent.")
     ] = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve", help="Then stay attached: answer each new message, edit and regenerate (Ctrl-C stops)."
+        ),
+    ] = False,
+    name: Annotated[str | None, typer.Option(help="The agent's name (its runs' agentId).")] = None,
     tools: Annotated[
         list[str] | None, typer.Option("--tools", help="Tools to offer: module:attribute.")
     ] = None,
@@ -282,8 +314,13 @@ def run(
         str | None, typer.Option(envvar="CONVOGRAPH_API_KEY", help="Key for --server.")
     ] = None,
 ) -> None:
-    """Run an agent and show its thread live; exit when the run ends (0 on success)."""
+    """Run an agent and show its thread live; exit when the run ends (0 on success). With --serve,
+    keep serving the conversation: messages sent in the viewer start the agent's next turn."""
     try:
+        if not model:
+            raise UsageError("--model is required (openai:MODEL, anthropic:MODEL, scripted:echo, ...)")
+        if task is None and not serve:
+            raise UsageError("give the TASK to run, or --serve to answer the conversation's messages")
         provider, model_name = make_provider(model, base_url=base_url)
         offered = load_tools(tools or [])
         if repl and offered:
@@ -296,31 +333,34 @@ def run(
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     cid = conversation or f"run-{new_id()}"
-
-    def build(port: ConversationPort) -> RunHandle[Any]:
-        if repl:
-            harness = ReplHarness(
-                provider, model_name, system=system, max_iterations=max_turns, max_seconds=max_seconds
-            )
-            return harness.start(port, task)
+    harness: Agent | ReplHarness
+    if repl:
+        harness = ReplHarness(
+            provider, model_name, system=system, max_iterations=max_turns, max_seconds=max_seconds,
+            name=name or "repl",
+        )  # fmt: skip
+    else:
         budget = Budget(max_turns=max_turns, max_seconds=max_seconds)
-        agent = Agent(
-            provider, model=model_name, tools=offered, system=system, budget=budget, ask=_terminal_answer
-        )
-        return agent.start(port, task)
-
+        harness = Agent(
+            provider, model=model_name, tools=offered, system=system, budget=budget, ask=_terminal_answer,
+            name=name or "agent",
+        )  # fmt: skip
     try:
-        code = asyncio.run(_run(build, cid, server=server, api_key=api_key, provider=provider))
+        code = asyncio.run(
+            _run(harness, task, cid, server=server, api_key=api_key, provider=provider, serve=serve)
+        )
     except Exception as exc:  # the port failed (server unreachable for too long, events refused)
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
-async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None, provider: Provider) -> int:
+async def _open_port(cid: str, server: str | None, api_key: str | None) -> tuple[Any, Any]:
+    """The port for ``cid`` (a `RemotePort` with ``server``, else a `LogPort` over the local log)
+    and the log to close afterwards (None for a server)."""
     if server is not None:
         base = server.rstrip("/")
-        port: Any = RemotePort.connect(base, cid, api_key=api_key)
+        port = RemotePort.connect(base, cid, api_key=api_key)
         try:
             await port.client.conversations()  # reachable, and the key (if any) is accepted
         except (httpx.HTTPError, ApiError) as exc:
@@ -329,32 +369,76 @@ async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None,
         console.print(
             f"conversation {cid}: watch it at {base}/c/{cid}", markup=False, highlight=False, soft_wrap=True
         )
-    else:
-        from convograph.store import default_url, open_event_log
+        return port, None
+    from convograph.store import default_url, open_event_log
 
-        url = default_url()
-        log = await open_event_log(url)
-        port = LogPort(log, cid)
-        console.print(
-            f"conversation {cid} in {url} (convograph serve shows it at /c/{cid})",
-            markup=False,
-            soft_wrap=True,
-        )
+    url = default_url()
+    log = await open_event_log(url)
+    console.print(
+        f"conversation {cid} in {url} (convograph serve shows it at /c/{cid})", markup=False, soft_wrap=True
+    )
+    return LogPort(log, cid), log
+
+
+async def _run(
+    harness: Agent | ReplHarness,
+    task: str | None,
+    cid: str,
+    *,
+    server: str | None,
+    api_key: str | None,
+    provider: Provider,
+    serve: bool,
+) -> int:
+    port, log = await _open_port(cid, server, api_key)
+    terminal = TerminalPort(port)
     try:
-        handle: RunHandle[Any] = build(TerminalPort(port))
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signal.SIGINT, handle.cancel)
-        result = await handle.wait()
-        with contextlib.suppress(NotImplementedError):
-            loop.remove_signal_handler(signal.SIGINT)
+        code = 0
+        if task is not None:
+            handle = harness.start(terminal, task)
+            attached = None
+            if server is not None:  # listed on the server while it runs, and stoppable from the API
+                attached = asyncio.ensure_future(
+                    honour_cancels(
+                        terminal,
+                        harness,
+                        lambda: handle,
+                        agent_id=f"{harness.name}-{new_id()}",
+                        serving=False,
+                    )
+                )
+            try:
+                code = await _until_interrupted(handle)
+            finally:
+                if attached is not None:
+                    attached.cancel()
+                    await asyncio.gather(attached, return_exceptions=True)
+        if serve and code != 130:
+            code = await _serve(harness, terminal)
     finally:
         await port.aclose()
-        if server is None:
+        if log is not None:
             await log.close()
         close = getattr(provider, "aclose", None)
         if close is not None:
             await close()  # the SDK client's connections
+    return code
+
+
+async def _until_interrupted(handle: RunHandle[Any]) -> int:
+    """Wait for one run (Ctrl-C cancels it), print how it ended; its exit status."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGINT, handle.cancel)
+    try:
+        result = await handle.wait()
+    finally:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_signal_handler(signal.SIGINT)
+    return _report(result)
+
+
+def _report(result: Any) -> int:
     console.print()
     usage = result.usage
     console.print(
@@ -372,3 +456,40 @@ async def _run(build: Any, cid: str, *, server: str | None, api_key: str | None,
     detail = f": {result.error}" if result.error else ""
     err_console.print(f"[red]the run ended without an answer[/] ({result.reason}{detail})", highlight=False)
     return 1
+
+
+async def _serve(harness: Agent | ReplHarness, port: TerminalPort) -> int:
+    """Serve the conversation until Ctrl-C (`convograph.harness.serving`); 0 when stopped."""
+    console.print(
+        f"{harness.name} is serving conversation {port.conversation_id}: each new message, edit or "
+        "regenerate starts its next turn (Ctrl-C stops)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+    def on_run(turn: Any, handle: RunHandle[Any]) -> None:
+        handle.add_done_callback(lambda: _report_served(handle))
+
+    serving = asyncio.ensure_future(harness.serve(port, on_run=on_run))
+    loop = asyncio.get_running_loop()
+    stops = (signal.SIGINT, signal.SIGTERM)  # a supervisor's SIGTERM detaches as cleanly as Ctrl-C
+    for stop in stops:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(stop, serving.cancel)
+    try:
+        await serving
+    except asyncio.CancelledError:
+        console.print("stopped serving", markup=False)
+    finally:
+        for stop in stops:
+            with contextlib.suppress(NotImplementedError):
+                loop.remove_signal_handler(stop)
+    return 0
+
+
+def _report_served(handle: RunHandle[Any]) -> None:
+    with contextlib.suppress(BaseException):  # a run that raised (it never should) reports nothing
+        result = handle.result()
+        if result.reason != "claimed":
+            _report(result)

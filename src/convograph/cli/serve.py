@@ -38,6 +38,20 @@ def _check_settings(config: ServerConfig, log_level: str) -> None:
         check_graph_url(config.graph_url)
 
 
+def _database_keys(config: ServerConfig, keys: KeyRing) -> KeyRing:
+    """The key file's keys and those of a shared database (`convograph.server.keystore`), if any."""
+    from convograph.server.keystore import PostgresKeyStore
+    from convograph.store.url import shared_postgres
+
+    conninfo = shared_postgres(config.database_url)
+    if conninfo is None:
+        return keys
+    try:
+        return KeyRing([*keys.keys(), *PostgresKeyStore(conninfo).load()])
+    except Exception:  # unreachable now: the server's own start says why
+        return keys
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind \\[default: 127.0.0.1].")] = None,
@@ -97,12 +111,28 @@ def serve(
         list[str] | None,
         typer.Option(help="KEY=VALUE header of each forwarding request (repeatable), e.g. an API key."),
     ] = None,
+    all_workspaces_graph: Annotated[
+        bool | None,
+        typer.Option(
+            "--all-workspaces-graph/--no-all-workspaces-graph",
+            help='Keep one graph of every workspace, so a "*" query answers as one database \\[default: on].',
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
     ] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes sharing the port; above 1 the stores must be shared"
+            " (--database-url postgresql://…, --graph-url falkordb://…; docs/deploy.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
     from convograph.server.app import StartupFailed, serve_app
+    from convograph.server.workers import serve_workers
 
     try:
         config = ServerConfig.from_env(
@@ -124,12 +154,15 @@ def serve(
             max_streams_per_client=max_streams_per_client,
             otlp_endpoint=otlp_endpoint,
             otlp_headers=parse_headers(otlp_header, "--otlp-header") if otlp_header else None,
+            all_workspaces_graph=all_workspaces_graph,
         )
         keys = KeyRing.load(config.api_key_file)
         _check_settings(config, log_level)
     except (ConfigError, ValueError) as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
+        keys = _database_keys(config, keys)
     if not keys.enabled and not is_loopback(config.host) and not config.allow_public_without_keys:
         err_console.print(
             f"[red]error:[/] refusing to serve {config.host} without API keys: anyone on the network could "
@@ -138,7 +171,10 @@ def serve(
         )
         raise typer.Exit(2)
     try:
-        serve_app(config, log_level=log_level)
+        if workers > 1:
+            serve_workers(config, workers, log_level=log_level)
+        else:
+            serve_app(config, log_level=log_level)
     except StartupFailed as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None

@@ -103,6 +103,10 @@ class ConvographClient:
         items: list[dict[str, Any]] = response.json()["conversations"]
         return items
 
+    async def conversation(self, conversation_id: str) -> dict[str, Any]:
+        """One conversation's summary (``lastSeq``, ``pendingRelays``, ...); 404 before it has events."""
+        return await self._json("GET", f"/v1/conversations/{conversation_id}")
+
     async def replay(self, conversation_id: str, after: int = 0) -> list[Event]:
         """Stored events with seq > ``after`` (each carries its ``seq``). Raises `CursorPastHead`
         when ``after`` is past the conversation's last seq."""
@@ -130,6 +134,79 @@ class ConvographClient:
         _raise_for(response)
         result: dict[str, Any] = response.json()
         return result
+
+    async def runs(self, conversation_id: str) -> dict[str, Any]:
+        """``{"runs", "pending", "agents"}``: the top-level runs, the turn the conversation awaits
+        (or None) and the attached agents."""
+        return await self._json("GET", f"/v1/conversations/{conversation_id}/runs")
+
+    async def agents(self, conversation_id: str) -> dict[str, Any]:
+        """``{"agents": [...]}``: the agents attached to the conversation."""
+        return await self._json("GET", f"/v1/conversations/{conversation_id}/agents")
+
+    async def start_run(self, conversation_id: str, content: Any = None) -> dict[str, Any]:
+        """Ask for the next turn: ``content`` (a string or content parts) becomes a user message at
+        the end of the active path; without it the conversation must already await a reply."""
+        body = {} if content is None else {"input": content}
+        return await self._json("POST", f"/v1/conversations/{conversation_id}/runs", body)
+
+    async def cancel_run(
+        self, conversation_id: str, run_id: str, *, reason: str | None = None, force: bool = False
+    ) -> dict[str, Any]:
+        """Ask the agent running ``run_id`` to stop (``force``: end it in the log when no agent is
+        attached)."""
+        body: dict[str, Any] = {"force": force} if force else {}
+        if reason is not None:
+            body["reason"] = reason
+        return await self._json("POST", f"/v1/conversations/{conversation_id}/runs/{run_id}/cancel", body)
+
+    async def _json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        content = msgspec.json.encode(body) if body is not None else None
+        response = await self._http.request(
+            method, path, content=content, headers={"Content-Type": "application/json"} if content else None
+        )
+        _raise_for(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def control(
+        self,
+        conversation_id: str,
+        agent_id: str,
+        *,
+        initial_retry: float = 0.5,
+        max_retry: float = 5.0,
+        **info: Any,
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """Attach as agent ``agent_id`` (``info``: ``name``, ``model``, ``kind``, ``serving``) and
+        yield its control messages as ``(event, data)``: ``("attached", ...)`` on every (re)connect,
+        ``("cancel", {"runId", "reason"})``. Reconnects (backing off) until the caller stops
+        iterating; an HTTP error answer (a bad key, a bad id) is raised as `ApiError`."""
+        params = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in info.items() if v is not None
+        }
+        failures = 0
+        while True:
+            decoder = SSEDecoder()
+            try:
+                async with self._http.stream(
+                    "GET",
+                    f"/v1/conversations/{conversation_id}/agents/{agent_id}/control",
+                    params=params,
+                    headers={"Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        _raise_for(response)
+                    async for chunk in response.aiter_raw():
+                        for message in decoder.feed(chunk):
+                            failures = 0
+                            yield message.event, msgspec.json.decode(message.data) if message.data else None
+            except (httpx.TransportError, httpx.StreamError):
+                pass
+            failures += 1
+            await asyncio.sleep(min(max_retry, initial_retry * (2 ** max(0, failures - 1))))
 
     async def stream(
         self,

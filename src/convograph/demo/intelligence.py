@@ -34,79 +34,70 @@ def hook_envelopes(
     start_ms: int = 1_763_800_000_000,
 ) -> list[Wire]:
     """Hook envelopes ``{event, workspace, data, idempotency_key}`` for ``events`` (see module doc)."""
-    out: list[Wire] = []
-    session_of_run: dict[str, str] = {}
-    agent_runs: set[str] = set()
-    call_session: dict[str, str] = {}
-    clock = start_ms
-
-    def emit(name: str, session: str, key: str, **data: Any) -> None:
-        nonlocal clock
-        clock += 37
-        body = {
-            "session_id": session,
-            "timestamp": _iso(clock),
-            **{k: v for k, v in data.items() if v is not None},
-        }
-        out.append(
-            {"event": name, "workspace": workspace, "data": body, "idempotency_key": f"{prefix}:{key}"}
-        )
-
-    def session(run: str | None) -> str | None:
-        return session_of_run.get(run) if run is not None else None
-
+    builder = _Envelopes(workspace, prefix, start_ms)
     for n, event in enumerate(events):
+        builder.add(event, str(event.get("eventId") or n))
+    return builder.out
+
+
+class _Envelopes:
+    """The fold behind `hook_envelopes`: which session each run belongs to, and the envelopes."""
+
+    def __init__(self, workspace: str, prefix: str, start_ms: int) -> None:
+        self.workspace, self.prefix, self.clock = workspace, prefix, start_ms
+        self.out: list[Wire] = []
+        self.session_of_run: dict[str, str] = {}
+        self.agent_runs: set[str] = set()
+        self.call_session: dict[str, str] = {}
+
+    def emit(self, name: str, session: str, key: str, **data: Any) -> None:
+        self.clock += 37
+        body = {"session_id": session, "timestamp": _iso(self.clock)}
+        body.update((k, v) for k, v in data.items() if v is not None)
+        envelope = {"event": name, "workspace": self.workspace, "data": body}
+        self.out.append({**envelope, "idempotency_key": f"{self.prefix}:{key}"})
+
+    def add(self, event: Wire, key: str) -> None:
         kind, run = event["type"], event.get("runId")
-        key = str(event.get("eventId") or n)
         if kind == "harness_start" and run is not None:
-            agent_runs.add(run)
-            sid = session_of_run[run] = f"{prefix}-{run}"
-            parent_call = event.get("parentId")
-            parent_session = call_session.get(parent_call) if isinstance(parent_call, str) else None
-            if parent_session is None:
-                emit("session:start", sid, key, agent_name=event.get("agentId"))
-            else:
-                agent = event.get("agentId")
-                emit("delegate:agent_spawned", parent_session, key + ":spawn", agent=agent,
-                     sub_session_id=sid, parent_session_id=parent_session, tool_call_id=parent_call)  # fmt: skip
-                emit("session:fork", sid, key, parent=parent_session, metadata={"agent_name": agent,
-                     "tool_call_id": parent_call})  # fmt: skip
-        elif run is not None and run not in session_of_run:
+            self._start(event, run, key)
+        elif run is not None and run not in self.session_of_run:
             parent = event.get("parentId")
-            owner = session(parent) if isinstance(parent, str) else None
+            owner = self.session_of_run.get(parent) if isinstance(parent, str) else None
             if owner is not None:
-                session_of_run[run] = owner  # a provider call inside an agent's session
-        owning = session(run)
-        if owning is None:
-            continue
-        sid = owning
+                self.session_of_run[run] = owner  # a provider call inside an agent's session
+        sid = self.session_of_run.get(run) if run is not None else None
+        if sid is not None:
+            self._within(event, kind, run, sid, key)
+
+    def _start(self, event: Wire, run: str, key: str) -> None:
+        self.agent_runs.add(run)
+        sid = self.session_of_run[run] = f"{self.prefix}-{run}"
+        parent_call, agent = event.get("parentId"), event.get("agentId")
+        parent = self.call_session.get(parent_call) if isinstance(parent_call, str) else None
+        if parent is None:
+            self.emit("session:start", sid, key, agent_name=agent)
+            return
+        self.emit("delegate:agent_spawned", parent, key + ":spawn", agent=agent, sub_session_id=sid,
+                  parent_session_id=parent, tool_call_id=parent_call)  # fmt: skip
+        self.emit("session:fork", sid, key, parent=parent,
+                  metadata={"agent_name": agent, "tool_call_id": parent_call})  # fmt: skip
+
+    def _within(self, event: Wire, kind: str, run: str | None, sid: str, key: str) -> None:
+        llm = {"model": "claude-sonnet-4", "provider": "anthropic"}
         if kind == "tool_call":
-            call_session[event["id"]] = sid
-            emit(
-                "tool:pre",
-                sid,
-                key,
-                tool_name=event["name"],
-                tool_input=event.get("input"),
-                tool_call_id=event["id"],
-            )
+            self.call_session[event["id"]] = sid
+            self.emit("tool:pre", sid, key, tool_name=event["name"], tool_input=event.get("input"),
+                      tool_call_id=event["id"])  # fmt: skip
         elif kind == "tool_result":
             output = event.get("output")
             failed = isinstance(output, dict) and (output.get("status") == "denied" or "error" in output)
-            emit("tool:error" if failed else "tool:post", sid, key, tool_name=event["name"],
-                 tool_call_id=event["id"], result=output)  # fmt: skip
+            self.emit("tool:error" if failed else "tool:post", sid, key, tool_name=event["name"],
+                      tool_call_id=event["id"], result=output)  # fmt: skip
         elif kind == "usage":
-            emit("llm:response", sid, key, model="claude-sonnet-4", provider="anthropic",
-                 input_tokens=event.get("inputTokens"), output_tokens=event.get("outputTokens"))  # fmt: skip
+            self.emit("llm:response", sid, key, **llm, input_tokens=event.get("inputTokens"),
+                      output_tokens=event.get("outputTokens"))  # fmt: skip
         elif kind == "error":
-            emit(
-                "llm:error",
-                sid,
-                key,
-                model="claude-sonnet-4",
-                provider="anthropic",
-                error=event.get("message"),
-            )
-        elif kind == "harness_end" and run in agent_runs:
-            emit("session:end", sid, key, status="completed")
-    return out
+            self.emit("llm:error", sid, key, **llm, error=event.get("message"))
+        elif kind == "harness_end" and run in self.agent_runs:
+            self.emit("session:end", sid, key, status="completed")

@@ -26,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from convograph.events.types import EVENT_CLASSES, EXTRA_FIELD, Event
+from convograph.events.values import COUNTED_TYPES, value_problem
 
 __all__ = [
     "ID_FIELDS",
@@ -33,6 +34,7 @@ __all__ = [
     "check_ids",
     "encode_event",
     "event_to_wire",
+    "json_error_text",
     "pack_event",
     "parse_event",
     "unpack_event",
@@ -192,6 +194,7 @@ def _decode_json(obj: str | bytes | bytearray | memoryview) -> tuple[Any, bool]:
     raw NUL; a false positive, an escaped backslash before ``u0000``, only costs `check_ids`).
     `EventError` for every way the text can be wrong (msgspec raises ``UnicodeDecodeError`` /
     ``UnicodeEncodeError`` / ``RecursionError`` besides ``DecodeError``)."""
+    original = obj
     if isinstance(obj, str):
         obj = obj.removeprefix(_BOM)
         maybe_nul = _NUL_ESCAPE in obj
@@ -202,14 +205,70 @@ def _decode_json(obj: str | bytes | bytearray | memoryview) -> tuple[Any, bool]:
         maybe_nul = (obj if type(obj) is not memoryview else obj.tobytes()).find(_NUL_ESCAPE_BYTES) >= 0
     try:
         return _decode_any.decode(obj), maybe_nul
-    except msgspec.DecodeError as exc:
-        raise EventError(f"invalid JSON: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise EventError(f"invalid JSON: not UTF-8 text ({exc.reason})") from None
-    except UnicodeEncodeError as exc:
-        raise EventError(f"invalid JSON: holds a lone surrogate character ({exc.reason})") from None
-    except RecursionError:
-        raise EventError("invalid JSON: nested too deeply") from None
+    except (msgspec.DecodeError, UnicodeDecodeError, UnicodeEncodeError, RecursionError) as exc:
+        raise EventError(f"invalid JSON: {json_error_text(exc, original)}") from None
+
+
+_ESCAPED_SURROGATE: Final = re.compile(rb"(\\+)u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LOW_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def json_error_text(exc: BaseException, data: str | bytes | bytearray | memoryview | None = None) -> str:
+    """What is wrong with JSON text ``data`` that a msgspec decode refused with ``exc`` (a
+    ``DecodeError``, ``UnicodeDecodeError``, ``UnicodeEncodeError`` or ``RecursionError``), with
+    the byte offset in ``data`` where it can be told. msgspec's own message is kept, except where
+    it misleads: a lone UTF-16 surrogate escape at the end of a string reads "Input data was
+    truncated", and invalid UTF-8 is located within its string, not the text. Only on the error
+    path: O(len(data))."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeEncodeError):
+        return f"holds a lone surrogate character ({exc.reason})"
+    raw = _utf8_bytes(data)
+    if isinstance(exc, UnicodeDecodeError):
+        if raw is not None:  # msgspec's offset is within the string it decoded: find the text's
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as whole:
+                return f"not UTF-8 text ({whole.reason}) at byte {whole.start}"
+        return f"not UTF-8 text ({exc.reason})"
+    message = str(exc)
+    if raw is not None and ("surrogate" in message or "truncated" in message):
+        lone = _lone_surrogate_escape(raw)
+        if lone is not None:
+            escape, at = lone
+            return (
+                f"lone UTF-16 surrogate escape {escape} at byte {at}: a high surrogate (\\ud800-\\udbff)"
+                " must be followed by a low one (\\udc00-\\udfff)"
+            )
+    return message
+
+
+def _utf8_bytes(data: str | bytes | bytearray | memoryview | None) -> bytes | None:
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return data.encode("utf-8", "surrogatepass")
+    return bytes(data)
+
+
+def _lone_surrogate_escape(raw: bytes) -> tuple[str, int] | None:
+    """The first ``\\uD800``-``\\uDFFF`` escape in ``raw`` that is not half of a high-low pair,
+    and its byte offset. Backslashes escaping a backslash do not start an escape."""
+    paired_low_at = -1
+    for match in _ESCAPED_SURROGATE.finditer(raw):
+        backslashes = len(match[1])
+        if backslashes % 2 == 0:  # ``\\\\uD800``: an escaped backslash, then text
+            continue
+        at = match.start() + backslashes - 1
+        escape = raw[at : match.end()].decode("ascii")
+        if escape[3].lower() in "89ab":  # high: a low escape must follow at once
+            if _LOW_SURROGATE_ESCAPE.match(raw, match.end()) is None:
+                return escape, at
+            paired_low_at = match.end()
+        elif at != paired_low_at:
+            return escape, at
+    return None
 
 
 def _check_json_values(raw: dict[str, Any]) -> bool:
@@ -270,7 +329,8 @@ def parse_event(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -
     """Validate one wire event.
 
     Raises `EventError` naming the field and the problem. Unknown extra fields are kept in
-    ``extra``; an unknown ``type`` is an error; an id holding NUL (U+0000) is an error.
+    ``extra``; an unknown ``type`` is an error; an id holding NUL (U+0000) is an error; so are a
+    count or a timestamp outside `convograph.events.values`' rules.
     """
     raw, maybe_nul = _to_mapping(obj)
     tag = raw.get("type")
@@ -289,6 +349,10 @@ def parse_event(obj: Mapping[str, Any] | str | bytes | bytearray | memoryview) -
         raise _problem_from(exc) from None
     if maybe_nul:
         check_ids(event)
+    if event.timestamp is not None or type(event) in COUNTED_TYPES:
+        found = value_problem(event)
+        if found is not None:
+            raise EventError(found[1], field=found[0])
     return event
 
 

@@ -15,6 +15,7 @@ from convograph.harness.ports import ConversationState, LogPort, SubagentPort
 from convograph.harness.repl import ReplHarness, ReplResult, ReplRun
 from convograph.harness.runs import RunHandle
 from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits
+from convograph.harness.serving import Servable, ServingPort, serve
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, tool
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "RunHandle",
     "Sandbox",
     "SandboxLimits",
+    "Servable",
+    "ServingPort",
     "SubagentPort",
     "Tool",
     "ToolArgumentError",
@@ -45,5 +48,6 @@ __all__ = [
     "ToolOutput",
     "ToolSpec",
     "new_id",
+    "serve",
     "tool",
 ]

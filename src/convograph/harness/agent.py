@@ -39,7 +39,7 @@ import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 import msgspec
 
@@ -63,9 +63,13 @@ from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
 from convograph.harness.permissions import AskCallback, Decision, decision_event, resolve_policy
 from convograph.harness.ports import SubagentPort
-from convograph.harness.runs import RunControl, RunHandle, provider_call
+from convograph.harness.runs import RunControl, RunHandle, open_run, provider_call
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, to_output, tool
 from convograph.harness.usage import UsageTotals
+from convograph.hypergraph.turns import user_claim
+
+if TYPE_CHECKING:
+    from convograph.harness.serving import ServingPort
 
 __all__ = ["Agent", "AgentResult", "AgentRun", "Budget"]
 
@@ -175,23 +179,43 @@ class Agent:
         return tool(name=tool_name, policy=policy, timeout=math.inf)(run_subagent)
 
     def start(
-        self, port: ConversationPort, task: str | None = None, *, parent_id: str | None = None
+        self,
+        port: ConversationPort,
+        task: str | None = None,
+        *,
+        parent_id: str | None = None,
+        claim: str | None = None,
     ) -> AgentRun:
         """Start a run in the background (needs a running event loop) and return its handle.
 
         With ``task``, a ``user`` event holding it comes first and the run answers it; without,
         the run continues the conversation's active path as it stands. ``parent_id`` sets the
-        run's ``parentId`` (default: the task's user block, or none)."""
-        loop = _Loop(self, port, parent_id=parent_id)
+        run's ``parentId`` (default: the task's user block, or none). ``claim`` is the turn the
+        run answers (`convograph.hypergraph.turns`; a task's own message is claimed by default):
+        when another run already holds it, this one emits nothing and ends ``"claimed"``."""
+        loop = _Loop(self, port, parent_id=parent_id, claim=claim)
         run = asyncio.create_task(loop.run(task), name=f"convograph-agent-{loop.run_id}")
         return RunHandle(loop.run_id, loop.control, run)
 
     async def run(
-        self, port: ConversationPort, task: str | None = None, *, parent_id: str | None = None
+        self,
+        port: ConversationPort,
+        task: str | None = None,
+        *,
+        parent_id: str | None = None,
+        claim: str | None = None,
     ) -> AgentResult:
         """`start`, then wait for the end. Cancelling the caller cancels the run (it still emits its
         ``harness_end``, reason ``"cancelled"``) and re-raises."""
-        return await self.start(port, task, parent_id=parent_id).wait()
+        return await self.start(port, task, parent_id=parent_id, claim=claim).wait()
+
+    async def serve(self, port: ServingPort, **options: Any) -> None:
+        """Serve the conversation behind ``port`` until cancelled: answer every message, edit and
+        regenerate that leaves it awaiting a reply, one run at a time
+        (`convograph.harness.serving.serve`, whose keyword options this takes)."""
+        from convograph.harness.serving import serve
+
+        await serve(self, port, **options)
 
 
 AgentRun = RunHandle[AgentResult]
@@ -210,11 +234,14 @@ class _Turn:
 class _Loop:
     """State of one run; `run` is the coroutine behind `AgentRun`."""
 
-    def __init__(self, agent: Agent, port: ConversationPort, *, parent_id: str | None) -> None:
+    def __init__(
+        self, agent: Agent, port: ConversationPort, *, parent_id: str | None, claim: str | None = None
+    ) -> None:
         self.agent = agent
         self.port = port
         self.run_id = new_id()
         self.parent_id = parent_id
+        self.claim = claim
         self.usage = UsageTotals()
         self.iterations = 0
         self.text = ""
@@ -230,18 +257,21 @@ class _Loop:
         self.control.bind(budget.max_seconds)
         reason, error = "error", None
         try:
+            claim = self.claim
             if task is not None:
                 user_run = new_id()
                 await self.emit(User(run_id=user_run, content=task))
                 self.parent_id = self.parent_id or f"{user_run}:user"
-            await self.emit(
-                HarnessStart(
-                    run_id=self.run_id,
-                    parent_id=self.parent_id,
-                    agent_id=self.agent.name,
-                    max_iterations=budget.max_turns,
-                )
+                claim = claim or user_claim(f"{user_run}:user")
+            start = HarnessStart(
+                run_id=self.run_id,
+                parent_id=self.parent_id,
+                agent_id=self.agent.name,
+                max_iterations=budget.max_turns,
+                event_id=claim,
             )
+            if not await open_run(self.port, start):
+                return AgentResult(self.run_id, "claimed", "", 0, TotalUsage(input_tokens=0, output_tokens=0))
             reason, error = await self._turns()
         except asyncio.CancelledError:
             reason = self.control.stopped()

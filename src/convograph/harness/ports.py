@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
@@ -29,6 +29,7 @@ from convograph.harness.base import ConversationPort, MessageFormat
 from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
 from convograph.hypergraph.commands import COMMAND_TYPES, reduce_with_commands
+from convograph.hypergraph.turns import PendingTurn, pending_turn
 from convograph.projections import ConversationProjector
 from convograph.store import EventLog, validate_conversation_id
 
@@ -153,6 +154,35 @@ class LogPort:
                 await asyncio.wait({waiter, follower}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
+
+    # -- serving (`convograph.harness.serving`) ----------------------------------------------------
+
+    async def claim(self, event: Event) -> bool:
+        """Store ``event`` now, after everything emitted, unless its ``eventId`` is stored already;
+        True when this call stored it (a run's claim: `convograph.harness.runs.open_run`)."""
+        await self.flush()
+        result = await self._log.append(self._cid, [event])
+        return result.accepted > 0 or result.spooled
+
+    async def head(self) -> int:
+        """The conversation's last seq (0 before it has events)."""
+        info = await self._log.get_conversation(self._cid)
+        return info.last_seq if info is not None else 0
+
+    async def changes(self, after: int) -> AsyncIterator[Event]:
+        """Every event stored after seq ``after`` (by anyone), live."""
+        async for stored in self._log.subscribe(self._cid, after):
+            yield stored.event
+
+    async def pending_turn(self) -> PendingTurn | None:
+        """The reply the conversation awaits (`convograph.hypergraph.turns`), after everything stored."""
+        await self.sync()
+        return pending_turn(self.state.projector.conversation)
+
+    async def control(self, agent_id: str, **info: Any) -> AsyncIterator[tuple[str, Any]]:
+        """No control channel in process (no server to attach to): yields nothing, ever."""
+        await asyncio.Event().wait()
+        yield "attached", {"id": agent_id, **info}  # pragma: no cover - never reached
 
     async def aclose(self) -> None:
         await self._writer.aclose()

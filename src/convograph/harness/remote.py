@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -33,6 +33,7 @@ from convograph.events import Event, RelayResolved
 from convograph.harness.base import MessageFormat
 from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
+from convograph.hypergraph.turns import PendingTurn
 from convograph.store import validate_conversation_id
 
 __all__ = ["RemotePort", "RemotePortError"]
@@ -125,12 +126,24 @@ class RemotePort:
 
     async def _post(self, batch: Sequence[Event]) -> None:
         """Post ``batch`` until it is stored (the same events every time: idempotent)."""
+        answer, _ = await self._send(batch)
+        last_seq = answer.get("last_seq")
+        if isinstance(last_seq, int):
+            floor = max(0, last_seq - len(batch))  # every event of the batch has a seq above this
+            for event in batch:
+                if event.type == "relay":
+                    self._relay_floor[getattr(event, "id", "")] = floor
+
+    async def _send(self, batch: Sequence[Event]) -> tuple[dict[str, Any], bool]:
+        """Post ``batch``, retrying what retrying can fix; the server's answer, and whether an
+        earlier attempt failed (then it may have stored the batch already)."""
         started = time.monotonic()
         delay = self._retry_initial
+        retried = False
         while True:
             self.attempts += 1
             try:
-                answer = await self.client.append(self._cid, batch)
+                return await self.client.append(self._cid, batch), retried
             except (ApiError, httpx.TransportError, httpx.StreamError) as exc:
                 if not _retryable(exc):
                     raise RemotePortError(f"the server refused events for {self._cid!r}: {exc}") from exc
@@ -138,16 +151,23 @@ class RemotePort:
                     raise RemotePortError(
                         f"could not store events for {self._cid!r} in {self._give_up_after:g} s: {exc!r}"
                     ) from exc
+                retried = True
                 await asyncio.sleep(delay)
                 delay = min(self._retry_max, delay * 2)
-                continue
-            last_seq = answer.get("last_seq")
-            if isinstance(last_seq, int):
-                floor = max(0, last_seq - len(batch))  # every event of the batch has a seq above this
-                for event in batch:
-                    if event.type == "relay":
-                        self._relay_floor[getattr(event, "id", "")] = floor
-            return
+
+    async def claim(self, event: Event) -> bool:
+        """Store ``event`` now, after everything queued, unless its ``eventId`` is stored already;
+        True when this call stored it (a run's claim: `convograph.harness.runs.open_run`). When a
+        retried post finds it stored, the conversation's runs tell whether the first attempt did."""
+        await self.flush()
+        answer, retried = await self._send([event])
+        if answer.get("accepted") or answer.get("spooled"):
+            return True
+        if not retried:
+            return False
+        runs = await self.client.runs(self._cid)
+        run_id = getattr(event, "run_id", None)
+        return any(row.get("runId") == run_id for row in runs.get("runs", []))
 
     # -- history and relays ----------------------------------------------------------------------
 
@@ -183,6 +203,38 @@ class RemotePort:
                 waiter = self._waiters.pop(event.relay_id, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(event)
+
+    # -- serving (`convograph.harness.serving`) ----------------------------------------------------
+
+    async def head(self) -> int:
+        """The conversation's last seq (0 before it has events)."""
+        try:
+            info = await self.client.conversation(self._cid)
+        except ApiError as exc:
+            if exc.status == 404:
+                return 0
+            raise
+        return int(info.get("lastSeq", 0))
+
+    def changes(self, after: int) -> AsyncIterator[Event]:
+        """Every event stored after seq ``after``, live (the resumable stream)."""
+        return self.client.stream(self._cid, after=after)
+
+    async def pending_turn(self) -> PendingTurn | None:
+        """The reply the conversation awaits, as the server computes it (``GET .../runs``)."""
+        try:
+            runs = await self.client.runs(self._cid)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        pending = runs.get("pending")
+        return None if pending is None else msgspec.convert(pending, PendingTurn)
+
+    def control(self, agent_id: str, **info: Any) -> AsyncIterator[tuple[str, Any]]:
+        """Attach to the server as ``agent_id`` and yield its control messages
+        (`ConvographClient.control`)."""
+        return self.client.control(self._cid, agent_id, **info)
 
     async def aclose(self) -> None:
         await self._writer.aclose()

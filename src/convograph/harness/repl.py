@@ -34,7 +34,7 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -55,9 +55,13 @@ from convograph.events import (
 from convograph.harness.base import ConversationPort, ModelRequest, Provider
 from convograph.harness.ids import new_id
 from convograph.harness.repl_prompt import extract_code, feedback, no_single_block, system_prompt
-from convograph.harness.runs import RunControl, RunHandle, provider_call
+from convograph.harness.runs import RunControl, RunHandle, open_run, provider_call
 from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits, Stream
 from convograph.harness.usage import UsageTotals
+from convograph.hypergraph.turns import user_claim
+
+if TYPE_CHECKING:
+    from convograph.harness.serving import ServingPort
 
 __all__ = ["ReplHarness", "ReplResult", "ReplRun"]
 
@@ -104,6 +108,9 @@ class ReplHarness:
     model_max_tokens: int | None = None
     temperature: float | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    context: Any = None
+    """The REPL's ``context`` for runs started without one (a harness serving a conversation
+    about one document)."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -112,30 +119,54 @@ class ReplHarness:
             raise ValueError(f"max_depth must be 0 or more, got {self.max_depth}")
 
     def start(
-        self, port: ConversationPort, task: str, *, context: Any = None, parent_id: str | None = None
+        self,
+        port: ConversationPort,
+        task: str | None = None,
+        *,
+        context: Any = None,
+        parent_id: str | None = None,
+        claim: str | None = None,
     ) -> ReplRun:
         """Start a run in the background and return its handle. ``context`` (any JSON-able value)
-        is the REPL's ``context`` variable; the model sees only its size and first characters."""
-        return self._start(port, task, context=context, parent_id=parent_id, depth=0, root=True)
+        is the REPL's ``context`` variable; the model sees only its size and first characters.
+        Without ``task`` the run answers the conversation's active path as it stands. ``claim``:
+        as `convograph.harness.Agent.start` (a run that loses it ends ``"claimed"``, silent)."""
+        if context is None:
+            context = self.context
+        return self._start(port, task, context=context, parent_id=parent_id, depth=0, root=True, claim=claim)
 
     async def run(
-        self, port: ConversationPort, task: str, *, context: Any = None, parent_id: str | None = None
+        self,
+        port: ConversationPort,
+        task: str | None = None,
+        *,
+        context: Any = None,
+        parent_id: str | None = None,
+        claim: str | None = None,
     ) -> ReplResult:
         """`start`, then wait for the end (cancelling the caller cancels the run)."""
-        return await self.start(port, task, context=context, parent_id=parent_id).wait()
+        return await self.start(port, task, context=context, parent_id=parent_id, claim=claim).wait()
+
+    async def serve(self, port: ServingPort, **options: Any) -> None:
+        """Serve the conversation behind ``port`` (`convograph.harness.serving.serve`): each reply
+        it awaits is a REPL run over the active path (``context`` stays None)."""
+        from convograph.harness.serving import serve
+
+        await serve(self, port, **options)
 
     def _start(
         self,
         port: ConversationPort,
-        task: str,
+        task: str | None,
         *,
         context: Any,
         parent_id: str | None,
         depth: int,
         root: bool,
+        claim: str | None = None,
     ) -> ReplRun:
         loop = _ReplLoop(self, port, parent_id=parent_id, depth=depth)
-        run = asyncio.create_task(loop.run(task, context, root), name=f"convograph-repl-{loop.run_id}")
+        run = asyncio.create_task(loop.run(task, context, root, claim), name=f"convograph-repl-{loop.run_id}")
         return RunHandle(loop.run_id, loop.control, run)
 
 
@@ -167,25 +198,29 @@ class _ReplLoop:
             event = msgspec.structs.replace(event, event_id=new_id())
         await self.port.emit([event])
 
-    async def run(self, task: str, context: Any, root: bool) -> ReplResult:
+    async def run(self, task: str | None, context: Any, root: bool, claim: str | None = None) -> ReplResult:
         agent = self.agent
         self.control.bind(agent.max_seconds)
         reason, error = "error", None
         try:
-            if root:
+            if root and task is not None:
                 user_run = new_id()
                 await self.emit(User(run_id=user_run, content=task))
                 self.parent_id = self.parent_id or f"{user_run}:user"
-            await self.emit(
-                HarnessStart(
-                    run_id=self.run_id,
-                    parent_id=self.parent_id,
-                    agent_id=agent.name,
-                    max_iterations=agent.max_iterations,
-                    depth=self.depth or None,
-                )
+                claim = claim or user_claim(f"{user_run}:user")
+            start = HarnessStart(
+                run_id=self.run_id,
+                parent_id=self.parent_id,
+                agent_id=agent.name,
+                max_iterations=agent.max_iterations,
+                depth=self.depth or None,
+                event_id=claim,
             )
-            self.messages = [{"role": "user", "content": task}]
+            if not await open_run(self.port, start):
+                return ReplResult(
+                    self.run_id, "claimed", None, 0, TotalUsage(input_tokens=0, output_tokens=0)
+                )
+            self.messages = [{"role": "user", "content": task or ""}]
             if root:  # earlier turns of the conversation (its active path), ending with the task
                 self.messages = await self.port.history(agent.provider.message_format) or self.messages
             system = system_prompt(context, agent.limits, extra=agent.system)

@@ -13,11 +13,30 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any
 
-from convograph.events import Event
-from convograph.events.types import _Event
-from convograph.harness.base import ModelRequest, Provider
+import msgspec
 
-__all__ = ["RunControl", "RunHandle", "provider_call"]
+from convograph.events import Event, HarnessStart
+from convograph.events.types import _Event
+from convograph.harness.base import ConversationPort, ModelRequest, Provider
+from convograph.harness.ids import new_id
+
+__all__ = ["RunControl", "RunHandle", "open_run", "provider_call"]
+
+
+async def open_run(port: ConversationPort, start: HarnessStart) -> bool:
+    """Emit a run's ``harness_start``; False when the run must not go on.
+
+    A start with an ``eventId`` is a **claim** (`convograph.hypergraph.turns`): through a port that
+    can claim (``port.claim(event) -> bool``: store it now unless its ``eventId`` is stored
+    already), it is stored at once, and False means another agent's run holds that claim (this
+    run then emits nothing more). Any other start is emitted as usual."""
+    claim = getattr(port, "claim", None)
+    if start.event_id is not None and claim is not None:
+        return bool(await claim(start))
+    if start.event_id is None:
+        start = msgspec.structs.replace(start, event_id=new_id())
+    await port.emit([start])
+    return True
 
 
 class RunControl:
@@ -70,6 +89,14 @@ class RunHandle[R]:
 
     def done(self) -> bool:
         return self._task.done()
+
+    def result(self) -> R:
+        """The result of an ended run (`asyncio.InvalidStateError` before it ended)."""
+        return self._task.result()
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the run has ended (its ``harness_end`` emitted)."""
+        self._task.add_done_callback(lambda _: callback())
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run: it ends with ``harness_end`` (``reason``), never silently. Idempotent."""

@@ -70,7 +70,7 @@ from convograph.integrations.ui_stream import (
     outcome_of,
 )
 from convograph.projections import ConversationProjector
-from convograph.projections.history import COMPACT_JSON, SUMMARY_RUN_PREFIX, serialize_output
+from convograph.projections.history import COMPACT_JSON, SUMMARY_RUN_PREFIX, model_text
 from convograph.projections.view import (
     ReasoningContent,
     TextContent,
@@ -313,7 +313,7 @@ class AGUIEventStream(UIEventStream):
             "type": "TOOL_CALL_RESULT",
             "messageId": f"{call.call_id}:result",
             "toolCallId": call.call_id,
-            "content": serialize_output(result.output),
+            "content": model_text(result.output, COMPACT_JSON.encode),
             "role": "tool",
         }
         self.emit(_attributed(chunk, call.owner))
@@ -482,7 +482,7 @@ class _SnapshotBuilder:
         message: dict[str, Any] = {
             "id": f"{call_id}:result",
             "role": "tool",
-            "content": serialize_output(output),
+            "content": model_text(output, COMPACT_JSON.encode),
             "toolCallId": call_id,
         }
         sub = owner.subagent_run_id if owner is not None else None

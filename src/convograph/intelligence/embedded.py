@@ -17,8 +17,8 @@ outlives us: the children are forked by one thread that lives as long as the pro
 (`_Spawner`), since the kernel sends that signal when the forking *thread* ends.
 
 The child is started with the read limits (`convograph.intelligence.reads`): ``QUERY_MEM_CAPACITY``
-caps each statement's memory and ``THREAD_COUNT`` is the read slots + 1, so the ingest writer
-always finds a worker thread free.
+caps each statement's memory and ``THREAD_COUNT`` is the read slots + `WRITER_THREADS`, so the
+ingest writer (and its copy to the all-workspaces graph) always finds worker threads free.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from convograph.intelligence.engine import (
     FalkorEngine,
     engine_client_options,
 )
-from convograph.intelligence.reads import ReadLimits
+from convograph.intelligence.reads import WRITER_THREADS, ReadLimits
 
 __all__ = [
     "LOAD_BYTES_PER_S",
@@ -187,10 +187,10 @@ class _Spawner:
 
 
 def limit_args(limits: ReadLimits) -> tuple[str, ...]:
-    """FalkorDB load-time options for ``limits``: the per-statement memory cap, and one worker
-    thread more than the read slots (the ingest writer's)."""
+    """FalkorDB load-time options for ``limits``: the per-statement memory cap, and
+    `WRITER_THREADS` worker threads more than the read slots."""
     memory = ("QUERY_MEM_CAPACITY", str(limits.memory_mb * 1024 * 1024)) if limits.memory_mb else ()
-    return (*memory, "THREAD_COUNT", str(limits.slots + 1))
+    return (*memory, "THREAD_COUNT", str(limits.slots + WRITER_THREADS))
 
 
 # Snapshot load rate assumed when allowing time for a restart (`EmbeddedFalkorDB._load_allowance`).
@@ -311,6 +311,8 @@ class EmbeddedFalkorDB:
             else:
                 self._engine._client = client
                 self._engine._graphs.clear()
+                for mirror in self._engine.mirrors:
+                    mirror.reset()
             return self._engine
 
     def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:

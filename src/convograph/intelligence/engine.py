@@ -14,16 +14,16 @@ and the service's own reads use `execute`. No statement is ever re-sent by the c
 ``unix:///path.sock`` are accepted too) and sets its ``QUERY_MEM_CAPACITY`` when the server has
 none or a larger one (a server-wide setting: see docs/intelligence.md).
 
-Parameters are rendered into FalkorDB's ``CYPHER name=value`` header by `cypher_literal`, which
-is a straight O(size) recursive formatter (the client library's one is the ingest hot spot).
+Parameters are rendered into FalkorDB's ``CYPHER name=value`` header by
+`convograph.intelligence.literals` (re-exported here: `MapFreeList`, `NormalFloatList`,
+`cypher_literal`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
-import re
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -37,7 +37,9 @@ from falkordb.path import Path as FPath
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from convograph.intelligence.literals import MapFreeList, NormalFloatList, cypher_literal, params_header
 from convograph.intelligence.reads import (
+    WRITER_THREADS,
     ReadAddress,
     ReadBusy,
     ReadLimits,
@@ -60,6 +62,7 @@ __all__ = [
     "QueryTimeout",
     "ReadBusy",
     "TooManyQueries",
+    "WriteMirror",
     "connect_engine",
     "cypher_literal",
     "engine_client_options",
@@ -90,6 +93,24 @@ class QueryRows(msgspec.Struct, frozen=True):
     columns: list[str]
     rows: list[list[Any]]
     stats: dict[str, float] = {}
+
+
+class WriteMirror(Protocol):
+    """Receives every write to a graph (`convograph.intelligence.union.AllWorkspaces`)."""
+
+    def prepare(
+        self, engine: FalkorEngine, graph: str, statements: list[tuple[str, Mapping[str, Any] | None]]
+    ) -> list[tuple[str, Mapping[str, Any] | None]] | None:
+        """Before ``statements`` run on ``graph``: what to write to the mirror once they succeeded."""
+        ...
+
+    def commit(
+        self, engine: FalkorEngine, statements: list[tuple[str, Mapping[str, Any] | None]]
+    ) -> None: ...
+
+    def deleted(self, engine: FalkorEngine, graph: str) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 class GraphEngine(Protocol):
@@ -134,125 +155,6 @@ class GraphEngine(Protocol):
     def reachable(self) -> bool: ...
 
     def close(self) -> None: ...
-
-
-def _quote(text: str) -> str:
-    """A double-quoted FalkorDB string literal of ``text``. FalkorDB reads every other character
-    (control characters included) literally, but a NUL ends its C string: NUL is written as
-    U+FFFD, the one value that cannot travel unchanged."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def cypher_literal(value: Any) -> str:
-    """A Cypher literal for a JSON-like value (str, bool, int, float, None, list, mapping)."""
-    if isinstance(value, str):
-        return _quote(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, float) and 0.0 < abs(value) < _SMALLEST_NORMAL:
-        return "-0.0" if value < 0 else "0.0"  # FalkorDB's parser refuses subnormals: flushed to zero
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, Mapping):
-        parts = []
-        for key, item in value.items():
-            name = str(key)
-            if not name or "`" in name:
-                raise ValueError(f"map key {name!r} cannot be used as a Cypher parameter key")
-            parts.append(f"`{name}`:{cypher_literal(item)}")
-        return "{" + ",".join(parts) + "}"
-    if isinstance(value, Sequence):
-        return "[" + ",".join(cypher_literal(item) for item in value) + "]"
-    raise TypeError(f"cannot pass {type(value).__name__} as a Cypher parameter")
-
-
-_json_encoder = msgspec.json.Encoder()
-_SCALARS = (str, int, float, bool, type(None))
-_SMALLEST_NORMAL = sys.float_info.min
-_ESCAPE = re.compile(rb"\\u")
-_SUBNORMAL_EXPONENT = re.compile(rb"e-3(?:0[89]|[1-9][0-9])(?=[,\]}]|\Z)")
-"""Exponents -308 and below ending a number: the text of every subnormal float (and of a few
-normal ones). A JSON number ends at ``,``, ``]``, ``}`` or the end of the text; without that
-lookahead every UUID with a group like ``…e-3092`` matched, and one such id sent its whole
-5,000-row statement down the slow recursive formatter (~210 of ci-large's 119k events)."""
-
-
-def _has_map(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return True
-    if isinstance(value, list | tuple):
-        return any(_has_map(item) for item in value if not isinstance(item, _SCALARS))
-    return False
-
-
-class MapFreeList(list[Any]):
-    """A parameter list the caller promises holds no mapping at any depth (rows of scalars and
-    lists): it skips the O(size) Python walk that looks for maps (measured ~10 µs per event row)."""
-
-    __slots__ = ()
-
-
-class NormalFloatList(MapFreeList):
-    """A `MapFreeList` that also holds no subnormal float at any depth (the layer-1 Event rows:
-    `lifters.graph_value` flushes them): its JSON text is not scanned for subnormal exponents
-    (~0.7 us per ci-large event, most of it in the UUIDs and payload text of the rows)."""
-
-    __slots__ = ()
-
-
-def _literal_fast(value: Any) -> str:
-    """JSON text is a Cypher literal when no map is involved: FalkorDB reads JSON string escapes
-    (``\\n``, ``\\"``, raw UTF-8 ...) except ``\\uXXXX``, which msgspec only emits for control
-    characters; those (rare) values take the recursive path. O(size), in C."""
-    kind = type(value)
-    if kind is not MapFreeList and kind is not NormalFloatList and _has_map(value):
-        return cypher_literal(value)
-    encoded = _json_encoder.encode(value)
-    if _needs_formatter(encoded, subnormals=kind is not NormalFloatList):
-        return cypher_literal(value)
-    return encoded.decode()
-
-
-def _needs_formatter(encoded: bytes, *, subnormals: bool = True) -> bool:
-    """Whether JSON text may hold what FalkorDB reads differently: a ``\\uXXXX`` escape or (unless
-    ``subnormals`` is false) a subnormal float. False positives only cost the slower formatter (a
-    text holding a literal backslash followed by ``u`` is not one any more). O(size)."""
-    hit = _ESCAPE.search(encoded)  # a regex literal search: ~1.5x faster than `in` here
-    while hit is not None:
-        # ``\u`` is an escape when its backslash is not itself escaped: an odd run of
-        # backslashes ends there (``\\u`` is a literal backslash followed by ``u``)
-        at = hit.start()
-        start = at
-        while start > 0 and encoded[start - 1] == 0x5C:
-            start -= 1
-        if (at - start) % 2 == 0:
-            return True
-        hit = _ESCAPE.search(encoded, at + 2)
-    if not subnormals:
-        return False
-    at = encoded.find(b"e-3")  # bytes.find is a fast scan; the pattern is matched only where it starts
-    while at >= 0:
-        if _SUBNORMAL_EXPONENT.match(encoded, at) is not None:
-            return True
-        at = encoded.find(b"e-3", at + 3)
-    return False
-
-
-def _params_header(params: Mapping[str, Any] | None) -> str:
-    if not params:
-        return ""
-    parts = []
-    for key, value in params.items():
-        if not key or not key.replace("_", "a").isalnum():
-            raise ValueError(f"parameter name {key!r} must be letters, digits and '_'")
-        parts.append(f"{key}={_literal_fast(value)}")
-    return "CYPHER " + " ".join(parts) + " "
 
 
 def _jsonable(value: Any) -> Any:
@@ -360,6 +262,9 @@ class FalkorEngine:
         self.limits = limits or ReadLimits()
         self._set_memory_limit = set_memory_limit
         self._reads: ReadPool | None = None
+        self.mirrors: list[WriteMirror] = []
+        """Receive every write (the all-workspaces graph of each service using this engine)."""
+        self._mirror_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.memory_limit_bytes = 0
         """The engine's ``QUERY_MEM_CAPACITY`` as last seen by a read connection (0: none)."""
         self._timeout_max_ms = 0
@@ -384,8 +289,9 @@ class FalkorEngine:
         timeout_ms: int | None = None,
     ) -> QueryRows:
         """Run one statement. O(result size) conversion. Raises `EngineError` subclasses."""
+        mirrored = [] if read_only else self._prepare_mirrors(graph, [(cypher, params)])
         g = self._graph(graph)
-        text = _params_header(params) + cypher
+        text = params_header(params) + cypher
         try:
             result = g.ro_query(text, None, timeout_ms) if read_only else g.query(text, None, timeout_ms)
         except redis.ResponseError as exc:
@@ -394,6 +300,7 @@ class FalkorEngine:
             raise self._unavailable(exc) from None
         except Exception as exc:  # schema refresh errors and the like
             raise _classify(exc) from None
+        self._commit_mirrors(mirrored)
         return _to_rows(result)
 
     def read(
@@ -410,7 +317,7 @@ class FalkorEngine:
         rows and whether it had more. Raises `QueryTimeout`, `QueryMemoryExceeded`, `EngineError`,
         `TooManyQueries`, `ReadBusy` or `EngineUnavailable`. O(kept rows) memory."""
         pool = self._read_pool()
-        text = _params_header(params) + cypher
+        text = params_header(params) + cypher
         engine_timeout = min(timeout_ms, self._timeout_max_ms) if self._timeout_max_ms else timeout_ms
         command = ("GRAPH.RO_QUERY", graph, text, "--compact", "timeout", max(1, engine_timeout))
         try:
@@ -444,8 +351,8 @@ class FalkorEngine:
                 except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
                     raise self._unavailable(exc) from None
                 except (redis.ResponseError, ValueError):
-                    threads = self.limits.slots + 1
-                slots = max(1, min(self.limits.slots, threads - 1))
+                    threads = self.limits.slots + WRITER_THREADS
+                slots = max(1, min(self.limits.slots, threads - WRITER_THREADS))
                 self._reads = ReadPool(
                     ReadAddress.of(self._client),
                     slots=slots,
@@ -484,16 +391,29 @@ class FalkorEngine:
     def render(self, cypher: str, params: Mapping[str, Any] | None) -> str:
         """``cypher`` with ``params`` folded in (FalkorDB's ``CYPHER k=v ...`` prefix): running the
         result with no parameters is the same statement. O(size of params)."""
-        return _params_header(params) + cypher
+        return params_header(params) + cypher
 
     def execute_many(self, graph: str, statements: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
         """Run write statements in order in one round trip (a pipeline, not a transaction: each
-        statement is atomic on its own, as with `execute`). Raises the first statement's error."""
+        statement is atomic on its own, as with `execute`). Raises the first statement's error.
+        The mirrors' copies are written at the same time, on a connection of their own (the engine
+        runs writes to different graphs in parallel); both are done when this returns."""
         if not statements:
             return
+        mirrored = self._prepare_mirrors(graph, list(statements))
+        copies = self._mirror_executor().submit(self._commit_mirrors, mirrored) if mirrored else None
+        try:
+            self._pipeline(graph, statements)
+        finally:
+            if copies is not None:
+                failure = copies.exception()  # always waited for: the next batch comes after both
+        if copies is not None and failure is not None:
+            raise failure
+
+    def _pipeline(self, graph: str, statements: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
         pipe = self._client.pipeline(transaction=False)
         for cypher, params in statements:
-            pipe.execute_command("GRAPH.QUERY", graph, _params_header(params) + cypher, "--compact")  # type: ignore[no-untyped-call]
+            pipe.execute_command("GRAPH.QUERY", graph, params_header(params) + cypher, "--compact")  # type: ignore[no-untyped-call]
         try:
             replies = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError, ConnectionError) as exc:
@@ -501,6 +421,30 @@ class FalkorEngine:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise _classify(reply)
+
+    def _mirror_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._mirror_pool is None:
+                self._mirror_pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="convograph-mirror"
+                )
+            return self._mirror_pool
+
+    def _prepare_mirrors(
+        self, graph: str, statements: list[tuple[str, Mapping[str, Any] | None]]
+    ) -> list[tuple[WriteMirror, list[tuple[str, Mapping[str, Any] | None]]]]:
+        prepared = []
+        for mirror in self.mirrors:
+            copy = mirror.prepare(self, graph, statements)
+            if copy:
+                prepared.append((mirror, copy))
+        return prepared
+
+    def _commit_mirrors(
+        self, prepared: list[tuple[WriteMirror, list[tuple[str, Mapping[str, Any] | None]]]]
+    ) -> None:
+        for mirror, statements in prepared:
+            mirror.commit(self, statements)
 
     def _unavailable(self, exc: Exception) -> EngineUnavailable:
         """Let the supervisor (if any) restart a dead server, then report the outage."""
@@ -541,10 +485,14 @@ class FalkorEngine:
         with contextlib.suppress(redis.ResponseError):
             self.command("GRAPH.DELETE", graph)
         self._graphs.pop(graph, None)
+        for mirror in self.mirrors:
+            mirror.deleted(self, graph)
 
     def close(self) -> None:
         if self._reads is not None:
             self._reads.close()
+        if self._mirror_pool is not None:
+            self._mirror_pool.shutdown(wait=True)
         self._client.close()
 
 

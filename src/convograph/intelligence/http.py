@@ -48,6 +48,7 @@ from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.engine import EngineUnavailable, ReadBusy, TooManyQueries
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
 from convograph.intelligence.journal import DeadLetterGroup
+from convograph.intelligence.journal_pg import JournalUnavailable
 from convograph.intelligence.query import AccessDenied, CypherResult, QueryError
 from convograph.intelligence.service import (
     BatchError,
@@ -156,6 +157,9 @@ class IntelligenceStatus(msgspec.Struct, frozen=True):
     last_error: str | None
     rebuilding: list[str]
     engine: Literal["embedded", "server"]
+    applying: bool
+    """Whether this instance applies the journal to the graph (the holder of the applier lease
+    where instances share a journal; always true for one instance)."""
 
 
 def _default_principal(request: Request[Any, Any, Any]) -> Principal:
@@ -176,6 +180,13 @@ def _engine_unavailable(_: Request[Any, Any, Any], exc: EngineUnavailable) -> Re
     response = error_response(
         503, "graph_unavailable", f"the graph engine is unavailable, retry shortly: {exc}"
     )
+    response.headers["Retry-After"] = "1"
+    return response
+
+
+def _journal_unavailable(_: Request[Any, Any, Any], exc: JournalUnavailable) -> Response[bytes]:
+    """The shared journal's PostgreSQL is unreachable: nothing of the request was stored; 503, retry."""
+    response = error_response(503, "backend_unavailable", f"the journal is unavailable, retry shortly: {exc}")
     response.headers["Retry-After"] = "1"
     return response
 
@@ -528,5 +539,5 @@ def create_intelligence_router(
             forget_idle_sessions,
             status,
         ],
-        exception_handlers={EngineUnavailable: _engine_unavailable},
+        exception_handlers={EngineUnavailable: _engine_unavailable, JournalUnavailable: _journal_unavailable},
     )

@@ -59,6 +59,7 @@ from convograph.intelligence.engine import EngineUnavailable, GraphEngine
 from convograph.intelligence.journal import Journal, JournalRecord, event_base_key
 from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import LAYER1_HANDLERS, EventFacts, Handler, plan_batch
+from convograph.intelligence.lease import ApplierLease
 from convograph.intelligence.purge import component_of, purge_component, purge_sessions
 from convograph.intelligence.writer import (
     GraphNames,
@@ -80,8 +81,9 @@ REBUILD_MARK = "__rebuild__:"
 pending rebuilds."""
 ROLLUPS_MARK = "__rollups__:"
 """Meta key prefix (+ graph key): the rollup version a graph was backfilled to."""
-ROLLUPS_VERSION = "1"
-"""Bumped when a rollup kind is added, so graphs written before it are backfilled once more."""
+ROLLUPS_VERSION = "2"
+"""Bumped when a rollup kind (or a source of rows: conversation ToolCalls, version 2) is added,
+so graphs written before it are backfilled once more."""
 
 Stage = Callable[[GraphEngine, GraphNames, Sequence[JournalRecord], Sequence[EventFacts]], None]
 """A later layer: ``(engine, names, records, facts)`` after layer 1 wrote the batch (facts align
@@ -188,6 +190,7 @@ class GraphApplier:
         planned_stages: Sequence[PlannedStage] = (),
         resets: Sequence[Callable[[], None]] = (),
         session_resets: Sequence[Callable[[str, Collection[str]], None]] = (),
+        lease: ApplierLease | None = None,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -233,10 +236,32 @@ class GraphApplier:
         self._on_applied = on_applied
         self.last_error: str | None = None
         self.dead_lettered = 0
+        self.lease = lease
+        """Several instances share the journal: only the holder of this lease applies it
+        (`convograph.intelligence.lease`); the others follow the cursor in the graph store."""
+        self.leading = lease is None
+        self.idle_poll_s = 0.25 if lease is None else 0.05  # appends elsewhere wake no one here
+        self.lease_retry_s = 0.5
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Create the schema of every existing graph, load the cursor, start the thread."""
+        """Create the schema of every existing graph, load the cursor, start the thread (with a
+        lease: the thread does that once it holds the lease, `_lead`)."""
+        if self.lease is None:
+            self._take_over()
+        self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
+        self._thread.start()
+
+    def _take_over(self) -> None:
+        """Start applying from the graph store's cursor with nothing cached: another instance may
+        have applied (and folded sessions) since this one last did."""
+        for reset in self.resets:
+            reset()
+        self._schema_ready.clear()
+        if self.lease is not None:  # another instance may have cut a purge short meanwhile
+            self._purgeable.clear()
+        with self._hint_lock:
+            self._hints.clear()
         for graph in self.engine.graphs():
             workspace = self.names.workspace(graph)
             if workspace is not None:
@@ -246,8 +271,37 @@ class GraphApplier:
         self._applied = int(stored) if stored else 0
         self._read_pending()
         self._fill_planned()
-        self._thread = threading.Thread(target=self._run, name="convograph-ci-applier", daemon=True)
-        self._thread.start()
+
+    def _lead(self) -> bool:
+        """Whether this process applies now: always without a lease; with one, while it holds
+        it (checked before every batch), taking over when it becomes free."""
+        lease = self.lease
+        if lease is None:
+            return True
+        if self.leading:
+            if lease.held():
+                return True
+            self.leading = False
+            self.last_error = "lost the applier lease; following"
+            log.warning("lost the applier lease: another instance applies the journal now")
+            return False
+        if not lease.acquire():
+            return False
+        try:
+            self._take_over()
+        except BaseException:
+            lease.close()  # let another instance try
+            raise
+        self.leading = True
+        log.info("holding the applier lease: applying the journal from seq %s", self._applied)
+        return True
+
+    @contextlib.contextmanager
+    def _marks_lock(self) -> Iterator[None]:
+        """Rebuild marks are a read-modify-write of one meta key: one writer at a time, in this
+        process and (with a lease) across every instance."""
+        with self._rebuild_lock, self.lease.mutex() if self.lease is not None else contextlib.nullcontext():
+            yield
 
     def _fill_planned(self) -> None:
         """Set the filter's bit of every record the journal holds (`_planned`): whatever a graph
@@ -275,7 +329,7 @@ class GraphApplier:
         offloaded a field of theirs after the first sweep. The block may append to the list it is
         given the sessions it found only once inside (they join the mark on exit); when it was
         given no sessions and appends none, nothing was removed and no rebuild is left queued."""
-        with self._rebuild_lock:
+        with self._marks_lock():
             pending = self._read_pending()
             previous = pending.get(workspace)
             token = uuid.uuid4().hex
@@ -309,7 +363,11 @@ class GraphApplier:
 
     def pending_rebuilds(self) -> list[str]:
         """Workspaces waiting for (or in) a rebuild, as last read or written by this process (no
-        engine round trip: status pages keep working while the engine is down)."""
+        engine round trip: status pages keep working while the engine is down); an instance that
+        does not apply reads them again, as the applying one may have finished some."""
+        if not self.leading:
+            with contextlib.suppress(EngineUnavailable):
+                self._read_pending()
         return list(self._pending_cache)
 
     def wait_rebuilt(self, timeout: float = 60.0) -> bool:
@@ -325,7 +383,7 @@ class GraphApplier:
     def _run_rebuilds(self, planner: ThreadPoolExecutor | None = None) -> None:
         """Rebuild every pending workspace (applier thread only, no plan in flight); each is
         unmarked when done, unless it was marked again meanwhile."""
-        with self._rebuild_lock:
+        with self._marks_lock():
             pending = self._read_pending()
         for workspace, mark in sorted(pending.items()):
             if self._stop.is_set():
@@ -337,7 +395,7 @@ class GraphApplier:
                 self.blobs.forget_sessions(workspace, mark.sessions)
             if not self._purge(workspace, mark):
                 self._rebuild(workspace, planner)
-            with self._rebuild_lock:
+            with self._marks_lock():
                 now = self._read_pending()
                 if workspace in now and now[workspace].token == mark.token:
                     del now[workspace]
@@ -481,6 +539,8 @@ class GraphApplier:
         record; at most ``hint_limit`` are held (new ones are dropped when full, so a backlog
         keeps the hints of its oldest records, the next to be planned). The caller owns the
         dicts and never mutates them afterwards. O(len(payloads))."""
+        if not self.leading:
+            return  # another instance plans them
         with self._hint_lock:
             room = self.hint_limit - len(self._hints)
             if room >= len(payloads):
@@ -495,12 +555,24 @@ class GraphApplier:
 
     @property
     def applied_seq(self) -> int:
-        """Highest journal seq whose effects are in the graph."""
+        """Highest journal seq whose effects are in the graph (an instance that does not apply
+        reads the applying one's cursor from the graph store)."""
+        if not self.leading:
+            with contextlib.suppress(EngineUnavailable):
+                stored = self.engine.get_meta(self.cursor_key)
+                return int(stored) if stored else 0
         return self._applied
 
     def wait_applied(self, seq: int, timeout: float = 30.0) -> bool:
-        """Block until ``applied_seq >= seq`` (True) or ``timeout`` (False)."""
+        """Block until ``applied_seq >= seq`` (True) or ``timeout`` (False); polled every 20 ms
+        where another instance applies."""
         deadline = time.monotonic() + timeout
+        while not self.leading:
+            if self.applied_seq >= seq:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
         with self._cond:
             while self._applied < seq:
                 remaining = deadline - time.monotonic()
@@ -534,7 +606,13 @@ class GraphApplier:
         prefetched: Future[_Planned] | None = None
         try:
             while not self._stop.is_set():
+                if not self._lead():
+                    prefetched = _settled(prefetched)
+                    self._stop.wait(self.lease_retry_s)
+                    continue
                 try:
+                    if self.lease is not None:
+                        self._read_pending()  # another instance may have marked a forget
                     if self._sync_cursor():
                         prefetched = _settled(prefetched)  # the store went back: it is not next any more
                 except EngineUnavailable as exc:
@@ -561,7 +639,7 @@ class GraphApplier:
                 if planned is None:
                     records = self.journal.read_after(self._applied, self.batch_size)
                     if not records:
-                        self._wake.wait(0.25)
+                        self._wake.wait(self.idle_poll_s)
                         self._wake.clear()
                         continue
                     if len(records) < self.batch_size // 4 and self.linger_s > 0:

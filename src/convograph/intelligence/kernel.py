@@ -106,6 +106,10 @@ class Derived:
         self.sessions: dict[str, SessionFlags] = {}
         self.edges: dict[tuple[str, str, str], dict[tuple[str, str], None]] = {}
         self.sources: dict[str, dict[str, dict[str, None]]] = {}
+        self.tool_calls: dict[str, None] = {}
+        """ToolCalls a fold defined or changed the name, duration or parallel group of (the
+        conversation fold: no layer-1 row writes them), whose workspace rollups (`Tool`,
+        `ParallelGroup`) are written after them."""
 
     def node(self, label: str, node_id: str, props: dict[str, Any] | None = None) -> str:
         """Merge ``props`` (``None`` values dropped) into the node's row; later values win.
@@ -129,6 +133,10 @@ class Derived:
         dst = graph_key(dst)
         if src != dst:
             self.edges.setdefault((kind, src_label, dst_label), {})[(src, dst)] = None
+
+    def tool_call(self, node_id: str) -> None:
+        """Roll up this ToolCall after writing it (see ``tool_calls``)."""
+        self.tool_calls[graph_key(node_id)] = None
 
     def sourced(self, label: str, node_id: str, fact: Fact) -> None:
         """``(entity)-[:SOURCED_FROM]->(:Event)`` to the event's real node id (upstream B5).

@@ -44,8 +44,10 @@ __all__ = [
     "SessionRow",
     "ToolCallRow",
     "WorkspaceBatch",
+    "conversation_model",
     "iso_ms",
     "model_response_row",
+    "model_row",
     "plan_batch",
     "tool_call_node_id",
 ]
@@ -207,7 +209,7 @@ class WorkspaceBatch:
         self.forks: dict[tuple[str, str], dict[str, Any]] = {}
         self.model_responses: dict[str, list[Any]] = {}
         """Event node id -> ``[node id, model, input, output, cache read, cache creation tokens]``
-        of each ``llm:response`` naming a model (the `Model` rollup's rows)."""
+        of each model call naming its model (the `Model` rollup's rows, `model_row`)."""
         self.count = 0
 
     def session(self, node_id: str) -> SessionRow:
@@ -383,12 +385,47 @@ def model_response_row(node_id: str, data: dict[str, Any]) -> list[Any] | None:
     return [node_id, model, *counts]
 
 
+_CONVERSATION_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+
+
+def conversation_model(data: dict[str, Any]) -> str | None:
+    """The model a conversation event (``usage``, ``error``) names: its own ``model`` field (an
+    extra field: the event types have none), else an OTLP span's ``gen_ai.response.model`` /
+    ``gen_ai.request.model`` (kept in the event's ``otel`` extra). None when it names none, as
+    the harness's events do."""
+    model = data.get("model")
+    if isinstance(model, str) and model.strip():
+        return model.strip()
+    otel = data.get("otel")
+    attributes = otel.get("attributes") if isinstance(otel, dict) else None
+    if isinstance(attributes, dict):
+        for key in ("gen_ai.response.model", "gen_ai.request.model"):
+            value = attributes.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return None
+
+
+def model_row(node_id: str, event: str, data: dict[str, Any]) -> list[Any] | None:
+    """The ``Model`` rollup row of an ``llm:response`` (`model_response_row`) or of a
+    ``conversation:usage`` naming its model (`conversation_model`); None for any other event."""
+    if event == "llm:response":
+        return model_response_row(node_id, data)
+    if event != "conversation:usage":
+        return None
+    model = conversation_model(data)
+    if model is None:
+        return None
+    counts = [value if type(value := data.get(key)) is int else 0 for key in _CONVERSATION_USAGE_KEYS]
+    return [node_id, graph_key(model), *counts]
+
+
 def model_response(facts: EventFacts, batch: WorkspaceBatch) -> None:
-    """A row for the ``Model`` workspace rollup per ``llm:response`` that names its model, read
-    from the original payload."""
-    if facts.event != "llm:response":
+    """A row for the ``Model`` workspace rollup per model call that names its model (`model_row`),
+    read from the original payload."""
+    if facts.event != "llm:response" and facts.event != "conversation:usage":
         return
-    row = model_response_row(facts.node_id, facts.data)
+    row = model_row(facts.node_id, facts.event, facts.data)
     if row is not None:
         batch.model_responses[facts.node_id] = row
 

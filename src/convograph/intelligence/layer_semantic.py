@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
+from convograph.intelligence.conversation_fold import fold_conversation
 from convograph.intelligence.engine import EngineError, GraphEngine, MapFreeList
 from convograph.intelligence.foundation import fold_foundation
 from convograph.intelligence.ingest import resolve_node_ids
@@ -45,7 +46,7 @@ from convograph.intelligence.kernel import PSEUDO_AGENTS, Derived, Fact, Session
 from convograph.intelligence.keys import graph_key
 from convograph.intelligence.layer1 import STATUS_RANK, EventFacts, iso_ms
 from convograph.intelligence.purge import SHARED_LABELS, component_of, purge_derived
-from convograph.intelligence.writer import GraphNames
+from convograph.intelligence.writer import GraphNames, rollup_statements
 
 __all__ = [
     "FOLD_STEPS",
@@ -59,14 +60,7 @@ __all__ = [
 
 FoldStep = Callable[[SessionFold, Fact, Derived], None]
 
-
-def _conversation_step(state: SessionFold, fact: Fact, out: Derived) -> None:
-    from convograph.intelligence.conversations import fold_conversation
-
-    fold_conversation(state, fact, out)
-
-
-FOLD_STEPS: tuple[FoldStep, ...] = (fold_kernel, fold_foundation, _conversation_step)
+FOLD_STEPS: tuple[FoldStep, ...] = (fold_kernel, fold_foundation, fold_conversation)
 """The per-event pipeline, in order (kernel before foundation: steps read the kernel cursors)."""
 
 _LABELS = (
@@ -464,7 +458,7 @@ def _node_statements(
 
 def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived) -> int:
     """Sessions first (typing), then nodes per label (with their ``SOURCED_FROM`` edges), then
-    edges per (type, endpoint labels). Rows travel as arrays of scalars (`MapFreeList`), and the
+    edges per (type, endpoint labels), then the workspace rollups of ``out.tool_calls``. Rows travel as arrays of scalars (`MapFreeList`), and the
     statements in one pipelined round trip when the engine has ``execute_many``."""
     batch: list[tuple[str, dict[str, Any] | None]] = []
     if out.sessions:
@@ -495,6 +489,8 @@ def write_derived(engine: GraphEngine, graph: str, workspace: str, out: Derived)
         statement = _EDGES.format(kind=kind, src=src, dst=dst)
         for chunk in _chunks([[a, b] for a, b in pairs]):
             batch.append((statement, {"rows": MapFreeList(chunk), "ws": workspace}))
+    if out.tool_calls:  # after the ToolCalls (and their HAS_TOOL_CALL edges) are written
+        batch.extend((text, params) for text, params, _ in rollup_statements(workspace, list(out.tool_calls)))
     statements = len(batch)
     execute_many = getattr(engine, "execute_many", None)
     if execute_many is not None:

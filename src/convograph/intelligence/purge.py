@@ -33,7 +33,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final, NamedTuple
 
 from convograph.intelligence.engine import GraphEngine, MapFreeList
-from convograph.intelligence.layer1 import model_response_row
+from convograph.intelligence.layer1 import model_row
 
 __all__ = [
     "SHARED_LABELS",
@@ -66,7 +66,7 @@ RETURN count(m)
 _RESPONSES = """
 UNWIND $sids AS sid
 MATCH (:Session {node_id: sid, workspace: $ws})-[:HAS_EVENT]->(e:Event)-[:BY_MODEL]->(m:Model)
-RETURN m.node_id, e.node_id, e.data
+RETURN m.node_id, e.node_id, e.data, e.event_name
 """
 
 _PARENTS = """
@@ -151,15 +151,16 @@ def _column(engine: GraphEngine, graph: str, query: str, params: dict[str, Any])
 
 
 def _add_responses(models: dict[str, list[int]], rows: list[list[Any]]) -> bool:
-    """Add ``[model node id, event node id, stored data]`` rows to per-model ``[responses, input,
-    output, cache read, cache creation]`` sums; False when a row's data does not decode (the
-    ``BY_MODEL`` edge exists, so the write read a row there: this one cannot be undone)."""
-    for model_id, event_id, data_json in rows:
+    """Add ``[model node id, event node id, stored data, event name]`` rows to per-model
+    ``[responses, input, output, cache read, cache creation]`` sums; False when a row's data does
+    not decode (the ``BY_MODEL`` edge exists, so the write read a row there: this one cannot be
+    undone)."""
+    for model_id, event_id, data_json, event in rows:
         try:
             data = json.loads(data_json) if isinstance(data_json, str) else None
         except ValueError:
             data = None
-        row = model_response_row(event_id, data) if isinstance(data, dict) else None
+        row = model_row(event_id, str(event), data) if isinstance(data, dict) else None
         if row is None:
             return False
         sums = models.setdefault(model_id, [0, 0, 0, 0, 0])
@@ -238,7 +239,7 @@ _RESPONSES_OF = """
 UNWIND $ids AS i
 MATCH (e) WHERE id(e) = i
 MATCH (e)-[:BY_MODEL]->(m:Model)
-RETURN m.node_id, e.node_id, e.data
+RETURN m.node_id, e.node_id, e.data, e.event_name
 """
 
 _DELETE_BY_ID = """

@@ -315,10 +315,12 @@ def run_cypher(
     row_cap: int = 10_000,
     timeout_ms: int = 10_000,
     key: str | None = None,
+    union_graph: str | None = None,
 ) -> CypherResult:
     """Run a read-only query; see the module docstring for scoping. ``key`` (the caller's API key
-    id) is what the per-key read slots count. Raises `QueryError`/`AccessDenied`, and
-    `TooManyQueries` / `ReadBusy` / `EngineUnavailable` from the engine."""
+    id) is what the per-key read slots count; ``union_graph``, the all-workspaces graph when the
+    service keeps one. Raises `QueryError`/`AccessDenied`, and `TooManyQueries` / `ReadBusy` /
+    `EngineUnavailable` from the engine."""
     if not isinstance(query, str) or not query.strip():
         raise QueryError("cypher_error", "query must be a non-blank string")
     check_read_only(query)
@@ -329,7 +331,11 @@ def run_cypher(
     graphs = engine.graphs()  # one GRAPH.LIST per query
     targets, forced = _targets(graphs, names, workspace, allowed_workspaces)
     existing = set(graphs)
-    plan = [(ws, names.graph(ws)) for ws in targets if names.graph(ws) in existing]
+    plan: list[tuple[str | None, str]] = [
+        (ws, names.graph(ws)) for ws in targets if names.graph(ws) in existing
+    ]
+    if workspace in (None, "*") and allowed_workspaces is None and union_graph in existing:
+        plan = [(None, union_graph)]  # every workspace as one database; $workspace is null
     if not plan:  # nothing stored yet: run on an empty graph so syntax errors and columns still come back
         if names.empty_graph not in existing:
             engine.execute(names.empty_graph, "RETURN 1")

@@ -13,7 +13,8 @@ server needs on top:
 - **Read slots.** At most ``slots`` user statements are in the engine at once, each on a
   connection of its own (never the writer's). A statement keeps its slot until the engine has
   really finished it, even after its caller got its timeout, so runaways cannot pile up; the
-  embedded engine runs ``slots + 1`` worker threads, so the writer always finds one free.
+  embedded engine runs ``slots +`` `WRITER_THREADS` worker threads, so the writer always finds its
+  own free (a FalkorDB server gets at most its ``THREAD_COUNT`` - `WRITER_THREADS` slots).
 - **Per-key slots.** One API key holds at most ``per_key`` slots (`TooManyQueries`, HTTP 429), so
   one key's runaways leave the other keys room.
 - **Rows read as a stream.** Only the first ``keep_rows`` rows of a reply are decoded; the rest
@@ -41,6 +42,7 @@ import redis
 
 __all__ = [
     "GRACE_S",
+    "WRITER_THREADS",
     "ReadAddress",
     "ReadBusy",
     "ReadLimits",
@@ -51,6 +53,10 @@ __all__ = [
     "pack_command",
     "ping",
 ]
+
+WRITER_THREADS = 2
+"""Engine worker threads kept for the ingest writer: its statements and their copies to the
+all-workspaces graph, which run at the same time (`convograph.intelligence.union`)."""
 
 GRACE_S = 1.0
 """Seconds past a statement's own timeout before its caller is answered without the engine."""

@@ -26,8 +26,9 @@ import msgspec
 
 from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
+from convograph.intelligence.blobs_pg import PostgresBlobStore
 from convograph.intelligence.embedded import EmbeddedFalkorDB
-from convograph.intelligence.engine import GraphEngine, connect_engine
+from convograph.intelligence.engine import FalkorEngine, GraphEngine, connect_engine
 from convograph.intelligence.envelope import (
     Envelope,
     EnvelopeError,
@@ -37,10 +38,14 @@ from convograph.intelligence.envelope import (
 )
 from convograph.intelligence.ingest import GraphApplier
 from convograph.intelligence.journal import DeadLetterGroup, Journal, SqliteJournal
+from convograph.intelligence.journal_pg import PostgresJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
+from convograph.intelligence.lease import ApplierLease, PostgresLease
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.reads import ReadLimits
+from convograph.intelligence.union import AllWorkspaces
 from convograph.intelligence.writer import GraphNames
+from convograph.store.url import shared_postgres
 
 __all__ = [
     "BatchError",
@@ -135,6 +140,8 @@ class IntelligenceService:
         embedded: EmbeddedFalkorDB | None = None,
         owns_engine: bool = False,
         semantic_layers: bool = False,
+        all_workspaces_graph: bool = True,
+        lease: ApplierLease | None = None,
     ) -> None:
         self.journal = journal
         self.engine = engine
@@ -155,7 +162,13 @@ class IntelligenceService:
             planned_stages=(semantic,) if semantic is not None else (),
             resets=(semantic.forget,) if semantic is not None else (),
             session_resets=(semantic.forget_sessions,) if semantic is not None else (),
+            lease=lease,
         )
+        self.union: AllWorkspaces | None = None
+        if all_workspaces_graph and isinstance(engine, FalkorEngine):
+            self.union = AllWorkspaces(self.names)
+            engine.mirrors.append(self.union)
+        self.lease = lease
         self._started = False
 
     @classmethod
@@ -167,9 +180,19 @@ class IntelligenceService:
         graph_prefix: str = "convograph_ci:",
         synchronous: Literal["normal", "full"] = "normal",
         read_limits: ReadLimits | None = None,
+        database_url: str | None = None,
         **options: Any,
     ) -> IntelligenceService:
-        """Default stack under ``<data_dir>/intelligence`` (embedded FalkorDB unless ``graph_url``)."""
+        """Default stack under ``<data_dir>/intelligence`` (embedded FalkorDB unless ``graph_url``).
+
+        With a graph server (``graph_url``) and an event log URL naming PostgreSQL
+        (``database_url``: ``postgresql://``, or ``redis://…?finalize=postgresql://…``), nothing
+        lives in the data directory: the journal and the blobs are in that database, and the
+        applier runs where the lease is held (docs/deploy.md), so any number of instances share
+        one journal, one blob store and one graph."""
+        conninfo = shared_postgres(database_url) if graph_url is not None else None
+        if conninfo is not None:
+            return cls._open_shared(conninfo, graph_url or "", graph_prefix, read_limits, **options)
         root = Path(data_dir) / "intelligence"
         root.mkdir(parents=True, exist_ok=True)
         embedded = None
@@ -191,18 +214,44 @@ class IntelligenceService:
         service.start()
         return service
 
+    @classmethod
+    def _open_shared(
+        cls, conninfo: str, graph_url: str, graph_prefix: str, read_limits: ReadLimits | None, **options: Any
+    ) -> IntelligenceService:
+        engine = connect_engine(graph_url, limits=read_limits)
+        journal = PostgresJournal(conninfo)
+        blobs = PostgresBlobStore(conninfo)
+        lease = PostgresLease(conninfo, f"convograph-ci-applier:{graph_prefix}{journal.journal_id}")
+        options.setdefault("semantic_layers", True)
+        service = cls(
+            journal, engine, blobs, names=GraphNames(graph_prefix), owns_engine=True, lease=lease, **options
+        )
+        service.start()
+        return service
+
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Create schemas for existing graphs and start applying the journal."""
+        """Create schemas for existing graphs (and the all-workspaces graph: a copy of every
+        workspace graph the first time) and start applying the journal."""
         if not self._started:
+            if self.union is not None and isinstance(self.engine, FalkorEngine):
+                self.union.backfill(self.engine)
             self.applier.start()
             self._started = True
 
     def close(self) -> None:
         """Stop the applier and close the journal; close the engine only if this service owns it."""
         self.applier.stop()
+        if (
+            self.union is not None
+            and isinstance(self.engine, FalkorEngine)
+            and self.union in self.engine.mirrors
+        ):
+            self.engine.mirrors.remove(self.union)
+        if self.lease is not None:
+            self.lease.close()  # another instance takes over at once
         self.journal.close()
-        if isinstance(self.blobs, LocalBlobStore):
+        if isinstance(self.blobs, LocalBlobStore | PostgresBlobStore):
             self.blobs.close()
         if self.embedded is not None:
             self.embedded.close()
@@ -317,6 +366,7 @@ class IntelligenceService:
             row_cap=self.row_cap,
             timeout_ms=self.query_timeout_ms,
             key=key,
+            union_graph=self.names.all_graph if self.union is not None else None,
         )
 
     # -- blobs -----------------------------------------------------------------------------------
@@ -435,4 +485,5 @@ class IntelligenceService:
             "last_error": self.applier.last_error,
             "rebuilding": self.applier.pending_rebuilds(),
             "engine": "embedded" if self.embedded is not None else "server",
+            "applying": self.applier.leading,
         }

@@ -270,6 +270,8 @@ class GraphNames:
         return self.prefix + workspace
 
     def workspace(self, graph: str) -> str | None:
+        if graph in (self.empty_graph, self.all_graph):
+            return None
         return graph[len(self.prefix) :] if graph.startswith(self.prefix) else None
 
     @property
@@ -277,6 +279,11 @@ class GraphNames:
         """A graph that stays empty: queries on a workspace with no data run here (same errors,
         same columns, no rows), because the engine refuses read-only queries on missing keys."""
         return f"__empty__{self.prefix}"
+
+    @property
+    def all_graph(self) -> str:
+        """The graph holding every workspace (`convograph.intelligence.union`)."""
+        return f"__all__{self.prefix}"
 
 
 def _positional(statement: str, rows: list[dict[str, Any]]) -> tuple[str, MapFreeList]:

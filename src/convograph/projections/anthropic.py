@@ -28,6 +28,8 @@ from convograph.projections.history import (
     ThinkingBlock,
     compact_json_encoder,
     is_anthropic_tool_id,
+    is_error_output,
+    model_text,
     stand_in_tool_id,
 )
 
@@ -119,12 +121,9 @@ def render_anthropic(history: History) -> list[dict[str, Any]]:
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": call_id,
-                "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
+                "content": model_text(output, encode) or EMPTY_RESULT_TEXT,
             }
-            # `call.missing or call.denied`, inline
-            if call.missing or (
-                isinstance(output, dict) and "status" in output and output["status"] == "denied"
-            ):
+            if call.missing or is_error_output(output):  # a placeholder, a denial or a failure
                 result["is_error"] = True
             results.append(result)
         if not blocks:

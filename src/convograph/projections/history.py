@@ -350,6 +350,30 @@ same escapes for every code point, the same integer digits (floats differ: ``1e1
 ``1e+16``; other types differ or take ``default``). Property-tested."""
 
 
+def model_text(output: Any, encode: Callable[[Any], str]) -> str:
+    """What a model reads of a tool's output (the OpenAI and Anthropic histories): the output's
+    ``context`` when it has a string one (the seed's success shape ``{context, result}``:
+    ``context`` is written for the model, ``result`` is the structured value for programs and the
+    viewer; upstream sends ``context ?? JSON(output)`` too), a string as is, anything else (a
+    denial ``{status, reason}``, an ``{error}``) as compact JSON. Sending the whole object sent a
+    string result twice and spent tokens on data meant for programs."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        context = output.get("context")
+        if isinstance(context, str):
+            return context
+    return encode(output)
+
+
+def is_error_output(output: Any) -> bool:
+    """A denial (``{status: "denied", ...}``) or a failure (``{error: ...}`` with a message): what
+    Anthropic's ``tool_result.is_error`` marks."""
+    if not isinstance(output, dict):
+        return False
+    return output.get("status") == "denied" or output.get("error") is not None
+
+
 def serialize_output(output: Any, encode: Callable[[Any], str] | None = None) -> str:
     """A tool output as message text: strings as is, anything else as compact JSON (``encode``:
     a `compact_json_encoder` to reuse, else `COMPACT_JSON`)."""

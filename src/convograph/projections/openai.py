@@ -26,6 +26,7 @@ from convograph.projections.history import (
     History,
     TextBlock,
     compact_json_encoder,
+    model_text,
     stand_in_tool_id,
 )
 
@@ -89,7 +90,7 @@ def render_openai(history: History) -> list[dict[str, Any]]:
                 {
                     "role": "tool",
                     "tool_call_id": call_id,
-                    "content": (output if isinstance(output, str) else encode(output)) or EMPTY_RESULT_TEXT,
+                    "content": model_text(output, encode) or EMPTY_RESULT_TEXT,
                 }
             )
         append({"role": "assistant", "content": text, "tool_calls": tool_calls})

@@ -34,11 +34,14 @@ from convograph.server.config import ServerConfig
 from convograph.server.conversations import ConversationController, live_conversation_list
 from convograph.server.errors import ApiError, exception_handlers
 from convograph.server.feeder import IntelligenceFeeder
+from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
 from convograph.server.protocols import ingest_ag_ui
+from convograph.server.runs import RunController
 from convograph.server.search import search_conversations
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import open_event_log
+from convograph.store.url import shared_postgres
 
 __all__ = ["StartupFailed", "check_backends", "create_app", "serve_app"]
 
@@ -111,6 +114,9 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         app.state["convograph"] = state
         holder["state"] = state
         try:
+            shared = shared_postgres(config.database_url)
+            if shared is not None:  # keys created on any machine count on every instance
+                state.key_refresh = await start_key_refresh(PostgresKeyStore(shared), keys)
             if config.intelligence:
                 state.intelligence = intelligence.bind(await _open_intelligence(config))
                 state.feeder = IntelligenceFeeder(
@@ -151,6 +157,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
     route_handlers: list[Any] = [
         ConversationController,
         BranchController,
+        RunController,
         live_conversation_list,
         search_conversations,
         export_traces,
@@ -216,7 +223,14 @@ async def check_backends(config: ServerConfig) -> None:
         engine.close()
 
 
-def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
+def serve_app(
+    config: ServerConfig,
+    *,
+    log_level: str = "info",
+    sockets: list[Any] | None = None,
+    announce: bool = True,
+    check: bool = True,
+) -> None:
     """Serve ``create_app(config)`` with uvicorn until SIGINT / SIGTERM (graceful: see above).
 
     The serving process is an application, so it tunes the cyclic GC for its workload (the library
@@ -224,19 +238,22 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
     700, which saves ~5 µs of CPU per ingested event (docs/server.md).
 
     Raises `StartupFailed` when a backend is unreachable (`check_backends`) or the application's
-    startup failed (uvicorn has logged why), so the caller can exit non-zero."""
+    startup failed (uvicorn has logged why), so the caller can exit non-zero. ``sockets``: serve
+    on these already bound sockets (a worker of `convograph.server.workers`), ``announce``: print
+    the banner, ``check``: run `check_backends` first."""
     import gc
 
     import uvicorn
 
-    asyncio.run(check_backends(config))
+    if check:
+        asyncio.run(check_backends(config))
     keys = KeyRing.load(config.api_key_file)
     gc.set_threshold(SERVE_GC_THRESHOLDS[0], SERVE_GC_THRESHOLDS[1], SERVE_GC_THRESHOLDS[2])
 
     class GracefulServer(uvicorn.Server):
         async def startup(self, sockets: list[Any] | None = None) -> None:
             await super().startup(sockets)
-            if self.started and self.servers and self.servers[0].sockets:
+            if announce and self.started and self.servers and self.servers[0].sockets:
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 shown = config.host if config.host not in ("0.0.0.0", "::") else host
                 base_url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
@@ -258,7 +275,7 @@ def serve_app(config: ServerConfig, *, log_level: str = "info") -> None:
         access_log=False,
     )
     server = GracefulServer(uv_config)
-    server.run()
+    server.run(sockets)
     if not server.started:
         raise StartupFailed("the server did not start (the log above says why)")
 
@@ -317,8 +334,10 @@ async def _open_intelligence(config: ServerConfig) -> Any:
         service = IntelligenceService.open(
             config.data_dir,
             graph_url=config.graph_url,
+            database_url=config.database_url,
             read_limits=limits,
             query_timeout_ms=config.query_timeout_ms,
+            all_workspaces_graph=config.all_workspaces_graph,
         )
         service.start()
         return service

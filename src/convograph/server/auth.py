@@ -35,6 +35,7 @@ __all__ = [
     "Scope",
     "generate_key",
     "hash_key",
+    "new_api_key",
 ]
 
 Scope = Literal["read", "write", "admin"]
@@ -90,11 +91,22 @@ class KeyRing:
 
     def __init__(self, keys: Iterable[ApiKey] = ()) -> None:
         self._by_hash = {key.hash: key for key in keys}
+        self._required = False
+
+    def replace(self, keys: Iterable[ApiKey]) -> None:
+        """Serve ``keys`` from now on (a refresh from the key database; one assignment, so a
+        concurrent lookup sees the old set or the new one). Once a ring has held a key it stays
+        enabled: revoking the last key locks every caller out instead of opening the server."""
+        self._by_hash = {key.hash: key for key in keys}
+        self._required = self._required or bool(self._by_hash)
+
+    def keys(self) -> list[ApiKey]:
+        return list(self._by_hash.values())
 
     @property
     def enabled(self) -> bool:
-        """False in local mode (no keys configured)."""
-        return bool(self._by_hash)
+        """False in local mode (no keys configured, nor ever loaded from a key database)."""
+        return bool(self._by_hash) or self._required
 
     def __len__(self) -> int:
         return len(self._by_hash)
@@ -143,6 +155,30 @@ def add_key_to_file(
     Raises ValueError naming the problem, before touching the file, for a blank key id, no scopes,
     an unknown scope, an empty workspace list or a blank workspace name, an id already in the file,
     or a file that is not a key file."""
+    key, record = new_api_key(key_id=key_id, scopes=scopes, workspaces=workspaces, name=name)
+    existing: list[ApiKey] = []
+    if path.exists():
+        try:
+            existing = msgspec.json.decode(path.read_bytes(), type=_KeyFile).keys
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise ValueError(f"API key file {path} is invalid: {exc}") from None
+    if any(known.id == key_id for known in existing):
+        raise ValueError(f"a key with id {key_id!r} already exists in {path}")
+    existing.append(record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(msgspec.to_builtins(_KeyFile(keys=existing)), indent=2)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text + "\n")
+    tmp.chmod(0o600)
+    tmp.replace(path)
+    return key
+
+
+def new_api_key(
+    *, key_id: str, scopes: Iterable[Scope], workspaces: Iterable[str] | None = None, name: str | None = None
+) -> tuple[str, ApiKey]:
+    """A new random key and the record to store (its hash, never the key). Raises ValueError for a
+    blank key id, no scopes, an unknown scope, an empty workspace list or a blank workspace name."""
     if not key_id.strip():
         raise ValueError("the key id must not be blank")
     scopes = tuple(dict.fromkeys(scopes))
@@ -157,28 +193,5 @@ def add_key_to_file(
             raise ValueError("workspaces must name at least one workspace (None: every workspace)")
         if any(not isinstance(name, str) or not name.strip() for name in workspaces):
             raise ValueError("workspace names must not be blank")
-    existing: list[ApiKey] = []
-    if path.exists():
-        try:
-            existing = msgspec.json.decode(path.read_bytes(), type=_KeyFile).keys
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise ValueError(f"API key file {path} is invalid: {exc}") from None
-    if any(key.id == key_id for key in existing):
-        raise ValueError(f"a key with id {key_id!r} already exists in {path}")
     key = generate_key()
-    existing.append(
-        ApiKey(
-            id=key_id,
-            hash=hash_key(key),
-            scopes=scopes,
-            workspaces=workspaces,
-            name=name,
-        )
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(msgspec.to_builtins(_KeyFile(keys=existing)), indent=2)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text + "\n")
-    tmp.chmod(0o600)
-    tmp.replace(path)
-    return key
+    return key, ApiKey(id=key_id, hash=hash_key(key), scopes=scopes, workspaces=workspaces, name=name)

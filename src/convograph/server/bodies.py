@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import msgspec
 
-from convograph.events import Event, EventError, parse_event
+from convograph.events import Event, EventError, json_error_text, parse_event
 from convograph.server.errors import ApiError
 
 __all__ = ["JSON_TYPES", "NDJSON_TYPES", "decode_body", "parse_event_batch"]
@@ -72,13 +72,12 @@ JSON_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 nesting deeper than the decoder's stack (each a 400 naming it, never a 500)."""
 
 
-def json_problem(exc: BaseException) -> str:
-    """A short reason for one of `JSON_ERRORS`."""
+def json_problem(exc: BaseException, data: bytes | None = None) -> str:
+    """A short reason for one of `JSON_ERRORS` raised decoding ``data``, located at its byte where
+    that can be told (pass ``data``: without it, invalid UTF-8 is not located)."""
     if isinstance(exc, RecursionError):
         return "JSON nested too deeply"
-    if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text: {exc.reason} at byte {exc.start}"
-    return str(exc)
+    return json_error_text(exc, data)
 
 
 def _json_items(body: bytes) -> list[tuple[int | None, Any]]:
@@ -87,7 +86,7 @@ def _json_items(body: bytes) -> list[tuple[int | None, Any]]:
     try:
         data = _decode.decode(body)
     except JSON_ERRORS as exc:
-        raise ApiError(400, f"malformed JSON: {json_problem(exc)}", code="malformed_json") from None
+        raise ApiError(400, f"malformed JSON: {json_problem(exc, body)}", code="malformed_json") from None
     if isinstance(data, dict):
         return [(None, data)]
     if isinstance(data, list):
@@ -103,7 +102,7 @@ def _ndjson_items(body: bytes) -> list[tuple[int | None, Any]]:
         try:
             items.append((number, _decode.decode(line)))
         except JSON_ERRORS as exc:
-            items.append((number, EventError(f"invalid JSON: {json_problem(exc)}")))
+            items.append((number, EventError(f"invalid JSON: {json_problem(exc, line)}")))
     if not items:
         raise ApiError(400, "request body holds no events: send one JSON event per line")
     return items
@@ -116,4 +115,4 @@ def decode_body[T](raw: bytes, kind: type[T]) -> T:
     except msgspec.ValidationError as exc:
         raise ApiError(400, f"invalid body: {exc}") from None
     except JSON_ERRORS as exc:
-        raise ApiError(400, f"malformed JSON: {json_problem(exc)}", code="malformed_json") from None
+        raise ApiError(400, f"malformed JSON: {json_problem(exc, raw)}", code="malformed_json") from None

@@ -65,8 +65,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Memory limit of one query statement (FalkorDB ``QUERY_MEM_CAPACITY``; on a FalkorDB server
     a server-wide setting, lowered to this when larger); 0 leaves the engine's setting."""
     query_slots: int = 4
-    """Queries in the graph engine at once (the embedded engine gets one worker thread more, the
-    writer's; on a server, at most its ``THREAD_COUNT`` - 1)."""
+    """Queries in the graph engine at once (the embedded engine gets two worker threads more, the
+    writer's; on a server, at most its ``THREAD_COUNT`` - 2)."""
     query_slots_per_key: int = 2
     """Of those, queries one API key may hold (429 beyond it)."""
     otlp_endpoint: str | None = None
@@ -74,6 +74,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     (`convograph.integrations.otlp.forward`); ``None``: no forwarding."""
     otlp_headers: dict[str, str] = msgspec.field(default_factory=dict)
     """Headers of every forwarding request (an API key): ``CONVOGRAPH_OTLP_HEADERS=k=v,k2=v2``."""
+    all_workspaces_graph: bool = True
+    """Keep the all-workspaces graph, so a ``"*"`` query answers as one database (every write to
+    the graph is made twice); without it a ``"*"`` query runs per workspace."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerConfig:
@@ -117,6 +120,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         headers = env.get(ENV_PREFIX + "OTLP_HEADERS")
         if headers:
             values["otlp_headers"] = parse_headers(headers.split(","), ENV_PREFIX + "OTLP_HEADERS")
+        if env.get(ENV_PREFIX + "ALL_WORKSPACES_GRAPH", "").lower() in ("0", "false", "no"):
+            values["all_workspaces_graph"] = False
         values.update({key: value for key, value in overrides.items() if value is not None})
         try:
             config = msgspec.convert(values, cls, strict=False)

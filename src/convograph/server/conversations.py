@@ -281,7 +281,7 @@ class ConversationController(Controller):
         "/{cid:str}/stream",
         guards=[require("read")],
         summary="Live events (Server-Sent Events)",
-        **documented(str, media_type=SSE, description="An endless event stream", errors=(400, 409)),
+        **documented(str, media_type=SSE, description="An endless event stream", errors=(400, 409, 429)),
     )
     async def stream(
         self,
@@ -505,7 +505,7 @@ def _already_decided(existing: RelayResolved | None) -> ApiError:
     guards=[require("read")],
     summary="Live conversation list (Server-Sent Events)",
     tags=["conversations"],
-    **documented(str, media_type=SSE, description="An endless event stream"),
+    **documented(str, media_type=SSE, description="An endless event stream", errors=(429,)),
 )
 async def live_conversation_list(request: Request[Any, Any, Any]) -> Stream:
     """``event: snapshot`` (``{"conversations": [...]}``, the rows of ``GET /v1/conversations``),

@@ -7,6 +7,11 @@ startup every conversation whose log is ahead of its cursor is fed (backfill): e
 the graph service was down, or just before a crash, reach the graph anyway. Feeding the same
 event twice is harmless (the intelligence journal deduplicates by
 ``convograph-conversation:{cid}:{seq}``), so the cursor may lag but never skips.
+
+Where instances share a journal in PostgreSQL (`PostgresJournal`), the cursors live there too
+(``ci_feed_cursors``, moved only forward), and each feed starts from the furthest of this
+instance's cursor and the shared one: a conversation posted to through several instances is fed
+by whichever instance got its events, mostly once.
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ class IntelligenceFeeder:
         self._log = event_log
         self._service = service
         self._cursor_path = cursor_path
-        self._cursors: dict[str, int] = self._load()
+        journal = getattr(service, "journal", None)
+        self._shared: Any = journal if hasattr(journal, "feed_cursors") else None
+        self._cursors: dict[str, int] = (
+            self._shared.feed_cursors() if self._shared is not None else self._load()
+        )
+        self._moved: dict[str, int] = {}  # cursors moved since the last save (shared cursors)
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -50,6 +60,15 @@ class IntelligenceFeeder:
         return {str(key): int(value) for key, value in data.items()} if isinstance(data, dict) else {}
 
     def _save(self) -> None:
+        if self._shared is not None:
+            moved, self._moved = self._moved, {}
+            try:
+                self._shared.save_feed_cursors(moved)
+            except Exception:
+                for cid, seq in moved.items():  # saved next time
+                    self._moved[cid] = max(seq, self._moved.get(cid, 0))
+                raise
+            return
         tmp = self._cursor_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self._cursors))
         os.replace(tmp, self._cursor_path)
@@ -82,7 +101,10 @@ class IntelligenceFeeder:
         async with self._feeding:
             self._dirty.discard(conversation_id)
             self._cursors.pop(conversation_id, None)
-            await asyncio.to_thread(self._save)
+            if self._shared is not None:
+                await asyncio.to_thread(self._shared.drop_feed_cursor, conversation_id)
+            else:
+                await asyncio.to_thread(self._save)
             workspace, session_id = conversation_target(conversation_id)
             with contextlib.suppress(NotFound, EnvelopeError):  # never fed (or an id no session can have)
                 await asyncio.to_thread(self._service.forget_session, workspace, session_id, tombstone=False)
@@ -118,13 +140,20 @@ class IntelligenceFeeder:
                     self._dirty.add(conversation_id)
                     await asyncio.sleep(1.0)
             self._wake.clear()
-            await asyncio.to_thread(self._save)
+            try:
+                await asyncio.to_thread(self._save)
+            except Exception as exc:  # the cursors may lag (re-feeding is deduplicated), never skip
+                self.last_error = f"saving feed cursors failed: {exc}"
+                log.warning("intelligence feeder: %s", self.last_error)
 
     async def _feed(self, conversation_id: str) -> None:
         from convograph.intelligence.conversations import conversation_envelopes
 
         service = self._service
         cursor = self._cursors.get(conversation_id, 0)
+        if self._shared is not None:  # another instance may have fed it further
+            shared = await asyncio.to_thread(self._shared.feed_cursors, [conversation_id])
+            cursor = max(cursor, shared.get(conversation_id, 0))
         while True:
             page = await self._log.read(conversation_id, cursor, PAGE)
             if not page:
@@ -134,5 +163,6 @@ class IntelligenceFeeder:
                 await asyncio.to_thread(service.ingest_many, envelopes)
             cursor = page[-1].seq
             self._cursors[conversation_id] = cursor
+            self._moved[conversation_id] = cursor
             if len(page) < PAGE:
                 return

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, Protocol
@@ -60,6 +61,8 @@ __all__ = [
     "Wakeable",
     "stream_frames",
 ]
+
+logger = logging.getLogger("convograph.server")
 
 READ_PAGE: Final = 1000
 """Most events read from the log at once while a subscriber catches up."""
@@ -258,7 +261,8 @@ class FrameRing:
 
 class ConversationHub:
     """Follows one conversation's tail from ``start_seq`` into its `FrameRing` and wakes its
-    subscribers. O(subscribers) per event (the wake-ups and the ring's release floor)."""
+    subscribers. O(subscribers) per event (the wake-ups and the ring's release floor). With an
+    ``encoder`` the frames are that stream format's (fed the events up to ``start_seq`` first)."""
 
     def __init__(
         self,
@@ -273,14 +277,27 @@ class ConversationHub:
         self.conversation_id = conversation_id
         self.ring = FrameRing(start_seq, max_frames=max_frames, max_bytes=max_bytes)
         self.subscribers: set[Subscriber] = set()
+        self.failed = False
+        """Set when following the log failed: the hub is finished; a new one replaces it."""
         self._encoder = encoder
         self._task = asyncio.create_task(self._run(log, start_seq), name=f"convograph-hub-{conversation_id}")
+
+    async def _run(self, log: EventLog, start_seq: int) -> None:
+        try:
+            await self._follow(log, start_seq)
+        except Exception:  # the backend went away: end the streams, whose clients resume later
+            logger.warning(
+                "live streams of %r stopped following the event log", self.conversation_id, exc_info=True
+            )
+            self.failed = True
+            for subscriber in tuple(self.subscribers):
+                subscriber.end("unavailable")
 
     def _frame(self, stored: StoredEvent) -> bytes:
         encoder = self._encoder
         return event_frame(stored) if encoder is None else b"".join(encoder.feed(stored))
 
-    async def _run(self, log: EventLog, start_seq: int) -> None:
+    async def _follow(self, log: EventLog, start_seq: int) -> None:
         ring = self.ring
         if self._encoder is not None:  # a format's frames depend on the events before
             await _feed_silently(log, self.conversation_id, self._encoder, 0, start_seq)
@@ -309,16 +326,19 @@ class ConversationHub:
             await self._task
 
 
+HubKey = tuple[str, str]
+"""``(conversation id, stream format)``; ``""`` is convograph's own format."""
+
+
 class HubRegistry:
     """One hub per conversation and stream format with subscribers; a hub stops when its last
-    subscriber leaves.
-    Each hub's ring holds at most ``max_frames`` frames and ``max_bytes`` bytes: how far a live
-    subscriber may fall behind before it is ended."""
+    subscriber leaves. Each hub's ring holds at most ``max_frames`` frames and ``max_bytes``
+    bytes: how far a live subscriber may fall behind before it is ended."""
 
     def __init__(self, log: EventLog, *, max_frames: int, max_bytes: int) -> None:
         self._log = log
-        self._hubs: dict[tuple[str, str], ConversationHub] = {}
-        self._starting: dict[tuple[str, str], asyncio.Future[ConversationHub]] = {}
+        self._hubs: dict[HubKey, ConversationHub] = {}
+        self._starting: dict[HubKey, asyncio.Future[ConversationHub]] = {}
         self._max_frames = max_frames
         self._max_bytes = max_bytes
         self.closed = False
@@ -343,17 +363,28 @@ class HubRegistry:
         encoder from ``factory``; convograph's own frames by default), started at the log's current
         end if new: every event stored after this returns reaches the hub's ring."""
         key = (conversation_id, stream_format)
+        while True:
+            hub = await self._hub(key, factory)
+            if self._hubs.get(key) is hub:  # not ended while this waited for it
+                break
+        hub.subscribers.add(subscriber)
+        if self.closed:
+            subscriber.end("shutdown")
+        return hub
+
+    async def _hub(self, key: HubKey, factory: EncoderFactory | None) -> ConversationHub:
+        """The running hub of ``key``, started if there is none (or it failed)."""
         hub = self._hubs.get(key)
-        if hub is None:
+        if hub is None or hub.failed:
             pending = self._starting.get(key)
             if pending is None:
                 future: asyncio.Future[ConversationHub] = asyncio.get_running_loop().create_future()
                 self._starting[key] = future
                 try:
-                    info = await self._log.get_conversation(conversation_id)
+                    info = await self._log.get_conversation(key[0])
                     hub = ConversationHub(
                         self._log,
-                        conversation_id,
+                        key[0],
                         info.last_seq if info else 0,
                         max_frames=self._max_frames,
                         max_bytes=self._max_bytes,
@@ -369,9 +400,6 @@ class HubRegistry:
                     del self._starting[key]
             else:
                 hub = await asyncio.shield(pending)
-        hub.subscribers.add(subscriber)
-        if self.closed:
-            subscriber.end("shutdown")
         return hub
 
     def leave(self, conversation_id: str, subscriber: Subscriber, stream_format: str = "") -> None:

@@ -71,12 +71,13 @@ ERROR_DESCRIPTIONS: Final[Mapping[int, str]] = {
     401: "Missing or unknown API key",
     403: "The API key lacks the scope or the workspace",
     404: "Unknown conversation, message, relay, session or blob",
-    409: "The command does not apply here (e.g. a relay already decided)",
+    409: "The command does not apply here (e.g. a relay already decided), or a resume cursor is past"
+    " the conversation's last seq (cursor_past_head, details.lastSeq)",
     410: "The events asked for have expired from the event log",
     413: "The body or the batch is larger than the server accepts",
     415: "Unsupported Content-Type",
     422: "Invalid events: details lists every bad item; nothing was stored",
-    429: "Too many requests from this API key at once; retry (see Retry-After)",
+    429: "Too many requests at once (too_many_streams: live streams; too_many_queries: /cypher): see details and Retry-After",
     503: "A backend is unavailable; retry (see Retry-After)",
 }
 

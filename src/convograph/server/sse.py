@@ -32,6 +32,7 @@ _END_MESSAGES: Final = {
     " per stream); reconnect with Last-Event-ID to resume from the log",
     "shutdown": "the server is shutting down; reconnect with Last-Event-ID to resume",
     "deleted": "the conversation was deleted; its seqs start again at 1 if it is written to again",
+    "unavailable": "the server lost its event log; reconnect with Last-Event-ID to resume once it is back",
 }
 
 

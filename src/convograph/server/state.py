@@ -19,6 +19,7 @@ from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.live import HubRegistry, LiveConversations, LiveState
 from convograph.server.memory import MemoryTrimmer
 from convograph.server.observability import Metrics
+from convograph.server.presence import Presence
 from convograph.server.streaming import StreamLimits
 from convograph.server.summaries import ConversationListFeed
 from convograph.store import AppendResult, EventLog
@@ -49,6 +50,8 @@ class ServerState:
         self.hubs = HubRegistry(
             log, max_frames=config.sse_client_buffer, max_bytes=config.sse_client_buffer_bytes
         )
+        self.presence = Presence()
+        """Agents attached to conversations (`convograph.server.runs`)."""
         self.memory = MemoryTrimmer()
         self.streams = StreamLimits(
             total=config.max_streams,
@@ -62,6 +65,8 @@ class ServerState:
         self.intelligence: Any = None
         self.feeder: IntelligenceFeeder | None = None
         self.retention: asyncio.Task[None] | None = None
+        self.key_refresh: asyncio.Task[None] | None = None
+        """Reads the API keys of a shared database again (`convograph.server.keystore`)."""
         self.otlp: OtlpReceiver | None = None
         """``POST /v1/traces`` (`convograph.integrations.otlp`); set up by the app's lifespan."""
         self.metrics.gauges["convograph_sse_subscribers"] = lambda: self.hubs.subscriber_count
@@ -87,14 +92,16 @@ class ServerState:
         """End every live stream (conversation SSE and the live list) cleanly. Idempotent."""
         await self.conversation_list.close()
         await self.hubs.close()
+        self.presence.close()
 
     async def close(self) -> None:
         await self.end_streams()
         await self.memory.close()
-        if self.retention is not None:
-            self.retention.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.retention
+        for task in (self.retention, self.key_refresh):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self.feeder is not None:
             await self.feeder.close()
         if self.intelligence is not None:

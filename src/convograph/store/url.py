@@ -31,7 +31,14 @@ if TYPE_CHECKING:
 _REDIS_SCHEMES: Final = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 _SCHEMES_HINT: Final = "expected memory://, sqlite:///, postgresql://, redis:// or redis+cluster://"
 
-__all__ = ["DATABASE_URL_ENV", "DATA_DIR_ENV", "check_event_log_url", "default_url", "open_event_log"]
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DATA_DIR_ENV",
+    "check_event_log_url",
+    "default_url",
+    "open_event_log",
+    "shared_postgres",
+]
 
 DATABASE_URL_ENV: Final = "CONVOGRAPH_DATABASE_URL"
 DATA_DIR_ENV: Final = "CONVOGRAPH_DATA_DIR"
@@ -123,6 +130,21 @@ async def _open_redis(scheme: str, options: dict[str, str], bare: str, *, lazy: 
     if scheme.endswith("+cluster"):
         return await RedisClusterEventLog.open_cluster(bare, archive=archive, lazy=lazy, **settings)
     return await RedisEventLog.open(bare, archive=archive, lazy=lazy, **settings)
+
+
+def shared_postgres(url: str | None) -> str | None:
+    """The libpq conninfo of the PostgreSQL database an event log URL names (``postgresql://``,
+    or the ``finalize=`` archive of a ``redis://`` / ``redis+cluster://`` log), else None: where state that every
+    instance of a deployment shares (the context-intelligence journal, blobs, API keys) lives."""
+    if not url:
+        return None
+    scheme, options, _ = _split(url)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres_settings(url)[0]
+    finalize_url = options.get("finalize") if scheme in _REDIS_SCHEMES else None
+    if finalize_url and finalize_url.startswith(("postgresql://", "postgres://")):
+        return _postgres_settings(finalize_url)[0]
+    return None
 
 
 async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:

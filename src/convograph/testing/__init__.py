@@ -19,6 +19,7 @@ from convograph.store.base import StoredEvent
 from convograph.store.memory import MemoryEventLog
 from convograph.testing.model_script import (
     Match,
+    Pace,
     RedactedThinking,
     Reply,
     Say,
@@ -38,6 +39,7 @@ __all__ = [
     "Match",
     "MemoryEventLog",
     "ModelServer",
+    "Pace",
     "RecordedRequest",
     "RedactedThinking",
     "Reply",

@@ -15,7 +15,8 @@ Scripts are plain data: build them in Python (``Reply(content=[Say("hi")])``) or
       {"status": 429, "retry_after": 1},
       {"content": [{"type": "text", "text": "It is sunny."}],
        "usage": {"input_tokens": 120, "output_tokens": 9, "cache_read_tokens": 64}}
-    ]}
+    ],
+     "pace": {"chunk_delay": 0.067, "first_delay": 0.4}}
 
 Each request takes the first unused reply whose ``match`` accepts it (FIFO among the matching ones),
 so concurrent agents can be scripted deterministically by matching on their task text.
@@ -33,6 +34,7 @@ import msgspec
 __all__ = [
     "Api",
     "Match",
+    "Pace",
     "RedactedThinking",
     "Reply",
     "Say",
@@ -177,11 +179,25 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         return [part for part in self.content if isinstance(part, ToolUse)]
 
 
+class Pace(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Pacing of every reply of a script that sets none of its own (token-level pacing for demos:
+    ``chunk_delay`` 0.067 s with the default 12-character chunks is ~45 tokens/s)."""
+
+    chunk_delay: float = 0.0
+    first_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.chunk_delay < 0 or self.first_delay < 0:
+            raise ScriptError("pace: chunk_delay and first_delay must be >= 0")
+
+
 class Script(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Replies in order, plus what to answer when none is left (``default``; else an error)."""
+    """Replies in order, plus what to answer when none is left (``default``; else an error), and
+    the pacing of replies that set none (``pace``)."""
 
     replies: list[Reply] = msgspec.field(default_factory=list)
     default: Reply | None = None
+    pace: Pace | None = None
 
 
 def parse_script(data: Any) -> Script:

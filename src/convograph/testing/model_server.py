@@ -30,7 +30,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
-from convograph.testing.model_script import Api, Reply, Script
+from convograph.testing.model_script import Api, Pace, Reply, Script
 from convograph.testing.model_wire import error_body, error_headers, render_response, render_stream
 from convograph.testing.request_check import check_request
 
@@ -98,13 +98,19 @@ class ModelServer:
         api_key: str | None = None,
         check_requests: bool = True,
         on_request: Callable[[RecordedRequest], None] | None = None,
+        speed: float = 1.0,
     ) -> None:
         if script is None:
             script = Script()
         elif not isinstance(script, Script):
             script = Script(replies=list(script))
+        if not speed > 0:
+            raise ValueError(f"speed must be positive (math.inf: no delays at all), got {speed}")
         self.replies: list[Reply] = list(script.replies)
         self.default: Reply | None = script.default
+        self.pace: Pace = script.pace or Pace()
+        self.speed = speed
+        """Every delay (time to first token, between events, stalls) is divided by this."""
         self.api_key = api_key
         self.check_requests = check_requests
         self.on_request = on_request
@@ -331,10 +337,17 @@ class ModelServer:
         if body.get("stream") is True:
             events = render_stream(api, reply, body, _conversation_text(body), tag)
             return await self._stream(record, writer, reply, events)
-        await asyncio.sleep(reply.first_delay)
+        await asyncio.sleep(self._delays(reply)[0])
         return await self._json(
             record, writer, 200, render_response(api, reply, body, _conversation_text(body), tag)
         )
+
+    def _delays(self, reply: Reply) -> tuple[float, float, float]:
+        """(time to first event, time between events, the stall) of ``reply``, in seconds: its own,
+        else the script's `Pace`, divided by `speed`."""
+        first = reply.first_delay or self.pace.first_delay
+        chunk = reply.chunk_delay or self.pace.chunk_delay
+        return first / self.speed, chunk / self.speed, reply.stall / self.speed
 
     def _authorized(self, api: Api, headers: dict[str, str]) -> bool:
         if self.api_key is None:
@@ -371,8 +384,9 @@ class ModelServer:
         writer.write(_head(200, head))
         record.status = 200
         await writer.drain()
-        if reply.first_delay:
-            await asyncio.sleep(reply.first_delay)
+        first_delay, chunk_delay, stall = self._delays(reply)
+        if first_delay:
+            await asyncio.sleep(first_delay)
         for n, event in enumerate(events):
             if reply.cut_after is not None and n >= reply.cut_after:
                 await writer.drain()
@@ -380,13 +394,13 @@ class ModelServer:
                 return False
             if reply.end_after is not None and n >= reply.end_after:
                 break
-            if n and reply.chunk_delay:
-                await asyncio.sleep(reply.chunk_delay)
+            if n and chunk_delay:
+                await asyncio.sleep(chunk_delay)
             if n == reply.stall_after:
                 await writer.drain()
-                await asyncio.sleep(reply.stall)
+                await asyncio.sleep(stall)
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-            if reply.chunk_delay or n % 64 == 63:
+            if chunk_delay or n % 64 == 63:
                 await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()

@@ -9,6 +9,7 @@ import { listPage } from "./list.js";
 import { ConversationModel, Level } from "./model.js";
 import { modelFromThread, Steering } from "./steer.js";
 import { allViews } from "./search.js";
+import { ServingPanel } from "./serving.js";
 import { followStream } from "./stream.js";
 import { setupThemeButton } from "./theme-button.js";
 import { ThreadView } from "./thread.js";
@@ -131,6 +132,7 @@ function conversationPage(cid, tab) {
   const tabGraph = h("a", { href: `/c/${encodeURIComponent(cid)}/graph`, "data-link": true, role: "tab", id: "tab-graph" }, "Graph");
   const tabTimeline = h("a", { href: `/c/${encodeURIComponent(cid)}/timeline`, "data-link": true, role: "tab", id: "tab-timeline" }, "Timeline");
   const tabs = { thread: tabThread, graph: tabGraph, timeline: tabTimeline };
+  const serving = new ServingPanel(cid); // agents serving the conversation, and a message box (serving.js)
   const threadPanel = h(
     "section",
     { role: "tabpanel", "aria-labelledby": "tab-thread", class: "panel" },
@@ -147,6 +149,7 @@ function conversationPage(cid, tab) {
     steerProblem,
     empty,
     threadRoot,
+    serving.element,
   );
   const find = new FindBar({
     model: () => thread.model,
@@ -471,6 +474,8 @@ function conversationPage(cid, tab) {
 
   const stream = followStream(`${cidPath(cid)}/stream`, {
     after: 0,
+    // The conversation was deleted and re-created under this id: what the page shows is gone.
+    onPastHead: () => location.reload(),
     onEvents(events) {
       let command = false;
       for (const event of events) {
@@ -478,6 +483,7 @@ function conversationPage(cid, tab) {
         if (COMMANDS.has(event.type)) command = true;
       }
       if (command) serverMode = true;
+      serving.onEvents(events);
       flush();
       if (serverMode) scheduleServerThread(command ? 0 : 250);
       scheduleSteer(command || steering.available === null ? 0 : 1500);
@@ -553,6 +559,7 @@ function conversationPage(cid, tab) {
     showTab,
     dispose() {
       stream.close();
+      serving.dispose();
       scheduleSteer.cancel();
       scheduleServerThread.cancel();
       clearTimeout(dagTimer);

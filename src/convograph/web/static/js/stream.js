@@ -38,9 +38,11 @@ export function parseSSE(buffer) {
  * The reconnecting loop both followers share: fetch `request()` ({url, headers}), hand every batch
  * of parsed SSE messages to `onMessages(messages)`, reconnect after a doubling backoff when the
  * connection ends or fails. 401 asks for an API key and retries at once; a status in `stopOn`
- * ends the loop with `onState("unsupported")`. Returns {close(), drop()}.
+ * ends the loop with `onState("unsupported")`; 409 (the resume point is past the stream's end: the
+ * conversation was deleted and re-created) calls `onPastHead()` and ends the loop.
+ * Returns {close(), drop()}.
  */
-function sseLoop({ request, onMessages, onState, keyPrompt, stopOn = [], minBackoff, maxBackoff, connectingState = () => "connecting" }) {
+function sseLoop({ request, onMessages, onState, keyPrompt, stopOn = [], minBackoff, maxBackoff, connectingState = () => "connecting", onPastHead = null }) {
   let closed = false;
   let controller = null;
   let backoff = minBackoff;
@@ -59,6 +61,11 @@ function sseLoop({ request, onMessages, onState, keyPrompt, stopOn = [], minBack
       });
       if (stopOn.includes(response.status)) {
         onState("unsupported");
+        return;
+      }
+      if (response.status === 409 && onPastHead) {
+        onState("closed");
+        onPastHead();
         return;
       }
       if (response.status === 401) {
@@ -106,9 +113,11 @@ function sseLoop({ request, onMessages, onState, keyPrompt, stopOn = [], minBack
 /**
  * Follow `url` (an SSE endpoint taking `?after=`) from `after`. Calls `onEvents(events)` with
  * each parsed batch (every event carries `seq`), `onState(state)` with "connecting" | "live" |
- * "reconnecting" | "closed". Returns {close(), drop(), after()}.
+ * "reconnecting" | "closed", and `onPastHead()` when the server answers 409 `cursor_past_head`:
+ * what the page holds is of a conversation that no longer exists (deleted and re-created), so it
+ * must start again from seq 0. Returns {close(), drop(), after()}.
  */
-export function followStream(url, { after = 0, onEvents, onState = () => {}, minBackoff = 250, maxBackoff = 5000 }) {
+export function followStream(url, { after = 0, onEvents, onState = () => {}, onPastHead = null, minBackoff = 250, maxBackoff = 5000 }) {
   let lastSeq = after;
   const sep = url.includes("?") ? "&" : "?";
   const loop = sseLoop({
@@ -116,11 +125,13 @@ export function followStream(url, { after = 0, onEvents, onState = () => {}, min
     connectingState: () => (lastSeq > 0 ? "reconnecting" : "connecting"),
     keyPrompt: "This server needs an API key to stream the conversation.",
     onState,
+    onPastHead,
     minBackoff,
     maxBackoff,
     onMessages(messages) {
       const events = [];
       for (const message of messages) {
+        if (message.event === "stream_end") continue; // the server ends this connection; the loop resumes
         let event;
         try {
           event = JSON.parse(message.data);
