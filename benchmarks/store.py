@@ -282,19 +282,49 @@ async def listing_ms(log: EventLog, conversations: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-async def redis_side_by_side(quick: bool) -> None:
-    """One Redis and a Redis Cluster, the same measures interleaved round by round (median of rounds)."""
-    cluster: Any = None
-    cluster_url = REDIS_CLUSTER
-    if not cluster_url:
-        from tests.support.redis_cluster import LocalRedisCluster
+def script_usec(ports: list[int]) -> float:
+    """Microseconds Redis spent in EVALSHA (our append script) on these nodes since the last call
+    (INFO commandstats, then CONFIG RESETSTAT)."""
+    import redis
 
-        cluster = LocalRedisCluster(masters=3)
+    total = 0.0
+    for port in ports:
+        client = redis.Redis(port=port)
+        try:
+            total += float(client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+            client.config_resetstat()
+        finally:
+            client.close()
+    return total
+
+
+async def append_costs(log: EventLog, ports: list[int], appends: int) -> tuple[float, float]:
+    """(client CPU µs, Redis µs summed over ``ports``) per one-event append, 32 writers."""
+    script_usec(ports)
+    cpu = time.process_time()
+    await one_event_appends(log, 32, appends // 32)
+    client_us = (time.process_time() - cpu) / appends * 1e6
+    return client_us, script_usec(ports) / appends if ports else float("nan")
+
+
+async def redis_side_by_side(quick: bool) -> None:
+    """One Redis and a 3-master Redis Cluster, the same measures interleaved round by round (median
+    of the rounds). Both are started here from the same ``redis-server`` with the same settings
+    (cluster mode aside), unless ``$CONVOGRAPH_BENCH_REDIS_CLUSTER`` names a cluster (then the single
+    node is ``$CONVOGRAPH_BENCH_REDIS``)."""
+    from tests.support.redis_cluster import LocalRedisCluster
+
+    started: list[LocalRedisCluster] = []
+    ports: dict[str, list[int]] = {}  # nodes started here: their script time is read too
+    if REDIS_CLUSTER:
+        urls = {"Redis, 1 node": REDIS, "Redis Cluster, 3 masters": REDIS_CLUSTER}
+    else:
+        single, cluster = LocalRedisCluster(masters=1), LocalRedisCluster(masters=3)
+        started += [single, cluster]
+        urls = {"Redis, 1 node": single.start_single(), "Redis Cluster, 3 masters": cluster.url}
         cluster.start()
-        cluster_url = cluster.url
+        ports = {"Redis, 1 node": single.ports, "Redis Cluster, 3 masters": cluster.ports}
     prefix = f"cgbench-side-{uuid.uuid4().hex[:8]}"
-    urls = {"Redis, 1 node": REDIS, "Redis Cluster, 3 masters": cluster_url}
-    logs = {name: await open_event_log(f"{url}?prefix={prefix}&ttl=3600") for name, url in urls.items()}
     n = 20_000 if quick else 100_000
     events = make_events(n)
     measures: dict[str, Callable[[EventLog], Any]] = {
@@ -307,34 +337,41 @@ async def redis_side_by_side(quick: bool) -> None:
         "list 1,000 conversations (ms)": lambda log: listing_ms(log, 1000, 5),
     }
     results: dict[tuple[str, str], list[float]] = {}
+    tails: dict[str, list[tuple[int, float, float, float]]] = {}
     try:
+        logs = {name: await open_event_log(f"{url}?prefix={prefix}&ttl=3600") for name, url in urls.items()}
         for _ in range(1 if quick else 3):
             for measure, run in measures.items():
                 for name, log in logs.items():
                     results.setdefault((measure, name), []).append(await run(log))
-        tails = {name: await live_tail(1.0 if quick else 5.0, redis_url=url) for name, url in urls.items()}
-    finally:
+            for name, log in logs.items():
+                client_us, server_us = await append_costs(log, ports.get(name, []), 3200)
+                results.setdefault(("client CPU per 1-event append (µs)", name), []).append(client_us)
+                results.setdefault(("Redis time per 1-event append, all nodes (µs)", name), []).append(
+                    server_us
+                )
+            for name, url in urls.items():
+                tails.setdefault(name, []).append(await live_tail(1.0 if quick else 3.0, redis_url=url))
         for log in logs.values():
             await log.close()
-        import redis.asyncio as aioredis
-
-        client = aioredis.Redis.from_url(REDIS)
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=5000)]
-        for i in range(0, len(keys), 1000):
-            await client.delete(*keys[i : i + 1000])
-        await client.aclose()
-        if cluster is not None:
-            cluster.stop()
+    finally:
+        for server in started:
+            server.stop()
     names = list(urls)
     print(f"\n## Redis: one node beside a Redis Cluster (median of rounds; load {os.getloadavg()[0]:.1f})")
     print(f"| measure | {' | '.join(names)} | cluster / single |")
     print("| --- | ---: | ---: | ---: |")
-    for measure in measures:
-        single, multi = (statistics.median(results[(measure, name)]) for name in names)
-        print(f"| {measure} | {single:,.1f} | {multi:,.1f} | {multi / single:.2f}x |")
-    for label, index in (("live tail p50 (ms)", 1), ("live tail p99 (ms)", 2)):
-        single, multi = (tails[name][index] for name in names)
-        print(f"| {label}, 10k events/s | {single:.2f} | {multi:.2f} | {multi / single:.2f}x |")
+    for measure in dict.fromkeys(key for key, _ in results):
+        single_value, cluster_value = (statistics.median(results[(measure, name)]) for name in names)
+        print(
+            f"| {measure} | {single_value:,.1f} | {cluster_value:,.1f} | {cluster_value / single_value:.2f}x |"
+        )
+    for label, index in (("p50", 1), ("p99", 2)):
+        single_value, cluster_value = (statistics.median(t[index] for t in tails[name]) for name in names)
+        print(
+            f"| live tail {label} at 10k events/s (ms) | {single_value:.2f} | {cluster_value:.2f} "
+            f"| {cluster_value / single_value:.2f}x |"
+        )
 
 
 async def main() -> None:

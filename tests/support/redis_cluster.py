@@ -43,37 +43,32 @@ class LocalRedisCluster:
         done = subprocess.run([cli, *args], capture_output=True, timeout=timeout, check=True, text=True)
         return done.stdout
 
-    def start(self) -> None:
+    def _spawn(self, port: int, bus: int | None) -> None:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed (run scripts/ensure-services)"
-        for port, bus in zip(self.ports, self.bus_ports, strict=True):
-            node_dir = self.dir / str(port)
-            node_dir.mkdir()
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        binary,
-                        "--port",
-                        str(port),
-                        "--cluster-port",
-                        str(bus),
-                        "--bind",
-                        "127.0.0.1",
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        str(node_dir / "nodes.conf"),
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--dir",
-                        str(node_dir),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+        node_dir = self.dir / str(port)
+        node_dir.mkdir()
+        cluster = [] if bus is None else ["--cluster-enabled", "yes", "--cluster-port", str(bus)]
+        cluster += [] if bus is None else ["--cluster-config-file", str(node_dir / "nodes.conf")]
+        settings = ["--save", "", "--appendonly", "no", "--dir", str(node_dir)]
+        self.procs.append(
+            subprocess.Popen(
+                [binary, "--port", str(port), "--bind", "127.0.0.1", *cluster, *settings],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
+        )
+
+    def start_single(self) -> str:
+        """Instead of a cluster, start one plain node (cluster mode off, otherwise the same settings)
+        on the first port: the like-for-like baseline of benchmarks. Returns its ``redis://`` URL."""
+        self._spawn(self.ports[0], None)
+        self._wait(lambda: "PONG" in self._ping(self.ports[0]), "the node to answer")
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def start(self) -> None:
+        for port, bus in zip(self.ports, self.bus_ports, strict=True):
+            self._spawn(port, bus)
         for port in self.ports:
             self._wait(lambda port=port: "PONG" in self._ping(port), f"node {port} to answer")
         nodes = [f"127.0.0.1:{port}" for port in self.ports]
