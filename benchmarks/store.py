@@ -3,13 +3,17 @@
     python -m benchmarks.store            # full run (about 1-2 minutes)
     python -m benchmarks.store --quick    # smoke run (seconds)
     python -m benchmarks.store --only sqlite,redis
+    python -m benchmarks.store --only redis,redis-cluster   # one Redis beside a 3-master Redis Cluster
 
 Targets (issue 5): batched append with 1k-event batches — SQLite >= 200k events/s, Postgres >= 50k/s,
 Redis >= 100k/s; append cost independent of conversation length; live-tail delivery p99 < 10 ms
 through Redis at 10k events/s; a 1M-event conversation loads (rebuild with snapshots) in < 3 s.
 
 Services: Postgres and Redis on 127.0.0.1 (scripts/ensure-services). Postgres runs in a throwaway
-database, Redis under a throwaway key prefix; both are removed afterwards. Every event carries an
+database, Redis under a throwaway key prefix; both are removed afterwards. ``redis-cluster`` starts a
+local 3-master Redis Cluster from the system ``redis-server`` on free ports (or uses
+``$CONVOGRAPH_BENCH_REDIS_CLUSTER``, a ``redis+cluster://`` URL) and compares it with the single Redis
+side by side: batched and one-event appends, the conversation list, the live tail. Every event carries an
 ``eventId`` (so the dedup index is part of the cost) and SQLite runs with ``synchronous=FULL``.
 """
 
@@ -33,6 +37,7 @@ from convograph.store.snapshots import FLAT_GRAPH, rebuild, save_snapshot
 
 PG_ADMIN = os.environ.get("CONVOGRAPH_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("CONVOGRAPH_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+REDIS_CLUSTER = os.environ.get("CONVOGRAPH_BENCH_REDIS_CLUSTER", "")
 BATCH = 1000
 
 
@@ -164,12 +169,12 @@ async def flatness(log: EventLog, lengths: list[int], probe_batches: int) -> lis
 
 
 async def live_tail(
-    seconds: float, rate: int = 10_000, per_batch: int = 100
+    seconds: float, rate: int = 10_000, per_batch: int = 100, redis_url: str = REDIS
 ) -> tuple[int, float, float, float]:
     """Redis: producer at ``rate`` events/s; subscriber latency from send to delivery (ms)."""
     prefix = f"cgbench-tail-{uuid.uuid4().hex[:8]}"
-    producer = await open_event_log(f"{REDIS}?prefix={prefix}&ttl=600")
-    consumer = await open_event_log(f"{REDIS}?prefix={prefix}&ttl=600")
+    producer = await open_event_log(f"{redis_url}?prefix={prefix}&ttl=600")
+    consumer = await open_event_log(f"{redis_url}?prefix={prefix}&ttl=600")
     total = int(seconds * rate)
     latencies: list[float] = []
     stream = consumer.subscribe("tail")
@@ -244,6 +249,131 @@ async def rebuild_bench(tmp: Path, n: int) -> dict[str, float]:
     }
 
 
+async def one_event_appends(log: EventLog, writers: int, per_writer: int) -> float:
+    """Appends/s when each append carries one event: ``writers`` conversations, one append in flight
+    each (how a hook that posts one event per request, one request per session, writes)."""
+    conv = uuid.uuid4().hex[:8]
+
+    async def write(w: int) -> None:
+        for i in range(per_writer):
+            await log.append(f"one-{conv}-{w}", [Text(run_id="r", id="t", content="x", event_id=f"{i}")])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(write(w) for w in range(writers)))
+    return writers * per_writer / (time.perf_counter() - started)
+
+
+async def listing_ms(log: EventLog, conversations: int, repeats: int) -> float:
+    """Median ms of `list_conversations` over ``conversations`` conversations (created first)."""
+    conv = uuid.uuid4().hex[:8]
+    for start in range(0, conversations, 100):
+        await asyncio.gather(
+            *(
+                log.append(f"ls-{conv}-{i}", [Text(run_id="r", id="t", content="x")])
+                for i in range(start, min(start + 100, conversations))
+            )
+        )
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        listed = await log.list_conversations()
+        times.append((time.perf_counter() - started) * 1000)
+        assert len(listed) >= conversations
+    return statistics.median(times)
+
+
+def script_usec(ports: list[int]) -> float:
+    """Microseconds Redis spent in EVALSHA (our append script) on these nodes since the last call
+    (INFO commandstats, then CONFIG RESETSTAT)."""
+    import redis
+
+    total = 0.0
+    for port in ports:
+        client = redis.Redis(port=port)
+        try:
+            total += float(client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+            client.config_resetstat()
+        finally:
+            client.close()
+    return total
+
+
+async def append_costs(log: EventLog, ports: list[int], appends: int) -> tuple[float, float]:
+    """(client CPU µs, Redis µs summed over ``ports``) per one-event append, 32 writers."""
+    script_usec(ports)
+    cpu = time.process_time()
+    await one_event_appends(log, 32, appends // 32)
+    client_us = (time.process_time() - cpu) / appends * 1e6
+    return client_us, script_usec(ports) / appends if ports else float("nan")
+
+
+async def redis_side_by_side(quick: bool) -> None:
+    """One Redis and a 3-master Redis Cluster, the same measures interleaved round by round (median
+    of the rounds). Both are started here from the same ``redis-server`` with the same settings
+    (cluster mode aside), unless ``$CONVOGRAPH_BENCH_REDIS_CLUSTER`` names a cluster (then the single
+    node is ``$CONVOGRAPH_BENCH_REDIS``)."""
+    from tests.support.redis_cluster import LocalRedisCluster
+
+    started: list[LocalRedisCluster] = []
+    ports: dict[str, list[int]] = {}  # nodes started here: their script time is read too
+    if REDIS_CLUSTER:
+        urls = {"Redis, 1 node": REDIS, "Redis Cluster, 3 masters": REDIS_CLUSTER}
+    else:
+        single, cluster = LocalRedisCluster(masters=1), LocalRedisCluster(masters=3)
+        started += [single, cluster]
+        urls = {"Redis, 1 node": single.start_single(), "Redis Cluster, 3 masters": cluster.url}
+        cluster.start()
+        ports = {"Redis, 1 node": single.ports, "Redis Cluster, 3 masters": cluster.ports}
+    prefix = f"cgbench-side-{uuid.uuid4().hex[:8]}"
+    n = 20_000 if quick else 100_000
+    events = make_events(n)
+    measures: dict[str, Callable[[EventLog], Any]] = {
+        "1k-event batches, 1 writer (events/s)": lambda log: throughput(log, events, 1),
+        "1k-event batches, 4 writers (events/s)": lambda log: throughput(log, events, 4),
+        "1k-event batches, 16 writers (events/s)": lambda log: throughput(log, events, 16),
+        "1-event appends, 32 writers (appends/s)": lambda log: one_event_appends(
+            log, 32, 50 if quick else 300
+        ),
+        "list 1,000 conversations (ms)": lambda log: listing_ms(log, 1000, 5),
+    }
+    results: dict[tuple[str, str], list[float]] = {}
+    tails: dict[str, list[tuple[int, float, float, float]]] = {}
+    try:
+        logs = {name: await open_event_log(f"{url}?prefix={prefix}&ttl=3600") for name, url in urls.items()}
+        for _ in range(1 if quick else 3):
+            for measure, run in measures.items():
+                for name, log in logs.items():
+                    results.setdefault((measure, name), []).append(await run(log))
+            for name, log in logs.items():
+                client_us, server_us = await append_costs(log, ports.get(name, []), 3200)
+                results.setdefault(("client CPU per 1-event append (µs)", name), []).append(client_us)
+                results.setdefault(("Redis time per 1-event append, all nodes (µs)", name), []).append(
+                    server_us
+                )
+            for name, url in urls.items():
+                tails.setdefault(name, []).append(await live_tail(1.0 if quick else 3.0, redis_url=url))
+        for log in logs.values():
+            await log.close()
+    finally:
+        for server in started:
+            server.stop()
+    names = list(urls)
+    print(f"\n## Redis: one node beside a Redis Cluster (median of rounds; load {os.getloadavg()[0]:.1f})")
+    print(f"| measure | {' | '.join(names)} | cluster / single |")
+    print("| --- | ---: | ---: | ---: |")
+    for measure in dict.fromkeys(key for key, _ in results):
+        single_value, cluster_value = (statistics.median(results[(measure, name)]) for name in names)
+        print(
+            f"| {measure} | {single_value:,.1f} | {cluster_value:,.1f} | {cluster_value / single_value:.2f}x |"
+        )
+    for label, index in (("p50", 1), ("p99", 2)):
+        single_value, cluster_value = (statistics.median(t[index] for t in tails[name]) for name in names)
+        print(
+            f"| live tail {label} at 10k events/s (ms) | {single_value:.2f} | {cluster_value:.2f} "
+            f"| {cluster_value / single_value:.2f}x |"
+        )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -303,6 +433,8 @@ async def main() -> None:
             print("| achieved rate | p50 ms | p99 ms | max ms | target p99 | ratio (target / p99) |")
             print("| ---: | ---: | ---: | ---: | ---: | ---: |")
             print(f"| {achieved:,} ev/s | {p50:.2f} | {p99:.2f} | {worst:.2f} | 10 ms | {10 / p99:.2f}x |")
+        if "redis-cluster" in wanted:
+            await redis_side_by_side(quick)
         if "rebuild" in wanted:
             size = 100_000 if quick else 1_000_000
             r = await rebuild_bench(tmp, size)

@@ -11,9 +11,13 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from tests.support.redis_cluster import LocalRedisCluster
 
 # No timed assertions in tests: hypothesis's default 200 ms deadline and its too-slow health check
 # measure the machine, not the code (this suite runs on shared 2-core machines), so both are off
@@ -88,3 +92,30 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalRedisCluster]:
+    """A local 3-master Redis Cluster for the whole session (free ports, no persistence), torn down
+    after. Skipped locally / failed in CI when ``redis-server`` is missing."""
+    import shutil
+
+    from tests.support.redis_cluster import LocalRedisCluster
+
+    if not (shutil.which("redis-server") and shutil.which("redis-cli")):
+        message = "redis-server / redis-cli are not installed (run scripts/ensure-services)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    cluster = LocalRedisCluster(masters=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: LocalRedisCluster) -> str:
+    """``redis+cluster://`` seed URL of the session's cluster (tests keep apart by a unique prefix)."""
+    return redis_cluster.url

@@ -90,3 +90,6 @@ def test_the_banner_hides_passwords_and_names_every_backend(tmp_path: Path) -> N
     assert f"2 from {tmp_path / 'keys.json'}" in banner
     assert hide_password("redis://:pw@h:1/0") == "redis://:***@h:1/0"
     assert hide_password("sqlite:///x.db") == "sqlite:///x.db"
+    assert hide_password("redis+cluster://u:pw@h1:1,h2:2/0") == "redis+cluster://u:***@h1:1,h2:2/0"
+    assert hide_password("falkordb://:a@x:1,falkordb://b:c@y:2") == "falkordb://:***@x:1,falkordb://b:***@y:2"
+    assert hide_password("postgresql://u@h/db?x=a:b@c") == "postgresql://u@h/db?x=a:b@c"

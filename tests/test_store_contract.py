@@ -21,7 +21,16 @@ from convograph.store.snapshots import FLAT_GRAPH, rebuild
 from convograph.store.spool import SpoolingEventLog
 from convograph.testing import collect, sample_run
 
-BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis+postgres", "postgres+spool"]
+BACKENDS = [
+    "memory",
+    "sqlite",
+    "postgres",
+    "redis",
+    "redis+postgres",
+    "postgres+spool",
+    "redis-cluster",
+    "redis-cluster+postgres",
+]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -35,6 +44,10 @@ async def event_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         url = request.getfixturevalue("postgres_url")
     elif kind == "postgres+spool":  # the spool wrapper must be transparent while the backend is up
         url = f"{request.getfixturevalue('postgres_url')}?spool={tmp_path / 'spool.db'}"
+    elif kind.startswith("redis-cluster"):  # a fresh prefix on the session's 3-master cluster
+        url = f"{request.getfixturevalue('redis_cluster_url')}?prefix=cg{uuid.uuid4().hex[:12]}&maxlen=1000"
+        if kind == "redis-cluster+postgres":
+            url += "&finalize=" + request.getfixturevalue("postgres_url")
     else:
         prefix = request.getfixturevalue("redis_prefix")
         url = f"{request.getfixturevalue('redis_url')}?prefix={prefix}&maxlen=1000"

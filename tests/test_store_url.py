@@ -40,6 +40,13 @@ BAD_URLS = [
     ("redis://127.0.0.1:1/0?finalize=sqlite:///x.db", "finalize= must be a postgresql"),
     ("redis://127.0.0.1:1/0?nope=1", "unknown redis event log URL option"),
     ("sqlite:///x.db?spool=/tmp/s.db", "spool= only applies"),
+    ("redis+cluster://", "needs at least one host:port"),
+    ("redis+cluster://h:port", "'h:port' is not host:port"),
+    ("redis+cluster://h:1,h:99999", "'h:99999' is not host:port"),
+    ("redis+cluster://h:1/2", "a Redis Cluster has only database 0"),
+    ("redis+cluster://h:1?prefix=a{b}", "prefix must not contain"),
+    ("redis+cluster://h:1?maxlen=x", "maxlen='x' is not a valid int"),
+    ("redis+cluster://h:1?nope=1", "unknown redis event log URL option"),
 ]
 
 
@@ -67,6 +74,8 @@ def test_check_event_log_url_refuses_what_open_refuses_without_connecting(url: s
         "sqlite:///x.db?synchronous=normal",
         "postgresql://u@h/db?pool_max=3",
         "redis://h:1/0?maxlen=5",
+        "redis+cluster://h:1,h:2?maxlen=5&prefix=p",
+        "rediss+cluster://u:p@[::1]:7000/0",
     ],
 )
 def test_check_event_log_url_accepts_good_urls(url: str) -> None:

@@ -49,6 +49,14 @@ class FalkorServer:
     def __init__(self) -> None:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="cg-falkor-"))
+        self._spawn()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port, empty (no persistence): a crashed server."""
+        self.stop()
+        self._spawn()
+
+    def _spawn(self) -> None:
         server, module = bundled_binaries()
         self.proc = subprocess.Popen(
             [str(server), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

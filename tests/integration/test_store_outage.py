@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -140,32 +141,38 @@ async def test_postgres_outage_with_spool_accepts_and_drains(
         await log.close()
 
 
+@pytest.mark.parametrize("redis_kind", ["redis", "redis-cluster"])
 async def test_redis_finalisation_waits_for_postgres_and_keeps_the_stream(
-    redis_server: RedisServer, postgres_server: PostgresServer
+    redis_kind: str, postgres_server: PostgresServer, request: pytest.FixtureRequest
 ) -> None:
     from convograph.store.redis import RedisEventLog
     from convograph.testing import sample_run
 
-    log = await open_event_log(f"{redis_server.url}?finalize={postgres_server.url}%3Fconnect_timeout%3D1")
+    if redis_kind == "redis":
+        redis_at = request.getfixturevalue("redis_server").url + "?"
+    else:  # the pending set has its own slot on a cluster: written before, cleared after the keys
+        redis_at = f"{request.getfixturevalue('redis_cluster_url')}?prefix=cg{uuid.uuid4().hex[:12]}&"
+    cid = f"fin-{redis_kind}"  # one Postgres per module: a conversation id per case
+    log = await open_event_log(f"{redis_at}finalize={postgres_server.url}%3Fconnect_timeout%3D1")
     assert isinstance(log, RedisEventLog)
     assert log.archive is not None
     try:
         events = sample_run("run-1")
-        await log.append("fin", events[:1])  # a new conversation's first append asks Postgres for its seq
+        await log.append(cid, events[:1])  # a new conversation's first append asks Postgres for its seq
         postgres_server.stop("immediate")
-        await log.append("fin", events[1:])  # the run ends: finalisation fails, Postgres is down
+        await log.append(cid, events[1:])  # the run ends: finalisation fails, Postgres is down
         await log.drain()
-        ttl = await log._client.pttl(f"{log.prefix}:{{fin}}:stream")
+        ttl = await log._client.pttl(f"{log.prefix}:{{{cid}}}:stream")
         assert ttl == -1  # persisted while finalisation is pending
-        assert await log._client.sismember(f"{log.prefix}:finalize", "fin")
+        assert await log._client.sismember(f"{log.prefix}:finalize", cid)
         postgres_server.start()
         deadline = time.monotonic() + 30
         while await log.finalize_pending():  # the pool reconnects with backoff
             assert time.monotonic() < deadline, "finalisation did not complete after Postgres returned"
             await asyncio.sleep(0.2)
-        archived = await log.archive.read("fin")
+        archived = await log.archive.read(cid)
         assert [s.event.event_id for s in archived] == [e.event_id for e in events]
-        assert 0 < await log._client.pttl(f"{log.prefix}:{{fin}}:stream") <= log.finalized_ttl * 1000
+        assert 0 < await log._client.pttl(f"{log.prefix}:{{{cid}}}:stream") <= log.finalized_ttl * 1000
     finally:
         await log.close()
 

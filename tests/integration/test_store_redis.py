@@ -1,8 +1,10 @@
-"""Redis specifics: seq <-> stream id, TTLs, finalisation into Postgres, trimming and resume."""
+"""Redis specifics: seq <-> stream id, TTLs, finalisation into Postgres, trimming and resume; on one
+Redis and on a local 3-master Redis Cluster alike."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -22,31 +24,39 @@ async def open_redis(url: str) -> RedisEventLog:
     return log
 
 
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_at(request: pytest.FixtureRequest) -> str:
+    """``<redis:// or redis+cluster:// URL>?prefix=<fresh prefix>``: more options follow with ``&``."""
+    if request.param == "redis":
+        return f"{request.getfixturevalue('redis_url')}?prefix={request.getfixturevalue('redis_prefix')}"
+    return f"{request.getfixturevalue('redis_cluster_url')}?prefix=cg{uuid.uuid4().hex[:12]}"
+
+
 def test_stream_ids_are_seqs() -> None:
     assert stream_id_of_seq(42) == "42-0"
     assert seq_of_stream_id(b"42-0") == 42
     assert seq_of_stream_id("7-0") == 7
 
 
-async def test_entries_are_stored_under_seq_ids_with_a_ttl(redis_url: str, redis_prefix: str) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}&ttl=3600")
+async def test_entries_are_stored_under_seq_ids_with_a_ttl(redis_at: str) -> None:
+    log = await open_redis(f"{redis_at}&ttl=3600")
     try:
         await log.append("c", texts(3, "a"))
-        stream = f"{redis_prefix}:{{c}}:stream"
+        stream = f"{log.prefix}:{{c}}:stream"
         ids = [entry_id for entry_id, _ in await log._client.xrange(stream)]
         assert ids == [b"1-0", b"2-0", b"3-0"]
         assert 0 < await log._client.pttl(stream) <= 3_600_000
-        finished = await open_redis(f"{redis_url}?prefix={redis_prefix}&finalized_ttl=30")
+        finished = await open_redis(f"{redis_at}&finalized_ttl=30")
         await finished.append("done", sample_run("r"))
         await finished.drain()
-        assert 0 < await finished._client.pttl(f"{redis_prefix}:{{done}}:stream") <= 30_000
+        assert 0 < await finished._client.pttl(f"{log.prefix}:{{done}}:stream") <= 30_000
         await finished.close()
     finally:
         await log.close()
 
 
-async def test_without_archive_a_trimmed_range_is_not_resumable(redis_url: str, redis_prefix: str) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}&maxlen=100")
+async def test_without_archive_a_trimmed_range_is_not_resumable(redis_at: str) -> None:
+    log = await open_redis(f"{redis_at}&maxlen=100")
     try:
         for b in range(10):
             await log.append("c", texts(100, f"b{b}-"))
@@ -61,9 +71,9 @@ async def test_without_archive_a_trimmed_range_is_not_resumable(redis_url: str, 
 
 
 async def test_finalised_conversation_is_read_from_postgres_after_expiry(
-    redis_url: str, redis_prefix: str, postgres_url: str
+    redis_at: str, postgres_url: str
 ) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}&finalize={postgres_url}")
+    log = await open_redis(f"{redis_at}&finalize={postgres_url}")
     assert log.archive is not None
     try:
         events = sample_run("run-1")
@@ -73,7 +83,7 @@ async def test_finalised_conversation_is_read_from_postgres_after_expiry(
         assert [s.seq for s in archived] == list(range(1, len(events) + 1))
         assert [m.id for m in await log.archive.message_path("c")] == ["run-1-user:user", "run-1"]
         # Expiry: the Redis keys disappear; reads, listing and resume come from Postgres.
-        await log._client.delete(*[k async for k in log._client.scan_iter(match=f"{redis_prefix}:{{c}}*")])
+        await log._client.delete(*[k async for k in log._client.scan_iter(match=f"{log.prefix}:{{c}}*")])
         assert [s.seq for s in await log.read("c")] == list(range(1, len(events) + 1))
         info = await log.get_conversation("c")
         assert info is not None
@@ -92,14 +102,14 @@ async def test_finalised_conversation_is_read_from_postgres_after_expiry(
 
 
 async def test_long_inflight_stream_is_archived_and_trimmed_but_fully_readable(
-    redis_url: str, redis_prefix: str, postgres_url: str
+    redis_at: str, postgres_url: str
 ) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}&maxlen=200&finalize={postgres_url}")
+    log = await open_redis(f"{redis_at}&maxlen=200&finalize={postgres_url}")
     try:
         for b in range(10):
             await log.append("c", texts(100, f"b{b}-"))
             await log.drain()
-        length = await log._client.xlen(f"{redis_prefix}:{{c}}:stream")
+        length = await log._client.xlen(f"{log.prefix}:{{c}}:stream")
         assert length < 1000  # trimmed after archiving
         stored = await log.read("c")
         assert [s.seq for s in stored] == list(range(1, 1001))
@@ -112,8 +122,8 @@ async def test_long_inflight_stream_is_archived_and_trimmed_but_fully_readable(
         await log.close()
 
 
-async def test_live_tail_through_xread_block(redis_url: str, redis_prefix: str) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}")
+async def test_live_tail_through_xread_block(redis_at: str) -> None:
+    log = await open_redis(redis_at)
     try:
         stream = log.subscribe("c")
         task = asyncio.create_task(collect(stream, 300, timeout=20))
@@ -126,8 +136,8 @@ async def test_live_tail_through_xread_block(redis_url: str, redis_prefix: str) 
         await log.close()
 
 
-async def test_seqs_never_restart_after_the_keys_expire(redis_url: str, redis_prefix: str) -> None:
-    log = await open_redis(f"{redis_url}?prefix={redis_prefix}")
+async def test_seqs_never_restart_after_the_keys_expire(redis_at: str) -> None:
+    log = await open_redis(redis_at)
     try:
         await log.append("c", texts(5, "a"))
         stream, meta, ids = log._keys("c")

@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "convograph.cli.export",
     "convograph.cli.run",
     "convograph.cli.model_server",
+    "convograph.cli.rebalance",
 )
 
 for _name in _COMMAND_MODULES:

@@ -64,7 +64,10 @@ def query(
     ] = "http://127.0.0.1:8321",
     graph_url: Annotated[
         str | None,
-        typer.Option("--graph-url", help="Query a FalkorDB server directly: falkordb://host:port."),
+        typer.Option(
+            "--graph-url",
+            help="Query a FalkorDB server directly: falkordb://host:port (several: separated by commas).",
+        ),
     ] = None,
     api_key: Annotated[str | None, typer.Option("--api-key", envvar="CONVOGRAPH_API_KEY")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON result.")] = False,
@@ -74,16 +77,17 @@ def query(
     result: dict[str, Any]
     try:
         if graph_url is not None:
-            from convograph.intelligence.engine import EngineUnavailable, connect_engine
+            from convograph.intelligence.engine import EngineUnavailable
+            from convograph.intelligence.placement import PlacementError, connect_graph
             from convograph.intelligence.query import AccessDenied, QueryError, run_cypher
             from convograph.intelligence.writer import GraphNames
 
+            names = GraphNames(os.environ.get("CONVOGRAPH_GRAPH_PREFIX", "convograph_ci:"))
             try:
-                engine = connect_engine(graph_url)
-            except (EngineUnavailable, ValueError) as exc:
+                engine = connect_graph(graph_url, names, record=False)
+            except (EngineUnavailable, PlacementError, ValueError) as exc:
                 print_error(f"cannot reach {graph_url}: {exc}")
                 raise typer.Exit(2) from None
-            names = GraphNames(os.environ.get("CONVOGRAPH_GRAPH_PREFIX", "convograph_ci:"))
             try:
                 found = run_cypher(engine, names, cypher, params, workspace, union_graph=names.all_graph)
             except (QueryError, AccessDenied) as exc:

@@ -18,7 +18,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 def _check_settings(config: ServerConfig, log_level: str) -> None:
     """Refuse, before the server starts, what would otherwise fail inside its startup with a
     traceback: an unusable data directory, a malformed event log or graph URL, a bad log level."""
-    from convograph.intelligence.engine import check_graph_url
+    from convograph.intelligence.shards import parse_graph_urls
     from convograph.store.url import check_event_log_url
 
     if log_level.lower() not in LOG_LEVELS:
@@ -35,7 +35,7 @@ def _check_settings(config: ServerConfig, log_level: str) -> None:
     if config.database_url:
         check_event_log_url(config.database_url)
     if config.graph_url and config.intelligence:
-        check_graph_url(config.graph_url)
+        parse_graph_urls(config.graph_url)
 
 
 def _database_keys(config: ServerConfig, keys: KeyRing) -> KeyRing:
@@ -60,10 +60,17 @@ def serve(
         Path | None, typer.Option(help="Where embedded stores live \\[default: ./.convograph].")
     ] = None,
     database_url: Annotated[
-        str | None, typer.Option(help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…")
+        str | None,
+        typer.Option(
+            help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…, redis+cluster://h:p,h:p"
+        ),
     ] = None,
     graph_url: Annotated[
-        str | None, typer.Option(help="FalkorDB server, falkordb://host:port \\[default: embedded].")
+        list[str] | None,
+        typer.Option(
+            help="FalkorDB server, falkordb://host:port \\[default: embedded]; repeat it (or separate URLs"
+            " by commas) to spread the workspaces over several servers (docs/intelligence.md)."
+        ),
     ] = None,
     api_key_file: Annotated[
         Path | None, typer.Option(help="JSON key file (see `convograph keys create`).")
@@ -137,7 +144,7 @@ def serve(
             port=port,
             data_dir=data_dir,
             database_url=database_url,
-            graph_url=graph_url,
+            graph_url=",".join(graph_url) if graph_url else None,
             api_key_file=api_key_file,
             allow_public_without_keys=allow_public_without_keys or None,
             intelligence=intelligence,

@@ -63,8 +63,10 @@ __all__ = [
     "ReadBusy",
     "TooManyQueries",
     "WriteMirror",
+    "check_graph_url",
     "connect_engine",
     "cypher_literal",
+    "engine_client",
     "engine_client_options",
 ]
 
@@ -117,7 +119,11 @@ class GraphEngine(Protocol):
     """What the ingest writer and the query side need from a graph database."""
 
     limits: ReadLimits
-    memory_limit_bytes: int
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        """The engine's per-query memory limit as last seen (0: none)."""
+        ...
 
     def execute(
         self,
@@ -153,6 +159,10 @@ class GraphEngine(Protocol):
     ) -> tuple[QueryRows, bool]: ...
 
     def reachable(self) -> bool: ...
+
+    def command(self, *args: Any) -> Any:
+        """A raw server command (``GRAPH.CONSTRAINT``, ``GRAPH.LIST`` ...)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -198,6 +208,10 @@ def _classify(exc: Exception) -> Exception:
     return EngineError(message)
 
 
+CLIENT_NAME = "convograph-ci"
+"""The name our engine connections give themselves (``CLIENT LIST``): `convograph rebalance`
+refuses to move graphs while a server has such clients (a running instance)."""
+
 ENGINE_SOCKET_TIMEOUT_S = 300.0
 """How long the writer's connection waits for one reply before it counts the engine as unavailable."""
 
@@ -211,6 +225,7 @@ def engine_client_options() -> dict[str, Any]:
         "socket_timeout": ENGINE_SOCKET_TIMEOUT_S,
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": True,
+        "client_name": CLIENT_NAME,
     }
 
 
@@ -510,13 +525,14 @@ def check_graph_url(url: str) -> None:
         raise ValueError(f"graph URL {url!r}: {exc}") from None
 
 
-def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngine:
-    """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``."""
+def engine_client(url: str, **overrides: Any) -> redis.Redis:
+    """A redis-py client (not yet connected) for the server ``url`` names, with
+    `engine_client_options` updated by ``overrides``. Raises ValueError for a bad URL."""
     check_graph_url(url)
     parsed = urlparse(url)
-    options = engine_client_options()
+    options = {**engine_client_options(), **overrides}
     if parsed.scheme in ("falkordb", "redis", "falkordbs", "rediss"):
-        client = redis.Redis(
+        return redis.Redis(
             host=parsed.hostname or "127.0.0.1",
             port=parsed.port or 6379,
             password=parsed.password,
@@ -524,8 +540,12 @@ def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngin
             ssl=parsed.scheme.endswith("s"),
             **options,
         )
-    else:
-        client = redis.Redis(unix_socket_path=parsed.path, **options)
+    return redis.Redis(unix_socket_path=parsed.path, **options)
+
+
+def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngine:
+    """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``."""
+    client = engine_client(url)
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -76,6 +76,8 @@ __all__ = ["GraphApplier", "PlannedStage", "Stage", "resolve_node_ids"]
 
 log = logging.getLogger(__name__)
 
+CURSOR_MARK = "__applied__:"
+"""Prefix of the applied-journal cursor's meta key (on every graph server: `convograph.intelligence.shards`)."""
 REBUILD_MARK = "__rebuild__:"
 """Meta key prefix (+ graph prefix + journal id): JSON ``{workspace: [token, [session ids]]}`` of
 pending rebuilds."""
@@ -206,7 +208,7 @@ class GraphApplier:
         # drop those of some sessions only (a purged component); without them, `resets` serve
         self.session_resets = tuple(session_resets)
         # outside the graph-name space, so no workspace name can collide with it
-        self.cursor_key = f"__applied__:{self.names.prefix}{journal.journal_id}"
+        self.cursor_key = f"{CURSOR_MARK}{self.names.prefix}{journal.journal_id}"
         self.rebuild_key = f"{REBUILD_MARK}{self.names.prefix}{journal.journal_id}"
         self._rebuild_lock = threading.Lock()
         self._pending_cache: list[str] = []

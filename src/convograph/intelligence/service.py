@@ -28,7 +28,7 @@ from convograph.intelligence import journal as journal_module
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.blobs_pg import PostgresBlobStore
 from convograph.intelligence.embedded import EmbeddedFalkorDB
-from convograph.intelligence.engine import FalkorEngine, GraphEngine, connect_engine
+from convograph.intelligence.engine import FalkorEngine, GraphEngine
 from convograph.intelligence.envelope import (
     Envelope,
     EnvelopeError,
@@ -41,8 +41,10 @@ from convograph.intelligence.journal import AppendResult, DeadLetterGroup, Journ
 from convograph.intelligence.journal_pg import PostgresJournal
 from convograph.intelligence.layer_semantic import SemanticLayer
 from convograph.intelligence.lease import ApplierLease, PostgresLease
+from convograph.intelligence.placement import connect_graph
 from convograph.intelligence.query import AccessDenied, CypherResult, run_cypher
 from convograph.intelligence.reads import ReadLimits
+from convograph.intelligence.shards import ShardedEngine
 from convograph.intelligence.union import AllWorkspaces
 from convograph.intelligence.writer import GraphNames
 from convograph.store.url import shared_postgres
@@ -113,6 +115,13 @@ class NotFound(LookupError):
     """No such blob or session (or not visible to this key)."""
 
 
+def _servers(engine: GraphEngine) -> list[FalkorEngine]:
+    """The FalkorDB servers behind ``engine`` (none for another kind of engine)."""
+    if isinstance(engine, ShardedEngine):
+        return engine.shards
+    return [engine] if isinstance(engine, FalkorEngine) else []
+
+
 def check_write(envelope: Envelope, allowed: frozenset[str] | None) -> None:
     """Raise `AccessDenied` if a key limited to ``allowed`` workspaces may not write ``envelope``."""
     _check_workspace_write(envelope.workspace, allowed)
@@ -165,9 +174,12 @@ class IntelligenceService:
             lease=lease,
         )
         self.union: AllWorkspaces | None = None
-        if all_workspaces_graph and isinstance(engine, FalkorEngine):
-            self.union = AllWorkspaces(self.names)
-            engine.mirrors.append(self.union)
+        if all_workspaces_graph and isinstance(engine, FalkorEngine | ShardedEngine):
+            self.union = AllWorkspaces(
+                self.names, home=engine.home if isinstance(engine, ShardedEngine) else None
+            )
+            for server in _servers(engine):  # on several servers, each copies its writes to the home
+                server.mirrors.append(self.union)
         self.lease = lease
         self._started = False
 
@@ -202,7 +214,7 @@ class IntelligenceService:
             embedded = EmbeddedFalkorDB(root / "falkordb", limits=read_limits)
             engine: GraphEngine = embedded.start()
         else:
-            engine = connect_engine(graph_url, limits=read_limits)
+            engine = connect_graph(graph_url, GraphNames(graph_prefix), limits=read_limits)
         journal = SqliteJournal(root / "journal.sqlite3", synchronous=synchronous)
         options.setdefault("semantic_layers", True)  # kernel + foundation layers (docs/querying.md)
         service = cls(
@@ -211,6 +223,7 @@ class IntelligenceService:
             LocalBlobStore(root / "blobs"),
             names=GraphNames(graph_prefix),
             embedded=embedded,
+            owns_engine=True,  # connected here: closed with the service (its connections were left open)
             **options,
         )
         service.start()
@@ -226,7 +239,7 @@ class IntelligenceService:
         synchronous: Literal["normal", "full"],
         **options: Any,
     ) -> IntelligenceService:
-        engine = connect_engine(graph_url, limits=read_limits)
+        engine = connect_graph(graph_url, GraphNames(graph_prefix), limits=read_limits)
         journal = PostgresJournal(conninfo, synchronous=synchronous)
         blobs = PostgresBlobStore(conninfo)
         lease = PostgresLease(conninfo, f"convograph-ci-applier:{graph_prefix}{journal.journal_id}")
@@ -242,7 +255,7 @@ class IntelligenceService:
         """Create schemas for existing graphs (and the all-workspaces graph: a copy of every
         workspace graph the first time) and start applying the journal."""
         if not self._started:
-            if self.union is not None and isinstance(self.engine, FalkorEngine):
+            if self.union is not None:
                 self.union.backfill(self.engine)
             self.applier.start()
             self._started = True
@@ -250,12 +263,9 @@ class IntelligenceService:
     def close(self) -> None:
         """Stop the applier and close the journal; close the engine only if this service owns it."""
         self.applier.stop()
-        if (
-            self.union is not None
-            and isinstance(self.engine, FalkorEngine)
-            and self.union in self.engine.mirrors
-        ):
-            self.engine.mirrors.remove(self.union)
+        for server in _servers(self.engine):
+            if self.union is not None and self.union in server.mirrors:
+                server.mirrors.remove(self.union)
         if self.lease is not None:
             self.lease.close()  # another instance takes over at once
         self.journal.close()

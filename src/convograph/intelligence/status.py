@@ -180,16 +180,21 @@ def _metrics(counts: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _public_url(url: str | None) -> str:
-    """The graph URL without its password (``embedded`` for the embedded engine)."""
+    """The graph URL without its password (``embedded`` for the embedded engine); each URL of a
+    comma-separated list of servers."""
     if url is None:
         return "embedded"
     from urllib.parse import urlsplit, urlunsplit
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    shown = []
+    for each in url.split(","):
+        parts = urlsplit(each.strip())
+        if parts.password is None:
+            shown.append(each.strip())
+            continue
+        host = parts.hostname or ""
+        netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        shown.append(urlunsplit(parts._replace(netloc=netloc)))
+    return ",".join(shown)

@@ -13,7 +13,9 @@ workspaces never meet in the shared graph. The exceptions, rewritten here:
   on the shared graph by those (`prepare`);
 - deleting a workspace graph (a rebuild) deletes that workspace's nodes from the shared graph;
 - the shared graph's unique constraints are on ``(node_id, workspace)`` (`ensure_schema`), so the
-  writer's ``CREATE`` fast path meets the same refusals there as in the workspace graph.
+  writer's ``CREATE`` fast path meets the same refusals there as in the workspace graph;
+- ``intern()`` calls are dropped from the copies (`_plain`): FalkorDB's constraints miss interned
+  values and its grouping keeps interned and plain strings apart, and the copy below reads plain.
 
 A deployment that had workspace graphs before this graph existed gets it by `backfill` (a copy of
 each workspace graph, node and edge pages by internal id), before the applier starts. Write cost:
@@ -29,7 +31,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from convograph.intelligence.engine import EngineError, FalkorEngine, MapFreeList
+from convograph.intelligence.engine import EngineError, FalkorEngine, GraphEngine, MapFreeList
 from convograph.intelligence.writer import GraphNames
 
 __all__ = ["AllWorkspaces"]
@@ -37,6 +39,25 @@ __all__ = ["AllWorkspaces"]
 log = logging.getLogger(__name__)
 
 Statements = list[tuple[str, Mapping[str, Any] | None]]
+
+_CODE_INTERN = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`|\bintern\(')
+COMPLETE_VERSION = "2"
+"""The all-workspaces graph's completion mark: 2 since its strings are all plain (`_plain`); a
+graph completed under an older mark is copied again once."""
+
+
+def _plain(cypher: str) -> str:
+    """``cypher`` with its ``intern(x)`` calls written ``(x)`` (quoted text left alone), for the
+    shared graph. FalkorDB 4.22 keeps interned and plain copies of a string apart in ``GROUP BY``
+    and ``DISTINCT`` (two rows for one workspace), and its unique constraints do not see interned
+    values (a replayed ``CREATE`` made a second copy of a node instead of being refused). The copy
+    of a workspace graph (`backfill`) reads values back as plain strings, so the shared graph keeps
+    them all plain: one kind of string, and constraints that hold. O(len(cypher)) when it calls
+    ``intern``."""
+    if "intern(" not in cypher:
+        return cypher
+    return _CODE_INTERN.sub(lambda m: "(" if m.group(0) == "intern(" else m.group(0), cypher)
+
 
 _BY_ID = re.compile(r"MATCH \((\w+)\) WHERE id\(\1\) = (\w+)")
 _UNIQUE = ("Session", "Event", "ToolCall", "Tool", "ParallelGroup", "Model")
@@ -58,9 +79,12 @@ def _label(name: str) -> str:
 class AllWorkspaces:
     """The write mirror and the shared graph's schema, backfill and deletions."""
 
-    def __init__(self, names: GraphNames) -> None:
+    def __init__(self, names: GraphNames, home: FalkorEngine | None = None) -> None:
         self.names = names
         self.graph = names.all_graph
+        self.home = home
+        """The server the shared graph lives on when workspaces are spread over several
+        (`convograph.intelligence.shards`: the first listed); None: the server of each write."""
         self._ready = False
         self._lock = threading.Lock()
 
@@ -75,18 +99,19 @@ class AllWorkspaces:
         workspace = self._workspace(graph)
         if workspace is None:
             return None
-        self.ensure_schema(engine)
+        self.ensure_schema(self.home or engine)
         out: Statements = []
         for cypher, params in statements:
             if "id(" in cypher:
                 out.extend(self._by_key(engine, graph, workspace, cypher, params))
             else:
-                out.append((cypher, params))
+                out.append((_plain(cypher), params))
         return out
 
     def commit(self, engine: FalkorEngine, statements: Statements) -> None:
         """Write the prepared copies; an index the shared graph has already (made for another
         workspace's graph) is not an error."""
+        engine = self.home or engine
         writes: Statements = []
         for cypher, params in statements:
             if cypher.lstrip().upper().startswith("CREATE INDEX"):
@@ -101,6 +126,7 @@ class AllWorkspaces:
 
     def deleted(self, engine: FalkorEngine, graph: str) -> None:
         """``graph`` was deleted: remove its workspace's nodes from the shared graph."""
+        engine = self.home or engine
         workspace = self._workspace(graph)
         if workspace is not None and self.graph in engine.graphs():
             while engine.execute(self.graph, _DELETE_PAGE, {"ws": workspace}).rows[0][0]:
@@ -132,7 +158,7 @@ class AllWorkspaces:
         return out
 
     # -- schema and backfill --------------------------------------------------------------------------
-    def ensure_schema(self, engine: FalkorEngine, wait_s: float = 60.0) -> None:
+    def ensure_schema(self, engine: GraphEngine, wait_s: float = 60.0) -> None:
         """Indexes and ``(node_id, workspace)`` unique constraints of the shared graph, operational
         before its first write (the writer's ``CREATE`` statements rely on them). Once per engine."""
         if self._ready:
@@ -160,7 +186,7 @@ class AllWorkspaces:
                 time.sleep(0.01)
             self._ready = True
 
-    def _constraints_operational(self, engine: FalkorEngine) -> bool:
+    def _constraints_operational(self, engine: GraphEngine) -> bool:
         rows = engine.execute(self.graph, "CALL db.constraints()", read_only=True).rows
         operational = {row[1] for row in rows if row[0] == "UNIQUE" and str(row[4]) == "OPERATIONAL"}
         return all(label in operational for label in _UNIQUE)
@@ -174,11 +200,13 @@ class AllWorkspaces:
         """Meta key set once the shared graph holds every workspace graph (after `backfill`)."""
         return f"{self.names.prefix}all_workspaces_graph"
 
-    def backfill(self, engine: FalkorEngine) -> int:
+    def backfill(self, engine: GraphEngine) -> int:
         """Make the shared graph hold every workspace graph: unless it was completed before (its
         meta key, in the engine beside the graphs), it is dropped and each workspace graph copied
-        into it. Returns the nodes copied. Run before any write (the applier not started)."""
-        if engine.get_meta(self.complete_key) == "1" and self.graph in engine.graphs():
+        into it. Returns the nodes copied. Run before any write (the applier not started).
+        ``engine`` sees every workspace graph (a `ShardedEngine` reads each on its server and
+        writes the shared graph on the home)."""
+        if engine.get_meta(self.complete_key) == COMPLETE_VERSION and self.graph in engine.graphs():
             self.ensure_schema(engine)
             return 0
         engine.delete_graph(self.graph)  # a copy cut short by a crash, or none at all
@@ -199,10 +227,10 @@ class AllWorkspaces:
                     time.monotonic() - started,
                 )
                 copied += nodes
-        engine.set_meta(self.complete_key, "1")
+        engine.set_meta(self.complete_key, COMPLETE_VERSION)
         return copied
 
-    def _copy_indexes(self, engine: FalkorEngine, graph: str) -> None:
+    def _copy_indexes(self, engine: GraphEngine, graph: str) -> None:
         """The range indexes of ``graph`` on the shared graph too (the copy's edge statements find
         their ends by them; later writes create them as they go)."""
         rows = engine.execute(
@@ -221,7 +249,7 @@ class AllWorkspaces:
                         if "already indexed" not in str(exc).lower():
                             raise
 
-    def _copy(self, engine: FalkorEngine, graph: str, workspace: str) -> int:
+    def _copy(self, engine: GraphEngine, graph: str, workspace: str) -> int:
         top = engine.execute(graph, "MATCH (n) RETURN max(id(n))", read_only=True).rows[0][0]
         if top is None:
             return 0

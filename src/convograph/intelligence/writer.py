@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 
 from convograph.intelligence.engine import (
     EngineError,
-    FalkorEngine,
     GraphEngine,
     MapFreeList,
     NormalFloatList,
@@ -377,22 +376,20 @@ def ensure_schema(engine: GraphEngine, graph: str, *, wait_s: float = 5.0) -> bo
         except EngineError as exc:
             if "already indexed" not in str(exc).lower():
                 raise
-    if isinstance(engine, FalkorEngine):
-        for label in _UNIQUE:
-            with contextlib.suppress(Exception):  # exists already (or pending): both fine
-                engine.command(
-                    "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", 1, "node_id"
-                )
-        deadline = time.monotonic() + wait_s
-        while True:
-            status = _event_constraint_status(engine, graph)
-            if status == "OPERATIONAL":
-                return True
-            if status != "UNDER CONSTRUCTION" or time.monotonic() > deadline:
-                log.warning("Event(node_id) unique constraint of %s is %s: Events are MERGEd", graph, status)
-                return False
-            time.sleep(0.01)
-    return False
+    for label in _UNIQUE:
+        with contextlib.suppress(Exception):  # exists already (or pending): both fine
+            engine.command(
+                "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", 1, "node_id"
+            )
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = _event_constraint_status(engine, graph)
+        if status == "OPERATIONAL":
+            return True
+        if status != "UNDER CONSTRUCTION" or time.monotonic() > deadline:
+            log.warning("Event(node_id) unique constraint of %s is %s: Events are MERGEd", graph, status)
+            return False
+        time.sleep(0.01)
 
 
 def _event_constraint_status(engine: GraphEngine, graph: str) -> str | None:

@@ -215,7 +215,9 @@ async def check_backends(config: ServerConfig) -> None:
     instead of as a traceback from inside its startup. Embedded backends need no check (the data
     directory is checked by the CLI), nor does an event log with a spool (it starts without its backend
     on purpose). Raises `StartupFailed`. One connection per backend."""
-    from convograph.intelligence.engine import EngineUnavailable, connect_engine
+    from convograph.intelligence.engine import EngineUnavailable
+    from convograph.intelligence.placement import PlacementError, connect_graph
+    from convograph.intelligence.writer import GraphNames
     from convograph.store import BackendUnavailable
 
     url = config.database_url or ""
@@ -224,13 +226,13 @@ async def check_backends(config: ServerConfig) -> None:
     if networked and not spooled:
         try:
             event_log = await open_event_log(url, data_dir=config.data_dir)
-        except BackendUnavailable as exc:
+        except (BackendUnavailable, ValueError) as exc:  # ValueError: e.g. redis:// at a cluster node
             raise StartupFailed(str(exc)) from None
         await event_log.close()
     if config.intelligence and config.graph_url:
-        try:
-            engine = await asyncio.to_thread(connect_engine, config.graph_url)
-        except EngineUnavailable as exc:
+        try:  # every server answers, and holds the workspaces where the list places them
+            engine = await asyncio.to_thread(connect_graph, config.graph_url, GraphNames())
+        except (EngineUnavailable, PlacementError) as exc:
             raise StartupFailed(str(exc)) from None
         engine.close()
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from convograph import __version__
 from convograph.server.config import ServerConfig
@@ -12,15 +12,13 @@ from convograph.store.url import default_url
 __all__ = ["hide_password", "startup_banner"]
 
 
+_PASSWORD = re.compile(r"(://[^:/@,?#]*:)[^@/?#]*@")
+
+
 def hide_password(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (banners and logs never show secrets)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (banners and logs never show secrets); also
+    each URL of a comma-separated list, and ``redis+cluster://user:pw@h:1,h:2``."""
+    return _PASSWORD.sub(r"\1***@", url)
 
 
 def startup_banner(config: ServerConfig, base_url: str, *, key_count: int) -> str:

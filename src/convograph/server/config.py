@@ -30,8 +30,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     port: int = DEFAULT_PORT
     data_dir: Path = Path(".convograph")
     database_url: str | None = None
-    """Event log URL (``sqlite:///``, ``postgresql://``, ``redis://``, ``memory://``); default SQLite
-    at ``<data_dir>/events.db``."""
+    """Event log URL (``sqlite:///``, ``postgresql://``, ``redis://``, ``redis+cluster://``,
+    ``memory://``); default SQLite at ``<data_dir>/events.db``."""
     graph_url: str | None = None
     """Context-intelligence graph: ``falkordb://host:port``; default embedded FalkorDB."""
     api_key_file: Path | None = None

@@ -2,7 +2,7 @@
 
 Backends: `MemoryEventLog` (``memory://``), `SQLiteEventLog` (``sqlite:///``, the embedded default),
 `PostgresEventLog` (``postgresql://``), `RedisEventLog` (``redis://``, in-flight streams finalised into
-Postgres). `open_event_log(url)` picks one by URL. Snapshots and rebuild: `convograph.store.snapshots`.
+Postgres; on a Redis Cluster `RedisClusterEventLog`, ``redis+cluster://``). `open_event_log(url)` picks one by URL. Snapshots and rebuild: `convograph.store.snapshots`.
 """
 
 from convograph.store.base import (

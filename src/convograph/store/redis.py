@@ -9,8 +9,10 @@ share a slot):
   seq; `read` sets it from the id) and ``t`` (receive time).
 - ``P:{C}:meta`` — hash: ``last_seq``, ``count``, ``open`` (open run ids), ``outcome``,
   ``last_activity``, ``archived_seq``. ``P:{C}:ids`` — hash ``eventId -> seq`` for deduplication.
-- ``P:conversations`` — sorted set of conversation ids by last activity; ``P:finalize`` — set of
-  conversations whose finalisation failed and is being retried.
+- ``P:conversations`` — sorted set of conversation ids by last activity (on a Redis Cluster one per
+  slot instead, `convograph.store.redis_cluster`); ``P:finalize`` — set of conversations whose
+  finalisation failed and is being retried (written before, and cleared after, the conversation's own
+  keys change, so it always holds at least every conversation still to finalise).
 
 Appends run one Lua script per batch, so dedup, seq assignment, XADD and the status fold are atomic.
 Every append refreshes the keys' TTL (``ttl``, default one day of inactivity).
@@ -134,7 +136,13 @@ local archived = tonumber(redis.call('HGET', meta, 'archived_seq') or '0')
 return {last, finished, last - archived, seqs}
 """
 
-_UNAVAILABLE: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+_UNAVAILABLE: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    redis.exceptions.ClusterError,  # a Redis Cluster with a master down / slots uncovered
+    redis.exceptions.SlotNotCoveredError,
+)
 _open_decoder = msgspec.json.Decoder(list[str])
 
 
@@ -171,7 +179,7 @@ class RedisEventLog:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: aioredis.Redis | aioredis.RedisCluster,
         *,
         archive: PostgresEventLog | None,
         maxlen: int,
@@ -214,16 +222,36 @@ class RedisEventLog:
         self = cls(
             client, archive=archive, maxlen=maxlen, ttl=ttl, finalized_ttl=finalized_ttl, prefix=prefix
         )
+        await self._start(lazy)
+        return self
+
+    async def _start(self, lazy: bool) -> None:
+        """Check that the server answers (unless ``lazy``) and start the finalisation retries."""
         try:
-            await client.ping()
+            await self._check_server()
         except _UNAVAILABLE as exc:
             if not lazy:
-                await client.aclose()
+                await self._client.aclose()
                 raise BackendUnavailable("redis", str(exc)) from exc
             log.warning("redis event log unavailable at open (%s); continuing behind the spool", exc)
-        if archive is not None:
+        except ValueError:
+            await self._client.aclose()
+            raise
+        if self.archive is not None:
             self._retry = asyncio.create_task(self._retry_loop(), name="convograph-redis-finalize")
-        return self
+
+    async def _check_server(self) -> None:
+        """One round trip: refuse a Redis Cluster node (its keys would be spread over slots)."""
+        try:
+            info = await self._client.info("cluster")
+        except redis.exceptions.ResponseError:  # INFO not allowed for this user: it cannot tell
+            await self._client.ping()
+            return
+        if info.get("cluster_enabled"):
+            raise ValueError(
+                "this Redis is a Redis Cluster node: use redis+cluster://host:port[,host:port...] "
+                "(docs/store.md, Redis Cluster)"
+            )
 
     # -- keys ------------------------------------------------------------------------------------------
 
@@ -235,8 +263,8 @@ class RedisEventLog:
         base = f"{self.prefix}:{{{cid}}}"
         return f"{base}:stream", f"{base}:meta", f"{base}:ids"
 
-    @property
-    def _convs_key(self) -> str:
+    def _index_key(self, cid: str) -> str:
+        """The sorted set listing ``cid`` (by last activity); the append script updates it."""
         return f"{self.prefix}:conversations"
 
     @property
@@ -269,7 +297,7 @@ class RedisEventLog:
                 pack_event(event),
             )
         args += ("1" if self.archive is not None else "0", _FLOOR_TTL_MS)
-        script_keys = [stream, meta, ids, self._convs_key, self._floor_key(conversation_id)]
+        script_keys = [stream, meta, ids, self._index_key(conversation_id), self._floor_key(conversation_id)]
         try:
             reply = await self._script(keys=script_keys, args=args)
             if reply[0] == b"SEED":
@@ -365,19 +393,17 @@ class RedisEventLog:
                 await self._archive(conversation_id, trim=False)
             outcome = await self._client.hmget(keys[1], ["open"])
             if outcome[0] in (None, b"[]"):  # no run reopened meanwhile
-                async with self._client.pipeline(transaction=True) as pipe:
+                async with self._client.pipeline(transaction=True) as pipe:  # one slot: cluster-safe
                     for key in keys:
                         pipe.pexpire(key, int(self.finalized_ttl * 1000))
-                    pipe.srem(self._pending_key, conversation_id)
                     await pipe.execute()
-            else:
-                await self._client.srem(self._pending_key, conversation_id)
+            await self._client.srem(self._pending_key, conversation_id)  # after: a superset meanwhile
             return True
         except Exception as exc:
             log.warning("finalising conversation %r failed (will retry): %s", conversation_id, exc)
             with contextlib.suppress(Exception):
+                await self._client.sadd(self._pending_key, conversation_id)  # before the keys persist
                 async with self._client.pipeline(transaction=True) as pipe:
-                    pipe.sadd(self._pending_key, conversation_id)
                     for key in keys:
                         pipe.persist(key)
                     await pipe.execute()
@@ -513,23 +539,29 @@ class RedisEventLog:
             info = await self.archive.get_conversation(conversation_id)
         return info
 
+    async def _listed(self) -> dict[str, ConversationInfo]:
+        """Every conversation the index lists whose keys still exist; drops expired ones from it."""
+        index = self._index_key("")
+        ids = [raw.decode() for raw in await self._client.zrange(index, 0, -1)]
+        async with self._client.pipeline(transaction=False) as pipe:
+            for cid in ids:
+                pipe.hmget(self._keys(cid)[1], _INFO_FIELDS)
+            rows = await pipe.execute()
+        infos: dict[str, ConversationInfo] = {}
+        stale: list[str] = []
+        for cid, raw in zip(ids, rows, strict=True):
+            info = _info_from(cid, raw)
+            if info is None:
+                stale.append(cid)
+            else:
+                infos[cid] = info
+        if stale:
+            await self._client.zrem(index, *stale)
+        return infos
+
     async def list_conversations(self) -> list[ConversationInfo]:
         try:
-            ids = [raw.decode() for raw in await self._client.zrange(self._convs_key, 0, -1)]
-            async with self._client.pipeline(transaction=False) as pipe:
-                for cid in ids:
-                    pipe.hmget(self._keys(cid)[1], _INFO_FIELDS)
-                rows = await pipe.execute()
-            infos: dict[str, ConversationInfo] = {}
-            stale: list[str] = []
-            for cid, raw in zip(ids, rows, strict=True):
-                info = _info_from(cid, raw)
-                if info is None:
-                    stale.append(cid)
-                else:
-                    infos[cid] = info
-            if stale:
-                await self._client.zrem(self._convs_key, *stale)
+            infos = await self._listed()
         except _UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
         if self.archive is not None:
@@ -550,7 +582,7 @@ class RedisEventLog:
                     self._floor_key(conversation_id),
                 )
             )
-            await self._client.zrem(self._convs_key, conversation_id)
+            await self._client.zrem(self._index_key(conversation_id), conversation_id)
             await self._client.srem(self._pending_key, conversation_id)
         except _UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc

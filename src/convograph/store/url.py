@@ -6,6 +6,7 @@
 | ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` | `SQLiteEventLog` (``?synchronous=full|normal``) |
 | ``postgresql://user@host:port/db`` | `PostgresEventLog` (``?pool_max=``, ``?connect_timeout=`` seconds) |
 | ``redis://host:port/0?finalize=postgresql://...`` | `RedisEventLog` (``?maxlen=``, ``?ttl=``, ``?finalized_ttl=``, ``?prefix=``) |
+| ``redis+cluster://host:port,host:port?...`` | `RedisClusterEventLog` (a Redis Cluster; the same options) |
 
 Any server backend also takes ``?spool=/path/spool.db``: appends made while it is unreachable go to
 that local file and drain when it returns (`convograph.store.spool`). Options not in the table are
@@ -19,13 +20,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from convograph.store.base import EventLog
 
 if TYPE_CHECKING:
     from convograph.store.postgres import PostgresEventLog
+
+_REDIS_SCHEMES: Final = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+_SCHEMES_HINT: Final = "expected memory://, sqlite:///, postgresql://, redis:// or redis+cluster://"
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -88,16 +92,56 @@ def _postgres_settings(url: str) -> tuple[str, int, float]:
     return conninfo, int(pool_max or 8), float(timeout or 5.0)
 
 
+def _redis_settings(scheme: str, options: dict[str, str], bare: str) -> dict[str, Any]:
+    """The `RedisEventLog.open` keywords a redis:// or redis+cluster:// URL's options name (all of
+    them consumed, unknown ones refused); ValueError naming a bad one. No I/O."""
+    finalize_url = options.pop("finalize", None)
+    maxlen = _take(options, "maxlen", int)
+    ttl = _take(options, "ttl", float)
+    finalized_ttl = _take(options, "finalized_ttl", float)
+    prefix = options.pop("prefix", "convograph")
+    _reject_unknown(scheme.split("+", 1)[0], options)
+    if finalize_url:
+        if not finalize_url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
+        _postgres_settings(finalize_url)
+    if scheme.endswith("+cluster"):
+        from convograph.store.redis_cluster import check_cluster_prefix, parse_cluster_url
+
+        parse_cluster_url(bare)
+        check_cluster_prefix(prefix)
+    return {
+        "finalize": finalize_url,
+        "maxlen": int(maxlen or 100_000),
+        "ttl": float(ttl or 86_400.0),
+        "finalized_ttl": float(finalized_ttl or 600.0),
+        "prefix": prefix,
+    }
+
+
+async def _open_redis(scheme: str, options: dict[str, str], bare: str, *, lazy: bool) -> EventLog:
+    from convograph.store.redis import RedisEventLog
+    from convograph.store.redis_cluster import RedisClusterEventLog
+
+    settings = _redis_settings(scheme, options, bare)
+    finalize_url = settings.pop("finalize")
+    # Lazy: finalisation retries until Postgres answers, so it need not be up at start.
+    archive = await _open_postgres(finalize_url, lazy=True) if finalize_url else None
+    if scheme.endswith("+cluster"):
+        return await RedisClusterEventLog.open_cluster(bare, archive=archive, lazy=lazy, **settings)
+    return await RedisEventLog.open(bare, archive=archive, lazy=lazy, **settings)
+
+
 def shared_postgres(url: str | None) -> str | None:
     """The libpq conninfo of the PostgreSQL database an event log URL names (``postgresql://``,
-    or the ``finalize=`` archive of a ``redis://`` log), else None: where state that every
+    or the ``finalize=`` archive of a ``redis://`` / ``redis+cluster://`` log), else None: where state that every
     instance of a deployment shares (the context-intelligence journal, blobs, API keys) lives."""
     if not url:
         return None
     scheme, options, _ = _split(url)
     if scheme in ("postgresql", "postgres"):
         return _postgres_settings(url)[0]
-    finalize_url = options.get("finalize") if scheme in ("redis", "rediss") else None
+    finalize_url = options.get("finalize") if scheme in _REDIS_SCHEMES else None
     if finalize_url and finalize_url.startswith(("postgresql://", "postgres://")):
         return _postgres_settings(finalize_url)[0]
     return None
@@ -113,7 +157,7 @@ async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
 def check_event_log_url(url: str) -> None:
     """Raise ValueError naming the problem when `open_event_log` would refuse ``url`` before
     connecting (scheme, options, a missing sqlite path). No I/O: for validating a setting up front."""
-    scheme, options, _ = _split(url)
+    scheme, options, bare = _split(url)
     spool = options.pop("spool", None)
     if scheme == "memory":
         _reject_unknown(scheme, options)
@@ -128,21 +172,10 @@ def check_event_log_url(url: str) -> None:
             )
     elif scheme in ("postgresql", "postgres"):
         _postgres_settings(url)
-    elif scheme in ("redis", "rediss"):
-        finalize_url = options.pop("finalize", None)
-        for name, kind in (("maxlen", int), ("ttl", float), ("finalized_ttl", float)):
-            _take(options, name, kind)
-        options.pop("prefix", None)
-        _reject_unknown(scheme, options)
-        if finalize_url and not finalize_url.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
-        if finalize_url:
-            _postgres_settings(finalize_url)
+    elif scheme in _REDIS_SCHEMES:
+        _redis_settings(scheme, options, bare)
     else:
-        raise ValueError(
-            f"unsupported event log URL scheme {scheme!r} in {url!r}; "
-            "expected memory://, sqlite:///, postgresql:// or redis://"
-        )
+        raise ValueError(f"unsupported event log URL scheme {scheme!r} in {url!r}; {_SCHEMES_HINT}")
     if spool and scheme in ("memory", "sqlite"):
         raise ValueError("spool= only applies to server backends (postgresql://, redis://)")
 
@@ -175,35 +208,10 @@ async def open_event_log(
         log = await SQLiteEventLog.open(path, synchronous=sync)  # type: ignore[arg-type]
     elif scheme in ("postgresql", "postgres"):
         log = await _open_postgres(url, lazy=bool(spool))
-    elif scheme in ("redis", "rediss"):
-        from convograph.store.redis import RedisEventLog
-
-        finalize_url = options.pop("finalize", None)
-        maxlen = _take(options, "maxlen", int)
-        ttl = _take(options, "ttl", float)
-        finalized_ttl = _take(options, "finalized_ttl", float)
-        prefix = options.pop("prefix", "convograph")
-        _reject_unknown(scheme, options)
-        archive: PostgresEventLog | None = None
-        if finalize_url:
-            if not finalize_url.startswith(("postgresql://", "postgres://")):
-                raise ValueError(f"redis finalize= must be a postgresql:// URL, got {finalize_url!r}")
-            # Lazy: finalisation retries until Postgres answers, so it need not be up at start.
-            archive = await _open_postgres(finalize_url, lazy=True)
-        log = await RedisEventLog.open(
-            bare,
-            archive=archive,
-            maxlen=int(maxlen or 100_000),
-            ttl=float(ttl or 86_400.0),
-            finalized_ttl=float(finalized_ttl or 600.0),
-            prefix=prefix,
-            lazy=bool(spool),
-        )
+    elif scheme in _REDIS_SCHEMES:
+        log = await _open_redis(scheme, options, bare, lazy=bool(spool))
     else:
-        raise ValueError(
-            f"unsupported event log URL scheme {scheme!r} in {url!r}; "
-            "expected memory://, sqlite:///, postgresql:// or redis://"
-        )
+        raise ValueError(f"unsupported event log URL scheme {scheme!r} in {url!r}; {_SCHEMES_HINT}")
     if spool:
         if scheme in ("memory", "sqlite"):
             raise ValueError("spool= only applies to server backends (postgresql://, redis://)")
