@@ -12,6 +12,11 @@ all of them into one form, the current one (``{"role", "parts": [...]}`` lists,
    conventions up to 1.36), whose fields (``content``, ``role``, ``tool_calls``, ``id``,
    ``message``, ``index``, ``finish_reason``) sit in the event's attributes, often as JSON text.
 
+Shapes 2 and 3 also come as OpenTelemetry **log records** (events of the Logs API) correlated to
+the span by its trace and span id, which is how most instrumentations send content by default;
+`convograph.integrations.otlp.logs` turns such a record into a `SpanEvent` (the record's body
+fields over its attributes), read here after the span's own.
+
 What is read is reported (`SpanMessages.consumed_attributes`, ``consumed_events``) so the caller
 keeps everything else. Unreadable JSON is not an error: it is listed in ``problems`` and the raw
 value stays with the span's kept attributes.
@@ -19,13 +24,15 @@ value stays with the span's kept attributes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
-from convograph.integrations.otlp.model import Span
+from convograph.integrations.otlp.model import Span, SpanEvent
 
 __all__ = [
+    "DETAILS_EVENT",
     "INPUT_MESSAGES",
     "LEGACY_MESSAGE_EVENTS",
     "OUTPUT_MESSAGES",
@@ -80,8 +87,10 @@ def maybe_json(value: Any) -> Any:
     return value
 
 
-def span_messages(span: Span) -> SpanMessages:
-    """Everything the span says about its messages (attributes first, then span events)."""
+def span_messages(span: Span, logged: Sequence[SpanEvent] = ()) -> SpanMessages:
+    """Everything the span says about its messages (attributes first, then span events); when the
+    span itself carries none, the message events ``logged`` for it as log records (in order).
+    ``consumed_events`` indexes ``span.events`` only."""
     out = SpanMessages()
     consumed: set[str] = set()
     for name, target in ((INPUT_MESSAGES, out.input), (OUTPUT_MESSAGES, out.output)):
@@ -97,24 +106,32 @@ def span_messages(span: Span) -> SpanMessages:
             consumed.add(SYSTEM_INSTRUCTIONS)
     events: set[int] = set()
     if not consumed:
-        for index, event in enumerate(span.events):
-            if event.name == DETAILS_EVENT:
-                details = SpanMessages()
-                _read_details(event.attributes, details)
-                if details.input or details.output or details.system:
-                    out.input.extend(details.input)
-                    out.output.extend(details.output)
-                    out.system.extend(details.system)
-                    out.problems.extend(details.problems)
-                    events.add(index)
-                    break
-    if not consumed and not events:
-        for index, event in enumerate(span.events):
-            if event.name in LEGACY_MESSAGE_EVENTS and _read_legacy(event.name, event.attributes, out):
-                events.add(index)
+        events = _read_events(span.events, out)
+        if not events and logged:
+            _read_events(logged, out)
     out.consumed_attributes = frozenset(consumed)
     out.consumed_events = frozenset(events)
     return out
+
+
+def _read_events(events: Sequence[SpanEvent], out: SpanMessages) -> set[int]:
+    """Messages from a details event (the first that has any), else from the per-message events;
+    returns the indexes of the events read."""
+    for index, event in enumerate(events):
+        if event.name == DETAILS_EVENT:
+            details = SpanMessages()
+            _read_details(event.attributes, details)
+            if details.input or details.output or details.system:
+                out.input.extend(details.input)
+                out.output.extend(details.output)
+                out.system.extend(details.system)
+                out.problems.extend(details.problems)
+                return {index}
+    return {
+        index
+        for index, event in enumerate(events)
+        if event.name in LEGACY_MESSAGE_EVENTS and _read_legacy(event.name, event.attributes, out)
+    }
 
 
 def _read_details(attributes: dict[str, Any], out: SpanMessages) -> None:
