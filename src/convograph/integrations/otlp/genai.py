@@ -43,6 +43,7 @@ from convograph.events import (
     Usage,
 )
 from convograph.integrations.otlp.content import (
+    HistoryMemo,
     content_events,
     content_parent,
     content_run,
@@ -187,16 +188,21 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
 
 
 def inference_events(
-    span: Span, known: Container[str] = frozenset(), logged: Sequence[SpanEvent] = ()
+    span: Span,
+    known: Container[str] = frozenset(),
+    logged: Sequence[SpanEvent] = (),
+    memo: HistoryMemo | None = None,
 ) -> list[Event]:
     """A model call: its messages as content events, then its ``usage`` (and ``error``). Content
-    events whose ids are in ``known`` are left out (`_Writer`). ``logged``: the message events
-    sent for the span as log records (`logs`), read when the span carries no messages itself."""
-    found = span_messages(span, logged)
-    events = content_events(span, found, known)
+    events whose ids are in ``known`` are left out (`content_events`, which ``memo`` speeds up).
+    ``logged``: the message events sent for the span as log records (`logs`), read when the span
+    carries no messages itself."""
+    found = span_messages(span, logged, memo.prefixes if memo is not None else None)
+    events = content_events(span, found, known, memo)
     run = run_id(span.span_id)
     usage = _usage_numbers(span.attributes)
-    meta = _meta(span, set(_USAGE_KEYS) | found.consumed_attributes, found)
+    consumed = found.consumed_attributes
+    meta = _meta(span, _USAGE_KEYS | consumed if consumed else _USAGE_KEYS, found)
     meta["usageReported"] = usage is not None
     numbers = usage if usage is not None else {}
     events.append(
@@ -226,12 +232,15 @@ def inference_events(
 
 
 def logged_content(
-    span: Span, logged: Sequence[SpanEvent], known: Container[str] = frozenset()
+    span: Span,
+    logged: Sequence[SpanEvent],
+    known: Container[str] = frozenset(),
+    memo: HistoryMemo | None = None,
 ) -> list[Event]:
     """The content events of the messages logged for ``span`` (log records, `logs`), as its own
     messages would give (`content_events`); ``span`` may be only what is known of it (ids, parent,
     times), when it arrived before (or never arrives). Ids in ``known`` are left out."""
-    return content_events(span, span_messages(span, logged), known)
+    return content_events(span, span_messages(span, logged), known, memo)
 
 
 def tool_events(span: Span) -> list[Event]:
@@ -266,8 +275,8 @@ def tool_events(span: Span) -> list[Event]:
             extra={"otel": _meta(span, consumed, None, skip_events=RELAY_EVENT)},
         ),
     ]
-    relays = _relay_events(span, run, parent, call, name)
-    events.extend(relays)
+    if span.events:
+        events.extend(_relay_events(span, run, parent, call, name))
     if failed or TOOL_RESULT in attributes:
         # a recorded result wins (a denial is a result too); a failure without one is {"error"}
         output = (
@@ -354,14 +363,15 @@ def _meta(
     kept = {key: value for key, value in span.attributes.items() if key not in consumed}
     if kept:
         meta["attributes"] = kept
-    skip = found.consumed_events if found is not None else frozenset()
-    events = [
-        {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
-        for index, event in enumerate(span.events)
-        if index not in skip and event.name != skip_events
-    ]
-    if events:
-        meta["events"] = events
+    if span.events:
+        skip = found.consumed_events if found is not None else frozenset()
+        events = [
+            {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
+            for index, event in enumerate(span.events)
+            if index not in skip and event.name != skip_events
+        ]
+        if events:
+            meta["events"] = events
     if span.links:
         meta["links"] = list(span.links)
     if span.resource:
@@ -375,13 +385,12 @@ def _meta(
             meta["unmappedParts"] = found.unmapped
         if found.problems:
             meta["problems"] = found.problems
-    dropped = {
-        "attributes": span.dropped_attributes,
-        "events": span.dropped_events,
-        "links": span.dropped_links,
-    }
-    if any(dropped.values()):
-        meta["dropped"] = dropped
+    if span.dropped_attributes or span.dropped_events or span.dropped_links:
+        meta["dropped"] = {
+            "attributes": span.dropped_attributes,
+            "events": span.dropped_events,
+            "links": span.dropped_links,
+        }
     return meta
 
 

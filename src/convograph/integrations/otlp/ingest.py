@@ -54,6 +54,7 @@ import msgspec
 from convograph.events import Event
 from convograph.integrations.otlp import genai, logs
 from convograph.integrations.otlp.blobs import BlobSink, ConversationBlobs, offload, rebase_blobs
+from convograph.integrations.otlp.content import HistoryMemo
 from convograph.integrations.otlp.ingest_state import (
     Batch,
     Held,
@@ -109,6 +110,8 @@ class OtlpIngestor:
         recent conversations: re-sent messages are then not even built (the log's own eventId
         dedupe stays the authority)."""
         self.max_conversations = max_conversations
+        self._memo = HistoryMemo()
+        """The histories last written, per content run: re-sent ones are recognised cheaply."""
         self._logging_sources: set[tuple[str, str]] = set()
         """(service.name, instrumentation scope) of the GenAI message records seen: their model
         calls' messages come as log records (`_expect_logged`)."""
@@ -283,6 +286,7 @@ class OtlpIngestor:
         """Events of each span, in request order, with the messages logged for it (``used``
         collects those spans); returns the held agents this request released."""
         released: list[Held] = []
+        problems: dict[str, str | None] = {}  # per conversation id, checked once per request
         for span, kind in zip(spans, kinds, strict=True):
             trace = self._traces.get(span.trace_id)
             kept: SpanLogs | None = None
@@ -300,7 +304,9 @@ class OtlpIngestor:
                     self._write_logged(span, kept, batches)
                 continue
             cid = self._conversation(span.trace_id, span.attributes, prefix)
-            problem = conversation_problem(cid, can_write)
+            if cid not in problems:
+                problems[cid] = conversation_problem(cid, can_write)
+            problem = problems[cid]
             if problem is not None:
                 report.count(report.rejected, problem)
                 continue
@@ -320,7 +326,8 @@ class OtlpIngestor:
                 continue
             batch = self._batch(batches, cid)
             if kind == "inference":
-                batch.add(genai.inference_events(span, batch, kept.events if kept is not None else ()))
+                logged = kept.events if kept is not None else ()
+                batch.add(genai.inference_events(span, batch, logged, self._memo))
                 self._expect_logged(span, kept)
             else:
                 batch.add(genai.tool_events(span))
@@ -332,16 +339,22 @@ class OtlpIngestor:
     def _expect_logged(self, span: Span, kept: SpanLogs | None) -> None:
         """Note a model call without messages of its own (and not all logged yet) whose messages
         are expected as log records: its trace sent some, or its source sent some before."""
-        if (kept is not None and kept.final) or genai.carries_messages(span):
+        trace = self._traces.get(span.trace_id)
+        if trace is None or (kept is not None and kept.final):
             return
-        trace = self._trace(span.trace_id)
-        if trace.logged or _source(span.resource, span.scope_name) in self._logging_sources:
+        if not trace.logged and (
+            not self._logging_sources or _source(span.resource, span.scope_name) not in self._logging_sources
+        ):
+            return
+        if not genai.carries_messages(span):
             trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
 
     def _hold_tool(self, span: Span, prefix: str) -> bool:
         """Hold a tool span while the logged messages of the model call that requested it are
         expected, so its call and result follow them. True when held (or held already)."""
-        trace = self._trace(span.trace_id)
+        trace = self._traces.get(span.trace_id)
+        if trace is None or not trace.awaiting:
+            return False
         call = awaited_call(trace, span, self.clock())
         if call is None:
             return False
@@ -398,7 +411,7 @@ class OtlpIngestor:
     def _write_logged(self, span: Span, kept: SpanLogs, batches: dict[str, Batch]) -> None:
         """The messages logged for ``span`` (all kept records: identities chain from the first)."""
         batch = self._batch(batches, self._conversation(span.trace_id, span.attributes, kept.prefix))
-        batch.add(genai.logged_content(span, kept.events, batch))
+        batch.add(genai.logged_content(span, kept.events, batch, self._memo))
 
     def _emit_held(self, item: Held, batches: dict[str, Batch], *, final: bool) -> None:
         """Write a released agent (`_emit_agent`) or tool span."""

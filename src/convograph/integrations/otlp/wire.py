@@ -103,8 +103,19 @@ def decompress(body: bytes, content_encoding: str | None, *, limit: int) -> byte
 
 
 def pb_attributes(pairs: Iterable[Any]) -> dict[str, Any]:
-    """Repeated ``KeyValue`` -> a dict of plain values (`pb_value`)."""
-    return {pair.key: pb_value(pair.value) for pair in pairs}
+    """Repeated ``KeyValue`` -> a dict of plain values (`pb_value`; strings and integers, most
+    values, without the call)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        value = pair.value
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            out[pair.key] = value.string_value
+        elif which == "int_value":
+            out[pair.key] = value.int_value
+        else:
+            out[pair.key] = pb_value(value)
+    return out
 
 
 def pb_value(value: Any) -> Any:
