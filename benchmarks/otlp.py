@@ -2,6 +2,7 @@
 
     python -m benchmarks.otlp            # full size
     python -m benchmarks.otlp --quick    # smaller, for smoke runs
+    python -m benchmarks.otlp --compare /path/to/other/src --rounds 3   # side by side
 
 Workload (fixed seed): agent traces as GenAI instrumentation emits them (`tests.support.genai_traces`):
 an ``invoke_agent`` span around 2-4 ``chat`` spans, each carrying the whole history so far in
@@ -17,6 +18,12 @@ send by default, content capture being opt-in): operation, model, usage, tool na
 Reported, for each workload and for a server with the context-intelligence graph (the default) and
 one without: spans/s end to end; then the **same exports sent again** (an exporter retrying):
 spans/s and the events stored by the re-send, which must be 0.
+
+``--compare SRC`` measures this checkout's server and one running another source tree (``SRC`` on
+``PYTHONPATH``, e.g. an older commit unpacked with ``git archive <commit> src | tar -x -C DIR``)
+side by side: alternately, ``--rounds`` times each, a fresh server every time, and reports the
+median server CPU per span of each and their ratio. On a shared machine the server's CPU time is
+the figure least disturbed by the other load; wall-clock rates are printed too.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import argparse
 import asyncio
 import os
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -158,14 +166,31 @@ def native_replay(url: str) -> tuple[int, float]:
     return count, asyncio.run(post())
 
 
+def warm_up(url: str) -> None:
+    """One small export to a conversation of its own, so the server has loaded what the OTLP path
+    imports lazily (the protobuf modules: ~0.1 s of CPU once) before the measurement starts."""
+    sim = Simulation(trace_id="f" * 32)
+    sim.agent(None, "warm-up", lambda span: sim.chat(span, [user("hi")], assistant(text("hello"))))
+    response = httpx.post(
+        f"{url}/v1/traces",
+        content=to_otlp_protobuf(sim.ended),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=60,
+    )
+    response.raise_for_status()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process, all its threads (the SQLite writer included)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(server: ServerProcess, bodies: list[bytes], spans: int) -> dict[str, float]:
+def measure(
+    server: ServerProcess, bodies: list[bytes], spans: int, *, native: bool = True
+) -> dict[str, float]:
     pid = server.process.pid
+    warm_up(server.url)
     cpu = cpu_seconds(pid)
     first = asyncio.run(post_all(server.url, bodies))
     cpu_first = cpu_seconds(pid) - cpu
@@ -174,7 +199,7 @@ def measure(server: ServerProcess, bodies: list[bytes], spans: int) -> dict[str,
     again = asyncio.run(post_all(server.url, bodies))
     cpu_again = cpu_seconds(pid) - cpu
     resent = stored_events(server.url) - events
-    native_events, native_seconds = native_replay(server.url)
+    native_events, native_seconds = native_replay(server.url) if native else (0, 1.0)
     return {
         "spans_per_s": spans / first,
         "cpu_us_per_span": cpu_first / spans * 1e6,
@@ -191,19 +216,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--traces", type=int, default=None)
+    parser.add_argument(
+        "--compare", type=Path, default=None, help="another source tree to measure side by side"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="servers per variant with --compare")
+    parser.add_argument("--only", choices=["content", "metadata"], default=None)
+    parser.add_argument("--no-intelligence-only", action="store_true", help="skip the default server")
     args = parser.parse_args()
     traces = args.traces or (100 if args.quick else 1000)
+    servers: list[tuple[str, tuple[str, ...]]] = [("--no-intelligence", ("--no-intelligence",))]
+    if not args.no_intelligence_only:
+        servers.insert(0, ("intelligence on (default)", ()))
     for content in (True, False):
+        name = "content" if content else "metadata"
+        if args.only not in (None, name):
+            continue
         bodies, spans = workload(traces, content=content)
         size = sum(len(body) for body in bodies)
-        name = "content" if content else "metadata"
         print(
             f"[{name}] {traces} traces, {spans} spans, {len(bodies)} exports of <= {EXPORT_SIZE}, {size / 1e6:.1f} MB"
         )
-        for label, extra in (
-            ("intelligence on (default)", ()),
-            ("--no-intelligence", ("--no-intelligence",)),
-        ):
+        for label, extra in servers:
+            if args.compare is not None:
+                compare(bodies, spans, label, extra, args.compare.resolve(), args.rounds)
+                continue
             with tempfile.TemporaryDirectory() as tmp:
                 server = start_server(Path(tmp) / "data", *extra, ready_timeout=180)
                 try:
@@ -222,6 +258,39 @@ def main() -> None:
                 f"re-sent: {result['resend_spans_per_s']:,.0f} spans/s, {result['resend_new_events']:.0f} new events "
                 f"(of {result['events']:.0f}); load {before:.1f} -> {os.getloadavg()[0]:.1f}"
             )
+
+
+def compare(
+    bodies: list[bytes], spans: int, label: str, extra: tuple[str, ...], other: Path, rounds: int
+) -> None:
+    """This checkout against ``other`` (a source tree), alternately, ``rounds`` servers each."""
+    variants = {"this checkout": None, f"{other}": {"PYTHONPATH": str(other)}}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    loads: list[float] = []
+    for _ in range(rounds):
+        for name, env in variants.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                server = start_server(Path(tmp) / "data", *extra, env=env, ready_timeout=180)
+                try:
+                    loads.append(os.getloadavg()[0])
+                    results[name].append(measure(server, bodies, spans, native=False))
+                finally:
+                    server.stop()
+    print(f"  {label} ({rounds} servers each, alternately; load {min(loads):.1f}-{max(loads):.1f}):")
+    medians: dict[str, float] = {}
+    for name, runs in results.items():
+        cpu = statistics.median(run["cpu_us_per_span"] for run in runs)
+        again = statistics.median(run["resend_cpu_us_per_span"] for run in runs)
+        wall = statistics.median(run["spans_per_s"] for run in runs)
+        new = max(run["resend_new_events"] for run in runs)
+        medians[name] = cpu
+        print(
+            f"    {name}: server CPU {cpu:.1f} us/span (= {1e6 / cpu:,.0f} spans per CPU-second; runs "
+            f"{', '.join(f'{run["cpu_us_per_span"]:.0f}' for run in runs)}), {wall:,.0f} spans/s wall; "
+            f"re-sent {again:.1f} us/span, {new:.0f} new events"
+        )
+    mine, theirs = medians.values()
+    print(f"    ratio: this checkout uses {mine / theirs:.2f}x the server CPU per span of the other")
 
 
 if __name__ == "__main__":

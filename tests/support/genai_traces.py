@@ -4,7 +4,9 @@ emits (GenAI semantic conventions), with the times and the end order a real expo
 `Simulation` plays an agent loop: each model call is a ``chat`` span whose ``gen_ai.input.messages``
 is the whole history so far and whose ``gen_ai.output.messages`` is the answer; each tool run is an
 ``execute_tool`` span; a tool may run a subagent (``invoke_agent`` under ``execute_tool``). Spans
-are returned in the order they end (what a batching exporter sends).
+are returned in the order they end (what a batching exporter sends). `logged` turns such a run
+into what an instrumentation on semantic conventions 1.30 sends: spans without messages, and the
+messages as log records.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from convograph.integrations.otlp.model import Span
+import msgspec
+
+from convograph.integrations.otlp.model import LogRecord, Span
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -165,3 +169,72 @@ def weather_trace(*, conversation: str | None = None, subagent: bool = True) -> 
 
     sim.agent(None, "weather", body, conversation=conversation)
     return sim.ended
+
+
+CONTENT_ATTRIBUTES = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+
+
+def logged(spans: list[Span]) -> tuple[list[Span], list[LogRecord]]:
+    """The same run as an instrumentation on semantic conventions 1.30 sends it: spans without
+    message content, and per chat span one log record per input message and a ``gen_ai.choice``
+    (the message in the record's body, OpenAI's shapes: reasoning has none and is dropped), timed
+    inside their span. Records are returned in the order they were emitted."""
+    bare: list[Span] = []
+    records: list[LogRecord] = []
+    for span in spans:
+        if "gen_ai.input.messages" not in span.attributes:
+            bare.append(span)
+            continue
+        bare.append(
+            msgspec.structs.replace(
+                span, attributes={k: v for k, v in span.attributes.items() if k not in CONTENT_ATTRIBUTES}
+            )
+        )
+        history = json.loads(span.attributes["gen_ai.input.messages"])
+        output = json.loads(span.attributes["gen_ai.output.messages"])[0]
+
+        def record(name: str, body: dict[str, Any], at: int, span: Span = span) -> LogRecord:
+            return LogRecord(
+                trace_id=span.trace_id,
+                span_id=span.span_id,
+                event_name=name,
+                observed_ns=at,
+                body=body,
+                attributes={"gen_ai.system": "openai"},
+                resource=span.resource,
+                scope_name="tests",
+            )
+
+        for index, message in enumerate(history):
+            name, body = _legacy_message(message)
+            records.append(record(name, body, span.start_ns + index + 1))
+        _name, body = _legacy_message(output)
+        choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", **body}}
+        records.append(record("gen_ai.choice", choice, span.end_ns - 1))
+    records.sort(key=lambda r: r.observed_ns)
+    return bare, records
+
+
+def _legacy_message(message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(event name, body)`` of a message in the parts shape, as OpenAI's 1.30 events write it."""
+    role = message["role"]
+    parts = message["parts"]
+    if role == "tool":
+        part = parts[0]
+        return "gen_ai.tool.message", {"content": part["response"], "id": part["id"]}
+    body: dict[str, Any] = {}
+    texts = [part["content"] for part in parts if part["type"] == "text"]
+    if texts:
+        body["content"] = "".join(texts)
+    calls = [
+        {
+            "id": part["id"],
+            "type": "function",
+            "function": {"name": part["name"], "arguments": json.dumps(part["arguments"])},
+        }
+        for part in parts
+        if part["type"] == "tool_call"
+    ]
+    if calls:
+        body["tool_calls"] = calls
+    return f"gen_ai.{role}.message", body

@@ -26,7 +26,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.routes import HTTPRoute
 
 from convograph import __version__
-from convograph.integrations.otlp.http import export_traces, open_forwarder, open_receiver
+from convograph.integrations.otlp.http import export_logs, export_traces, open_forwarder, open_receiver
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.banner import startup_banner
 from convograph.server.branches import BranchController
@@ -193,6 +193,7 @@ def _route_handlers(config: ServerConfig, intelligence: Any, committer: Any) -> 
         live_conversation_list,
         search_conversations,
         export_traces,
+        export_logs,
         ingest_ag_ui,
         healthz,
         status,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections import OrderedDict
 from collections.abc import Container
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -34,10 +35,19 @@ from convograph.events import (
     ToolResult,
     User,
 )
-from convograph.integrations.otlp.messages import SpanMessages, maybe_json
+from convograph.integrations.otlp.messages import HistoryPrefixes, SpanMessages, maybe_json
 from convograph.integrations.otlp.model import Span
 
-__all__ = ["content_events", "content_parent", "content_run", "iso", "run_id", "text_of"]
+__all__ = [
+    "HistoryMemo",
+    "Step",
+    "content_events",
+    "content_parent",
+    "content_run",
+    "iso",
+    "run_id",
+    "text_of",
+]
 
 
 def run_id(span_id: str) -> str:
@@ -98,23 +108,42 @@ class _Writer:
         self.unmapped: list[dict[str, Any]] = []
         system = [part for part in found.system if part.get("type") == "text"]
         self.identity = _digest(_ROOT, b"system", _canonical_parts(system))
+        self.ids: list[str] = []
+        """The event ids of the message being written (for `HistoryMemo`)."""
+        self.names: list[tuple[str, str]] = []
+        """The tool names the message being written gave (for `HistoryMemo`)."""
 
-    def message(self, message: dict[str, Any], timestamp: str | None) -> None:
+    def message(self, message: dict[str, Any], timestamp: str | None) -> Step:
+        """Write ``message``'s events that are not known; returns what replaying it takes."""
         role = message["role"]
         parts: list[dict[str, Any]] = message["parts"]
         self.identity = _digest(self.identity, role.encode(), _canonical_parts(parts))
+        self.ids, self.names = [], []
+        unmapped_before = len(self.unmapped)
         tag = self.identity.hex()[:20]
-        if role in ("system", "developer"):
-            return  # kept with the span's anchor (`_meta`), not a conversation turn
-        results = [part for part in parts if part.get("type") in _RESULT_PARTS]
-        for part in results:
-            self._result(part, timestamp)
-        if role in ("assistant", "model"):
-            self._assistant(tag, parts, timestamp)
-        elif role in ("user", "human"):
-            self._user(tag, [part for part in parts if part.get("type") not in _RESULT_PARTS], timestamp)
-        elif not results:
-            self.unmapped.append({"role": role, "parts": parts})
+        if role not in ("system", "developer"):  # those stay with the span's anchor (`_meta`)
+            results = [part for part in parts if part.get("type") in _RESULT_PARTS]
+            for part in results:
+                self._result(part, timestamp)
+            if role in ("assistant", "model"):
+                self._assistant(tag, parts, timestamp)
+            elif role in ("user", "human"):
+                self._user(tag, [part for part in parts if part.get("type") not in _RESULT_PARTS], timestamp)
+            elif not results:
+                self.unmapped.append({"role": role, "parts": parts})
+        return Step(
+            message,
+            self.identity,
+            tuple(self.ids),
+            tuple(self.names),
+            tuple(self.unmapped[unmapped_before:]),
+        )
+
+    def replay(self, step: Step) -> None:
+        """What `message` does for a message whose events are all known (`HistoryMemo`)."""
+        self.identity = step.identity
+        self.tool_names.update(step.tool_names)
+        self.unmapped.extend(step.unmapped)
 
     def _assistant(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
         texts = thoughts = calls = 0
@@ -125,6 +154,7 @@ class _Writer:
             if kind == "text" and isinstance(content, str):
                 texts += 1
                 event_id = f"otel:{tag}:t{texts}"
+                self.ids.append(event_id)
                 if event_id not in known:
                     events.append(
                         Text(
@@ -139,6 +169,7 @@ class _Writer:
             elif kind == "reasoning" and isinstance(content, str):
                 thoughts += 1
                 event_id = f"otel:{tag}:r{thoughts}"
+                self.ids.append(event_id)
                 if event_id not in known:
                     events.append(
                         Reasoning(
@@ -157,7 +188,9 @@ class _Writer:
                 call = text_of(part.get("id")) or f"otel:c:{tag}:{calls}"
                 name = text_of(part.get("name")) or "tool"
                 self.tool_names[call] = name
+                self.names.append((call, name))
                 event_id = f"otel:call:{call}"
+                self.ids.append(event_id)
                 if event_id not in known:
                     arguments = part.get("arguments") if kind == "tool_call" else part.get("server_tool_call")
                     events.append(
@@ -176,6 +209,7 @@ class _Writer:
 
     def _user(self, tag: str, parts: list[dict[str, Any]], timestamp: str | None) -> None:
         event_id = f"otel:{tag}:user"
+        self.ids.append(event_id)
         if event_id in self.known:
             return
         content: list[ContentPart] = []
@@ -211,6 +245,7 @@ class _Writer:
             self.unmapped.append(part)
             return
         event_id = f"otel:result:{call}"
+        self.ids.append(event_id)
         if event_id in self.known:
             return
         output = part.get("response", part.get("result", part.get("server_tool_call_response")))
@@ -250,15 +285,79 @@ def _user_part(part: dict[str, Any]) -> ContentPart | None:
     return None
 
 
-def content_events(span: Span, found: SpanMessages, known: Container[str] = frozenset()) -> list[Event]:
+def content_events(
+    span: Span, found: SpanMessages, known: Container[str] = frozenset(), memo: HistoryMemo | None = None
+) -> list[Event]:
+    """The events of ``found``'s messages (module docstring), leaving out ids in ``known``. With a
+    ``memo``, messages equal to those of the history last shown in the same content run, after the
+    same identity, with all their events known, are replayed instead of re-derived."""
+    if not found.input and not found.output:
+        return []
     writer = _Writer(span, found, known)
+    root = writer.identity
+    remembered = memo.get(writer.run, root) if memo is not None else ()
+    steps: list[Step] = []
     start, end = iso(span.start_ns), iso(span.end_ns)
-    for message in found.input:
-        writer.message(message, start)
+    for index, message in enumerate(found.input):
+        if index < len(remembered):
+            step = remembered[index]
+            before = remembered[index - 1].identity if index else root
+            if (
+                writer.identity == before
+                and (step.message is message or step.message == message)
+                and all(event_id in known for event_id in step.event_ids)
+            ):
+                writer.replay(step)
+                steps.append(step)
+                continue
+        steps.append(writer.message(message, start))
     for message in found.output[:1]:  # the first choice continues the conversation
-        writer.message({**message, "role": message.get("role") or "assistant"}, end)
+        output = {"role": message.get("role") or "assistant", "parts": message.get("parts", [])}
+        steps.append(writer.message(output, end))
+    if memo is not None:
+        memo.put(writer.run, root, steps)
     found.unmapped.extend(writer.unmapped)
     return writer.events
+
+
+class Step(NamedTuple):
+    """One message as `_Writer.message` took it: the identity after it, the ids of its events, the
+    tool names and unmapped parts it contributed."""
+
+    message: dict[str, Any]
+    identity: bytes
+    event_ids: tuple[str, ...]
+    tool_names: tuple[tuple[str, str], ...]
+    unmapped: tuple[dict[str, Any], ...]
+
+
+class HistoryMemo:
+    """The history last written in each content run (per root identity), message by message, for
+    the ``size`` most recently used runs. Every model call re-sends the whole history: with the
+    memo, the part already seen costs a dict comparison per message (C) instead of its identity
+    digest and part walk. Exact: a step is reused only after the same identity, for an equal
+    message, when all its events are known, which is when `_Writer.message` would write nothing.
+    Memory: the messages of ``size`` histories."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._runs: OrderedDict[tuple[str, bytes], list[Step]] = OrderedDict()
+        self.prefixes = HistoryPrefixes()
+        """The history texts read last (`messages.span_messages`), so a re-sent history is not
+        parsed again and its messages are the remembered objects."""
+
+    def get(self, run: str, root: bytes) -> list[Step]:
+        steps = self._runs.get((run, root))
+        if steps is None:
+            return []
+        self._runs.move_to_end((run, root))
+        return steps
+
+    def put(self, run: str, root: bytes, steps: list[Step]) -> None:
+        self._runs[(run, root)] = steps
+        self._runs.move_to_end((run, root))
+        while len(self._runs) > self.size:
+            self._runs.popitem(last=False)
 
 
 @functools.lru_cache(maxsize=4096)

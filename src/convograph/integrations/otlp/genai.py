@@ -26,7 +26,7 @@ name, kind, times, status, unmapped attributes, unmapped span events, links, res
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from typing import Any, Final, Literal
 
 from convograph.events import (
@@ -43,6 +43,7 @@ from convograph.events import (
     Usage,
 )
 from convograph.integrations.otlp.content import (
+    HistoryMemo,
     content_events,
     content_parent,
     content_run,
@@ -50,19 +51,30 @@ from convograph.integrations.otlp.content import (
     run_id,
     text_of,
 )
-from convograph.integrations.otlp.messages import SpanMessages, maybe_json, span_messages
-from convograph.integrations.otlp.model import SPAN_KIND_CLIENT, STATUS_ERROR, Span
+from convograph.integrations.otlp.messages import (
+    DETAILS_EVENT,
+    INPUT_MESSAGES,
+    LEGACY_MESSAGE_EVENTS,
+    OUTPUT_MESSAGES,
+    SpanMessages,
+    maybe_json,
+    span_messages,
+)
+from convograph.integrations.otlp.model import SPAN_KIND_CLIENT, STATUS_ERROR, Span, SpanEvent
 
 __all__ = [
     "AGENT_OPERATIONS",
     "CONVERSATION_ID",
     "INFERENCE_OPERATIONS",
+    "MESSAGE_EVENTS",
     "TOOL_OPERATIONS",
     "Kind",
     "agent_events",
+    "carries_messages",
     "classify",
     "content_parent",
     "inference_events",
+    "logged_content",
     "run_id",
     "tool_call_id",
     "tool_events",
@@ -88,6 +100,8 @@ RELAY_EVENT: Final = "convograph.relay"
 """A span event convograph's export puts on a tool span for a permission request (`encode`)."""
 
 Kind = Literal["agent", "inference", "tool", "genai", "other"]
+MESSAGE_EVENTS: Final = LEGACY_MESSAGE_EVENTS | {DETAILS_EVENT}
+"""Span events (and log records, `logs`) that carry messages."""
 
 
 def classify(span: Span) -> Kind:
@@ -104,6 +118,14 @@ def classify(span: Span) -> Kind:
     if "gen_ai.request.model" in span.attributes and "gen_ai.tool.name" not in span.attributes:
         return "inference"  # conventions older than gen_ai.operation.name
     return "other"
+
+
+def carries_messages(span: Span) -> bool:
+    """Whether the span itself records messages (attributes or message span events)."""
+    attributes = span.attributes
+    if INPUT_MESSAGES in attributes or OUTPUT_MESSAGES in attributes:
+        return True
+    return any(event.name in MESSAGE_EVENTS for event in span.events)
 
 
 def tool_call_id(span: Span) -> str:
@@ -165,14 +187,22 @@ def agent_events(span: Span, link: str | None) -> list[Event]:
     return events
 
 
-def inference_events(span: Span, known: Container[str] = frozenset()) -> list[Event]:
+def inference_events(
+    span: Span,
+    known: Container[str] = frozenset(),
+    logged: Sequence[SpanEvent] = (),
+    memo: HistoryMemo | None = None,
+) -> list[Event]:
     """A model call: its messages as content events, then its ``usage`` (and ``error``). Content
-    events whose ids are in ``known`` are left out (`_Writer`)."""
-    found = span_messages(span)
-    events = content_events(span, found, known)
+    events whose ids are in ``known`` are left out (`content_events`, which ``memo`` speeds up).
+    ``logged``: the message events sent for the span as log records (`logs`), read when the span
+    carries no messages itself."""
+    found = span_messages(span, logged, memo.prefixes if memo is not None else None)
+    events = content_events(span, found, known, memo)
     run = run_id(span.span_id)
     usage = _usage_numbers(span.attributes)
-    meta = _meta(span, set(_USAGE_KEYS) | found.consumed_attributes, found)
+    consumed = found.consumed_attributes
+    meta = _meta(span, _USAGE_KEYS | consumed if consumed else _USAGE_KEYS, found)
     meta["usageReported"] = usage is not None
     numbers = usage if usage is not None else {}
     events.append(
@@ -199,6 +229,18 @@ def inference_events(span: Span, known: Container[str] = frozenset()) -> list[Ev
             )
         )
     return events
+
+
+def logged_content(
+    span: Span,
+    logged: Sequence[SpanEvent],
+    known: Container[str] = frozenset(),
+    memo: HistoryMemo | None = None,
+) -> list[Event]:
+    """The content events of the messages logged for ``span`` (log records, `logs`), as its own
+    messages would give (`content_events`); ``span`` may be only what is known of it (ids, parent,
+    times), when it arrived before (or never arrives). Ids in ``known`` are left out."""
+    return content_events(span, span_messages(span, logged), known, memo)
 
 
 def tool_events(span: Span) -> list[Event]:
@@ -233,8 +275,8 @@ def tool_events(span: Span) -> list[Event]:
             extra={"otel": _meta(span, consumed, None, skip_events=RELAY_EVENT)},
         ),
     ]
-    relays = _relay_events(span, run, parent, call, name)
-    events.extend(relays)
+    if span.events:
+        events.extend(_relay_events(span, run, parent, call, name))
     if failed or TOOL_RESULT in attributes:
         # a recorded result wins (a denial is a result too); a failure without one is {"error"}
         output = (
@@ -321,14 +363,15 @@ def _meta(
     kept = {key: value for key, value in span.attributes.items() if key not in consumed}
     if kept:
         meta["attributes"] = kept
-    skip = found.consumed_events if found is not None else frozenset()
-    events = [
-        {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
-        for index, event in enumerate(span.events)
-        if index not in skip and event.name != skip_events
-    ]
-    if events:
-        meta["events"] = events
+    if span.events:
+        skip = found.consumed_events if found is not None else frozenset()
+        events = [
+            {"name": event.name, "timeUnixNano": event.time_ns, "attributes": event.attributes}
+            for index, event in enumerate(span.events)
+            if index not in skip and event.name != skip_events
+        ]
+        if events:
+            meta["events"] = events
     if span.links:
         meta["links"] = list(span.links)
     if span.resource:
@@ -342,13 +385,12 @@ def _meta(
             meta["unmappedParts"] = found.unmapped
         if found.problems:
             meta["problems"] = found.problems
-    dropped = {
-        "attributes": span.dropped_attributes,
-        "events": span.dropped_events,
-        "links": span.dropped_links,
-    }
-    if any(dropped.values()):
-        meta["dropped"] = dropped
+    if span.dropped_attributes or span.dropped_events or span.dropped_links:
+        meta["dropped"] = {
+            "attributes": span.dropped_attributes,
+            "events": span.dropped_events,
+            "links": span.dropped_links,
+        }
     return meta
 
 

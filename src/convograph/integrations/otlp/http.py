@@ -1,13 +1,14 @@
-"""``POST /v1/traces``: the OTLP/HTTP trace receiver on the server's own port.
+"""``POST /v1/traces`` and ``POST /v1/logs``: the OTLP/HTTP receivers on the server's own port.
 
 Follows the OTLP specification's OTLP/HTTP section: protobuf or JSON bodies, optionally gzip; the
 reply uses the request's encoding (``Content-Type`` echoed). 200 with an empty
-``ExportTraceServiceResponse`` on full success; 200 with ``partial_success {rejected_spans,
-error_message}`` when some spans were rejected (the client must not retry those); 400 for a body
-that cannot be read, 413 for one too large, 415 for an unsupported media type or encoding, 401 /
-403 for keys, 503 with ``Retry-After`` when the event log is unreachable (retryable: the client
-re-sends and duplicates are dropped by event id). Every 4xx/5xx body is a ``google.rpc.Status``
-(``code``, ``message``) in the request's encoding, as the spec requires.
+``Export{Trace,Logs}ServiceResponse`` on full success; 200 with ``partial_success
+{rejected_spans | rejected_log_records, error_message}`` when some items were rejected (the client
+must not retry those), or with only a message when nothing in the request was conversation content;
+400 for a body that cannot be read, 413 for one too large, 415 for an unsupported media type or
+encoding, 401 / 403 for keys, 503 with ``Retry-After`` when the event log is unreachable
+(retryable: the client re-sends and duplicates are dropped). Every 4xx/5xx body is a
+``google.rpc.Status`` (``code``, ``message``) in the request's encoding, as the spec requires.
 
 The conversation id is ``[<workspace>:]<gen_ai.conversation.id or trace id>``; the workspace is the
 ``workspace`` query parameter, else the one workspace a restricted API key names.
@@ -17,28 +18,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import msgspec
 from litestar import Request, Response, post
 
-from convograph.integrations.otlp.decode import (
-    JSON,
-    PROTOBUF,
-    OtlpError,
-    decode_request,
-    decompress,
-    media_type_of,
-)
+from convograph.integrations.otlp.decode import decode_request
+from convograph.integrations.otlp.decode_logs import decode_logs_request
 from convograph.integrations.otlp.forward import OtlpForwarder
 from convograph.integrations.otlp.ingest import ConversationBlobs, IngestReport, OtlpIngestor
+from convograph.integrations.otlp.wire import JSON, PROTOBUF, OtlpError, decompress, media_type_of
 from convograph.server.errors import ApiError
 from convograph.server.observability import Metrics
 from convograph.server.state import ServerState, principal_of, server_state
 from convograph.store import AppendResult, BackendUnavailable
 
-__all__ = ["OtlpReceiver", "export_traces", "open_forwarder", "open_receiver", "partial_success_message"]
+__all__ = [
+    "LOGS",
+    "TRACES",
+    "OtlpReceiver",
+    "Signal",
+    "export_logs",
+    "export_traces",
+    "open_forwarder",
+    "open_receiver",
+    "partial_success_message",
+]
 
 _GRPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 503: 14}
 """``google.rpc.Code`` for each HTTP status we answer (INVALID_ARGUMENT, UNAUTHENTICATED, ...)."""
@@ -46,19 +54,107 @@ _GRPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 5
 _json = msgspec.json.Encoder()
 log = logging.getLogger("convograph.server")
 
+Ingest = Callable[..., Awaitable[IngestReport]]
+
+
+class Signal(msgspec.Struct, frozen=True):
+    """What differs between the trace and the log receiver."""
+
+    name: str
+    """``traces`` / ``logs``, in metric names."""
+    items: str
+    """What a request carries, in messages: ``span(s)``, ``log record(s)``."""
+    nothing: str
+    """The warning when none of them was conversation content."""
+    decode: Callable[[bytes, str], tuple[Sequence[Any], dict[str, int]]]
+    ingest: Callable[[OtlpIngestor], Ingest]
+    reply: Callable[[int, str], bytes]
+    """The protobuf ``Export*ServiceResponse`` for (rejected count, message)."""
+    rejected_field: str
+    """The partial success's count field in OTLP/JSON."""
+
+
+def _trace_reply(count: int, message: str) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    reply = ExportTraceServiceResponse()
+    if message:
+        reply.partial_success.rejected_spans = count
+        reply.partial_success.error_message = message
+    data: bytes = reply.SerializeToString()
+    return data
+
+
+def _logs_reply(count: int, message: str) -> bytes:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+
+    reply = ExportLogsServiceResponse()
+    if message:
+        reply.partial_success.rejected_log_records = count
+        reply.partial_success.error_message = message
+    data: bytes = reply.SerializeToString()
+    return data
+
+
+def _decode_traces(body: bytes, media: str) -> tuple[Sequence[Any], dict[str, int]]:
+    decoded = decode_request(body, media)
+    return decoded.spans, decoded.rejected
+
+
+def _decode_logs(body: bytes, media: str) -> tuple[Sequence[Any], dict[str, int]]:
+    decoded = decode_logs_request(body, media)
+    return decoded.records, decoded.rejected
+
+
+TRACES: Final = Signal(
+    name="spans",
+    items="span(s)",
+    nothing="no GenAI conversation spans in this export",
+    decode=_decode_traces,
+    ingest=lambda ingestor: ingestor.ingest,
+    reply=_trace_reply,
+    rejected_field="rejectedSpans",
+)
+LOGS: Final = Signal(
+    name="log_records",
+    items="log record(s)",
+    nothing="no GenAI message events in this export",
+    decode=_decode_logs,
+    ingest=lambda ingestor: ingestor.ingest_logs,
+    reply=_logs_reply,
+    rejected_field="rejectedLogRecords",
+)
+
+# The OTLP specification defines these routes' bodies, replies and error shapes (protobuf or JSON,
+# partial success, google.rpc.Status): OTLP exporters speak it, not OpenAPI clients, and the
+# document's rule that every error is {"error": ...} does not hold here. docs/server.md.
+
 
 @post(
     "/v1/traces",
     summary="OTLP/HTTP trace export (GenAI spans become conversation events)",
     tags=["integrations"],
     status_code=200,
-    # The OTLP specification defines this route's bodies, replies and error shapes (protobuf or
-    # JSON, partial success, google.rpc.Status): OTLP exporters speak it, not OpenAPI clients, and
-    # the document's rule that every error is {"error": ...} does not hold here. docs/server.md.
     include_in_schema=False,
 )
 async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Store the GenAI spans of an ``ExportTraceServiceRequest`` (docs/integrations.md)."""
+    return await _receive(request, TRACES)
+
+
+@post(
+    "/v1/logs",
+    summary="OTLP/HTTP log export (GenAI message events join their spans' conversations)",
+    tags=["integrations"],
+    status_code=200,
+    include_in_schema=False,
+)
+async def export_logs(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Store the GenAI message events of an ``ExportLogsServiceRequest`` (docs/integrations.md)."""
+    return await _receive(request, LOGS)
+
+
+async def _receive(request: Request[Any, Any, Any], signal: Signal) -> Response[bytes]:
     media = media_type_of(request.headers.get("content-type"))
     reply_media = media if media in (PROTOBUF, JSON) else JSON
     state = server_state(request)
@@ -70,7 +166,7 @@ async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
         if workspace is None and principal.workspaces is not None and len(principal.workspaces) == 1:
             workspace = next(iter(principal.workspaces))
         body = await request.body()
-        decoded = decode_request(
+        items, decode_rejected = signal.decode(
             decompress(body, request.headers.get("content-encoding"), limit=state.config.max_body_bytes),
             media,
         )
@@ -80,8 +176,8 @@ async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
     if receiver is None:
         return status_response(503, "the OTLP receiver is not running", reply_media)
     try:
-        report = await receiver.ingestor.ingest(
-            decoded.spans,
+        report = await signal.ingest(receiver.ingestor)(
+            items,
             prefix=f"{workspace}:" if workspace else "",
             can_write=principal.can_reach_conversation,
         )
@@ -89,35 +185,37 @@ async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
         return status_response(503, str(exc), reply_media, headers={"Retry-After": "1"})
     state.metrics.events_accepted += report.accepted_events
     state.metrics.events_duplicate += report.duplicate_events
-    receiver.observe(report, decoded.rejected)
-    rejected = dict(decoded.rejected)
+    receiver.observe(signal, report, decode_rejected)
+    rejected = dict(decode_rejected)
     for reason, count in report.rejected.items():
         rejected[reason] = rejected.get(reason, 0) + count
-    return export_response(rejected, report, reply_media)
+    return export_response(signal, rejected, report, reply_media)
 
 
 class OtlpReceiver:
-    """The server's OTLP side: the ingestor, its counters (on ``/metrics``), and the task that
-    writes held agent spans whose parent did not arrive in time."""
+    """The server's OTLP side: the ingestor, its counters (on ``/metrics``:
+    ``convograph_otlp_{spans,log_records}_{received,mapped,skipped,rejected}``, the agents held and
+    the log records waiting for their span), and the task that writes held agents and waiting
+    records when their wait is over."""
 
     def __init__(self, ingestor: OtlpIngestor, metrics: Metrics) -> None:
         self.ingestor = ingestor
-        self.spans = self.mapped = self.skipped = self.rejected = self.held = 0
+        self.counts: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
-        for name, read in (
-            ("spans_received", lambda: self.spans),
-            ("spans_mapped", lambda: self.mapped),
-            ("spans_skipped", lambda: self.skipped),
-            ("spans_rejected", lambda: self.rejected),
-            ("agents_held", lambda: self.ingestor.held_count),
-        ):
-            metrics.gauges[f"convograph_otlp_{name}"] = read
+        for signal in (TRACES, LOGS):
+            for what in ("received", "mapped", "skipped", "rejected"):
+                name = f"{signal.name}_{what}"
+                self.counts[name] = 0
+                metrics.gauges[f"convograph_otlp_{name}"] = functools.partial(self.counts.__getitem__, name)
+        metrics.gauges["convograph_otlp_agents_held"] = lambda: self.ingestor.held_count
+        metrics.gauges["convograph_otlp_log_records_waiting"] = lambda: self.ingestor.waiting_records
 
-    def observe(self, report: IngestReport, decode_rejected: dict[str, int]) -> None:
-        self.spans += report.spans + sum(decode_rejected.values())
-        self.mapped += report.mapped
-        self.skipped += sum(report.skipped.values())
-        self.rejected += sum(report.rejected.values()) + sum(decode_rejected.values())
+    def observe(self, signal: Signal, report: IngestReport, decode_rejected: dict[str, int]) -> None:
+        refused = sum(decode_rejected.values())
+        self.counts[f"{signal.name}_received"] += report.spans + refused
+        self.counts[f"{signal.name}_mapped"] += report.mapped
+        self.counts[f"{signal.name}_skipped"] += sum(report.skipped.values())
+        self.counts[f"{signal.name}_rejected"] += sum(report.rejected.values()) + refused
 
     def start(self, interval: float = 1.0) -> None:
         async def release_loop() -> None:
@@ -126,7 +224,7 @@ class OtlpReceiver:
                 try:
                     await self.ingestor.release_expired()
                 except Exception as exc:  # the log may be down: try again next time
-                    log.warning("OTLP: writing held agent spans failed: %s", exc)
+                    log.warning("OTLP: writing held agent spans or waiting log records failed: %s", exc)
 
         self._task = asyncio.create_task(release_loop(), name="convograph-otlp-holds")
 
@@ -138,7 +236,7 @@ class OtlpReceiver:
         try:
             await self.ingestor.close()
         except Exception as exc:
-            log.warning("OTLP: writing held agent spans at shutdown failed: %s", exc)
+            log.warning("OTLP: writing held agent spans or waiting log records at shutdown failed: %s", exc)
 
 
 def open_receiver(state: ServerState) -> OtlpReceiver:
@@ -180,32 +278,31 @@ def open_forwarder(state: ServerState) -> OtlpForwarder:
     return forwarder
 
 
-def partial_success_message(rejected: dict[str, int], report: IngestReport) -> tuple[int, str]:
-    """``(rejected_spans, error_message)``: every rejection reason with its count; with nothing
-    rejected, a warning only when no span of the request was conversation content."""
+def partial_success_message(
+    signal: Signal, rejected: dict[str, int], report: IngestReport
+) -> tuple[int, str]:
+    """``(rejected count, error_message)``: every rejection reason with its count; with nothing
+    rejected, a warning only when nothing in the request was conversation content."""
     total = sum(rejected.values())
+    items = signal.items
     if total:
-        reasons = "; ".join(f"{count} span(s): {reason}" for reason, count in sorted(rejected.items()))
-        return total, f"{total} span(s) rejected: {reasons}"
+        reasons = "; ".join(f"{count} {items}: {reason}" for reason, count in sorted(rejected.items()))
+        return total, f"{total} {items} rejected: {reasons}"
     if report.spans and not report.mapped:
-        skipped = "; ".join(f"{count} span(s): {reason}" for reason, count in sorted(report.skipped.items()))
-        return 0, f"no GenAI conversation spans in this export ({skipped}); nothing was stored"
+        skipped = "; ".join(f"{count} {items}: {reason}" for reason, count in sorted(report.skipped.items()))
+        return 0, f"{signal.nothing} ({skipped}); nothing was stored"
     return 0, ""
 
 
-def export_response(rejected: dict[str, int], report: IngestReport, media: str) -> Response[bytes]:
-    count, message = partial_success_message(rejected, report)
+def export_response(
+    signal: Signal, rejected: dict[str, int], report: IngestReport, media: str
+) -> Response[bytes]:
+    count, message = partial_success_message(signal, rejected, report)
     if media == PROTOBUF:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-        reply = ExportTraceServiceResponse()
-        if message:
-            reply.partial_success.rejected_spans = count
-            reply.partial_success.error_message = message
-        return Response(reply.SerializeToString(), status_code=200, media_type=PROTOBUF)
+        return Response(signal.reply(count, message), status_code=200, media_type=PROTOBUF)
     body: dict[str, Any] = {}
     if message:
-        body["partialSuccess"] = {"rejectedSpans": str(count), "errorMessage": message}
+        body["partialSuccess"] = {signal.rejected_field: str(count), "errorMessage": message}
     return Response(_json.encode(body), status_code=200, media_type=JSON)
 
 

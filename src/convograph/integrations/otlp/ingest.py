@@ -25,8 +25,20 @@ conversation (the agent span, carrying ``gen_ai.conversation.id``, ends last) is
 trace-id conversation's events are appended to the named conversation (same event ids, so the
 move is idempotent) and the trace-id conversation is deleted (``on_deleted``).
 
+**Logged messages** (`ingest_logs`, ``POST /v1/logs``): GenAI message events sent as log records
+(`logs`) belong to the span named by their trace and span id. A span's records are kept (in
+memory) in order; whenever the span is known (it arrived, before or after them) its messages are
+written like its own (`genai.logged_content`, or with the span when they were there first), the
+earlier records included, since each message's identity chains from the ones before it. They are
+dropped once the span is known and its last message event (`logs.FINAL_EVENTS`) arrived, or
+``hold_seconds`` after the last record; records whose span never arrived are then written under a
+root span of the trace. A re-sent record is recognised by its key (`logs.record_key`). A tool span
+whose requesting model call arrived without messages, from a trace or source known to log them, is
+held until that call's records are complete (at most ``hold_seconds``), so its events follow them.
+
 Concurrency: one request at a time (an `asyncio.Lock`); state is per process and bounded
-(``max_traces`` most recent traces). Holds are lost if the process dies; `close` writes them.
+(``max_traces`` most recent traces). Holds and kept records are lost if the process dies; `close`
+writes them.
 """
 
 from __future__ import annotations
@@ -35,75 +47,31 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 
-from convograph.events import Event, ToolCall, ToolResult, parse_event
-from convograph.events.codec import event_to_wire
-from convograph.integrations.otlp import genai
-from convograph.integrations.otlp.model import Span
-from convograph.intelligence.blobs import BlobStore, parse_blob_uri
-from convograph.intelligence.conversations import conversation_target
+from convograph.events import Event
+from convograph.integrations.otlp import genai, logs
+from convograph.integrations.otlp.blobs import BlobSink, ConversationBlobs, offload, rebase_blobs
+from convograph.integrations.otlp.content import HistoryMemo
+from convograph.integrations.otlp.ingest_state import (
+    Batch,
+    Held,
+    IngestReport,
+    Known,
+    SpanLogs,
+    TraceState,
+    awaited_call,
+    conversation_problem,
+    link_of,
+    skeleton,
+)
+from convograph.integrations.otlp.model import LogRecord, Span, SpanEvent
 from convograph.store import AppendResult, EventLog, InvalidConversationId
 from convograph.store.base import validate_conversation_id
 
 __all__ = ["BlobSink", "ConversationBlobs", "IngestReport", "OtlpIngestor"]
-
-
-class BlobSink(Protocol):
-    """Where oversized values go: ``put`` returns the reference that replaces the value."""
-
-    def put(self, conversation_id: str, key: str, content: bytes) -> dict[str, Any]: ...
-
-    def get(self, uri: str) -> bytes | None: ...
-
-
-_json = msgspec.json.Encoder(order="sorted")
-
-
-class IngestReport(msgspec.Struct, kw_only=True):
-    """What one `OtlpIngestor.ingest` did. ``rejected`` / ``skipped``: reason -> span count."""
-
-    spans: int = 0
-    mapped: int = 0
-    held: int = 0
-    skipped: dict[str, int] = msgspec.field(default_factory=dict)
-    rejected: dict[str, int] = msgspec.field(default_factory=dict)
-    accepted_events: int = 0
-    duplicate_events: int = 0
-    conversations: list[str] = msgspec.field(default_factory=list)
-
-    def count(self, table: dict[str, int], reason: str, n: int = 1) -> None:
-        table[reason] = table.get(reason, 0) + n
-
-
-class _Known(msgspec.Struct, frozen=True):
-    kind: str
-    parent: str | None
-    call_id: str | None
-
-
-class _Held(msgspec.Struct):
-    """An agent span waiting for an ancestor; ``prefix`` of its conversation id (the id itself is
-    decided when it is written, since its trace may learn its name meanwhile)."""
-
-    span: Span
-    prefix: str
-    deadline: float
-
-
-class _Trace:
-    """What this process knows about one trace."""
-
-    __slots__ = ("conversation", "done", "held", "spans")
-
-    def __init__(self) -> None:
-        self.spans: dict[str, _Known] = {}
-        self.held: dict[str, list[_Held]] = {}
-        self.conversation: str | None = None
-        self.done: set[str] = set()
-        """``<prefix><span id>`` of the spans whose events are stored: a re-sent span is skipped."""
 
 
 class OtlpIngestor:
@@ -136,17 +104,32 @@ class OtlpIngestor:
         self.hold_seconds = hold_seconds
         self.max_traces = max_traces
         self.clock = clock
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._traces: OrderedDict[str, TraceState] = OrderedDict()
         self._stored: OrderedDict[str, set[str]] = OrderedDict()
         """Event ids this process stored (or found stored), for the ``max_conversations`` most
         recent conversations: re-sent messages are then not even built (the log's own eventId
         dedupe stays the authority)."""
         self.max_conversations = max_conversations
+        self._memo = HistoryMemo()
+        """The histories last written, per content run: re-sent ones are recognised cheaply."""
+        self._logging_sources: set[tuple[str, str]] = set()
+        """(service.name, instrumentation scope) of the GenAI message records seen: their model
+        calls' messages come as log records (`_expect_logged`)."""
         self._lock = asyncio.Lock()
 
     @property
     def held_count(self) -> int:
         return sum(len(items) for trace in self._traces.values() for items in trace.held.values())
+
+    @property
+    def waiting_records(self) -> int:
+        """Message log records kept for spans that have not arrived (yet)."""
+        return sum(
+            len(kept.events)
+            for trace in self._traces.values()
+            for span_id, kept in trace.logs.items()
+            if span_id not in trace.spans
+        )
 
     async def ingest(
         self,
@@ -162,78 +145,133 @@ class OtlpIngestor:
         the request had not come (held spans stay held), so the client's retry does the same work."""
         report = IngestReport(spans=len(spans))
         async with self._lock:
-            for trace, old, new in self._learn(spans, prefix):
-                try:
-                    await self._move(old, new)
-                except BaseException:
-                    trace.conversation = None  # learn it again on the retry
-                    raise
+            await self._learn(((span.trace_id, span.attributes) for span in spans), prefix)
             kinds = self._index(spans)
-            batches: dict[str, _Batch] = {}
-            released = self._map(spans, kinds, prefix, can_write, batches, report)
+            batches: dict[str, Batch] = {}
+            used: list[tuple[TraceState, str]] = []
+            released = self._map(spans, kinds, prefix, can_write, batches, report, used)
             for item in released:
-                self._emit_agent(item, batches, final=False)
+                self._emit_held(item, batches, final=False)
             try:
                 await self._store(batches, report)
             except BaseException:
                 self._restore(released)
                 raise
+            for trace, span_id in used:  # the span is known now: its records wait for no one
+                kept = trace.logs.get(span_id)
+                if kept is not None and kept.final:
+                    del trace.logs[span_id]
+        return report
+
+    async def ingest_logs(
+        self,
+        records: Sequence[LogRecord],
+        *,
+        prefix: str = "",
+        can_write: Callable[[str], bool] | None = None,
+    ) -> IngestReport:
+        """Store the messages of GenAI message event ``records`` with their spans (module
+        docstring); other records are skipped (``report.skipped``), records whose conversation
+        ``can_write`` refuses are rejected. ``report.held``: records kept for a span not known yet.
+
+        If storing fails, the exception propagates and nothing of the request is remembered: the
+        client's retry does the same work."""
+        report = IngestReport(spans=len(records))
+        async with self._lock:
+            await self._learn(((r.trace_id, r.attributes) for r in records if r.trace_id), prefix)
+            staged = self._stage_logs(records, prefix, can_write, report)
+            batches: dict[str, Batch] = {}
+            released: list[Held] = []
+            for (trace_id, span_id), (trace, kept, _keys) in staged.items():
+                known = trace.spans.get(span_id)
+                if known is None:
+                    report.held += len(kept.events)
+                    continue
+                self._write_logged(skeleton(trace_id, span_id, known, kept.events), kept, batches)
+                if kept.final:  # the tools this call requested follow its messages
+                    tools = trace.tools_held.pop(span_id, [])
+                    for item in tools:
+                        self._emit_held(item, batches, final=True)
+                    released.extend(tools)
+            try:
+                await self._store(batches, report)
+            except BaseException:
+                self._restore(released)
+                raise
+            for (_trace_id, span_id), (trace, kept, keys) in staged.items():
+                trace.logged.update(keys)
+                if kept.final:
+                    trace.awaiting.pop(span_id, None)
+                if kept.final and span_id in trace.spans:
+                    trace.logs.pop(span_id, None)
+                else:
+                    trace.logs[span_id] = kept
         return report
 
     async def release_expired(self) -> int:
-        """Write the held agents whose parent did not arrive in time; returns how many."""
-        return await self._release(lambda held: held.deadline <= self.clock())
+        """Write the held agents whose parent did not arrive in time, and the logged messages whose
+        span did not; returns how many agents and spans."""
+        now = self.clock()
+        return await self._release(lambda deadline: deadline <= now)
 
     async def close(self) -> None:
-        """Write every held agent (linked to its parent's run id): nothing accepted stays unwritten."""
-        await self._release(lambda held: True)
+        """Write every held agent (linked to its parent's run id) and every kept record whose span
+        never came: nothing accepted stays unwritten."""
+        await self._release(lambda deadline: True)
 
     # -- steps ---------------------------------------------------------------------------------------
 
-    def _trace(self, trace_id: str) -> _Trace:
+    def _trace(self, trace_id: str) -> TraceState:
         trace = self._traces.get(trace_id)
         if trace is None:
-            trace = self._traces[trace_id] = _Trace()
+            trace = self._traces[trace_id] = TraceState()
             while len(self._traces) > self.max_traces:
                 self._traces.popitem(last=False)
         else:
             self._traces.move_to_end(trace_id)
         return trace
 
-    def _learn(self, spans: Sequence[Span], prefix: str) -> list[tuple[_Trace, str, str]]:
-        """Record each trace's conversation id; for traces that just learned theirs, the
-        (trace, trace-id conversation, named conversation) to move."""
-        moves: list[tuple[_Trace, str, str]] = []
-        for span in spans:
-            named = span.attributes.get(genai.CONVERSATION_ID)
+    async def _learn(self, items: Iterable[tuple[str, dict[str, Any]]], prefix: str) -> None:
+        """Record the conversation id each trace names (``(trace id, attributes)`` of its spans or
+        records); a trace that just learned its name has its trace-id conversation moved there."""
+        moves: list[tuple[TraceState, str, str]] = []
+        for trace_id, attributes in items:
+            named = attributes.get(genai.CONVERSATION_ID)
             if not isinstance(named, str) or not named:
                 continue
-            trace = self._trace(span.trace_id)
+            trace = self._trace(trace_id)
             if trace.conversation is None:
                 trace.conversation = named
-                if named != span.trace_id:
-                    moves.append((trace, prefix + span.trace_id, prefix + named))
-        return moves
+                if named != trace_id:
+                    moves.append((trace, prefix + trace_id, prefix + named))
+        for trace, old, new in moves:
+            try:
+                await self._move(old, new)
+            except BaseException:
+                trace.conversation = None  # learn it again on the retry
+                raise
 
     def _index(self, spans: Sequence[Span]) -> list[genai.Kind]:
-        """Remember every span of a trace that has GenAI spans (a span that is not GenAI may still
-        be the parent an agent waits for); traces with no GenAI span are not tracked at all."""
+        """Remember every span of a trace that has GenAI spans or records (a span that is not GenAI
+        may still be the parent an agent waits for); other traces are not tracked at all."""
         kinds = [genai.classify(span) for span in spans]
         genai_traces = {span.trace_id for span, kind in zip(spans, kinds, strict=True) if kind != "other"}
         for span, kind in zip(spans, kinds, strict=True):
             if kind == "other" and span.trace_id not in genai_traces and span.trace_id not in self._traces:
                 continue
             call = genai.tool_call_id(span) if kind == "tool" else None
-            self._trace(span.trace_id).spans[span.span_id] = _Known(kind, span.parent_span_id, call)
+            self._trace(span.trace_id).spans[span.span_id] = Known(
+                kind, span.parent_span_id, call, span.start_ns, span.end_ns
+            )
         return kinds
 
-    def _conversation(self, span: Span, prefix: str) -> str:
-        named = span.attributes.get(genai.CONVERSATION_ID)
+    def _conversation(self, trace_id: str, attributes: dict[str, Any], prefix: str) -> str:
+        named = attributes.get(genai.CONVERSATION_ID)
         if isinstance(named, str) and named:
             return prefix + named
-        trace = self._traces.get(span.trace_id)
+        trace = self._traces.get(trace_id)
         learned = trace.conversation if trace is not None else None
-        return prefix + (learned or span.trace_id)
+        return prefix + (learned or trace_id)
 
     def _map(
         self,
@@ -241,94 +279,220 @@ class OtlpIngestor:
         kinds: list[genai.Kind],
         prefix: str,
         can_write: Callable[[str], bool] | None,
-        batches: dict[str, _Batch],
+        batches: dict[str, Batch],
         report: IngestReport,
-    ) -> list[_Held]:
-        """Events of each span, in request order; returns the held agents this request released."""
-        released: list[_Held] = []
+        used: list[tuple[TraceState, str]],
+    ) -> list[Held]:
+        """Events of each span, in request order, with the messages logged for it (``used``
+        collects those spans); returns the held agents this request released."""
+        released: list[Held] = []
+        problems: dict[str, str | None] = {}  # per conversation id, checked once per request
         for span, kind in zip(spans, kinds, strict=True):
             trace = self._traces.get(span.trace_id)
+            kept: SpanLogs | None = None
             if trace is not None:
                 released.extend(trace.held.pop(span.span_id, ()))
+                kept = trace.logs.get(span.span_id)
+                if kept is not None:
+                    used.append((trace, span.span_id))
             if kind in ("other", "genai"):
                 reason = (
                     "not a GenAI span" if kind == "other" else "GenAI operation without conversation content"
                 )
                 report.count(report.skipped, reason)
+                if kept is not None:
+                    self._write_logged(span, kept, batches)
                 continue
-            cid = self._conversation(span, prefix)
-            problem = _conversation_problem(cid, can_write)
+            cid = self._conversation(span.trace_id, span.attributes, prefix)
+            if cid not in problems:
+                problems[cid] = conversation_problem(cid, can_write)
+            problem = problems[cid]
             if problem is not None:
                 report.count(report.rejected, problem)
                 continue
             report.mapped += 1
             if trace is not None and prefix + span.span_id in trace.done:
+                if kept is not None:  # re-sent, and its records arrived since: theirs only
+                    self._write_logged(span, kept, batches)
                 continue  # stored before: an exporter re-sending
             if kind == "agent":
-                if not self._emit_agent(_Held(span, prefix, 0.0), batches, final=False):
+                if not self._emit_agent(Held(span, prefix, 0.0), batches, final=False):
                     report.held += 1
+                if kept is not None:
+                    self._write_logged(span, kept, batches)
+                continue
+            if kind == "tool" and self._hold_tool(span, prefix):
+                report.held += 1
+                continue
+            batch = self._batch(batches, cid)
+            if kind == "inference":
+                logged = kept.events if kept is not None else ()
+                batch.add(genai.inference_events(span, batch, logged, self._memo))
+                self._expect_logged(span, kept)
             else:
-                batch = self._batch(batches, cid)
-                batch.add(
-                    genai.inference_events(span, batch) if kind == "inference" else genai.tool_events(span)
-                )
-                batch.spans.append((span.trace_id, prefix + span.span_id))
+                batch.add(genai.tool_events(span))
+                if kept is not None:
+                    self._write_logged(span, kept, batches)
+            batch.spans.append((span.trace_id, prefix + span.span_id))
         return released
 
-    def _emit_agent(self, item: _Held, batches: dict[str, _Batch], *, final: bool) -> bool:
+    def _expect_logged(self, span: Span, kept: SpanLogs | None) -> None:
+        """Note a model call without messages of its own (and not all logged yet) whose messages
+        are expected as log records: its trace sent some, or its source sent some before."""
+        trace = self._traces.get(span.trace_id)
+        if trace is None or (kept is not None and kept.final):
+            return
+        if not trace.logged and (
+            not self._logging_sources or _source(span.resource, span.scope_name) not in self._logging_sources
+        ):
+            return
+        if not genai.carries_messages(span):
+            trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
+
+    def _hold_tool(self, span: Span, prefix: str) -> bool:
+        """Hold a tool span while the logged messages of the model call that requested it are
+        expected, so its call and result follow them. True when held (or held already)."""
+        trace = self._traces.get(span.trace_id)
+        if trace is None or not trace.awaiting:
+            return False
+        call = awaited_call(trace, span, self.clock())
+        if call is None:
+            return False
+        waiting = trace.tools_held.setdefault(call, [])
+        if not any(item.span.span_id == span.span_id for item in waiting):
+            waiting.append(Held(span, prefix, trace.awaiting[call], waiting_for=call))
+        return True
+
+    def _stage_logs(
+        self,
+        records: Sequence[LogRecord],
+        prefix: str,
+        can_write: Callable[[str], bool] | None,
+        report: IngestReport,
+    ) -> dict[tuple[str, str], tuple[TraceState, SpanLogs, set[bytes]]]:
+        """Per span: its trace, what its kept records become with the new ones, and the new
+        records' keys (remembered only once stored). Re-sent records are left out."""
+        events: dict[tuple[str, str], tuple[TraceState, list[SpanEvent], set[bytes]]] = {}
+        for record in records:
+            event = logs.message_event(record)
+            if isinstance(event, str):
+                report.count(report.skipped, event)
+                continue
+            trace_id, span_id = record.trace_id, record.span_id
+            assert trace_id is not None  # message_event checked both
+            assert span_id is not None
+            cid = self._conversation(trace_id, record.attributes, prefix)
+            problem = conversation_problem(cid, can_write)
+            if problem is not None:
+                report.count(report.rejected, problem)
+                continue
+            report.mapped += 1
+            if len(self._logging_sources) < _MAX_SOURCES:
+                self._logging_sources.add(_source(record.resource, record.scope_name))
+            trace = self._trace(trace_id)
+            entry = events.get((trace_id, span_id))
+            if entry is None:
+                entry = events[(trace_id, span_id)] = (trace, [], set())
+            key = logs.record_key(record)
+            if key not in trace.logged and key not in entry[2]:
+                entry[1].append(event)
+                entry[2].add(key)
+        staged: dict[tuple[str, str], tuple[TraceState, SpanLogs, set[bytes]]] = {}
+        deadline = self.clock() + self.hold_seconds
+        for (trace_id, span_id), (trace, new, keys) in events.items():
+            if not new:
+                continue
+            before = trace.logs.get(span_id)
+            kept = logs.in_order([*(before.events if before is not None else ()), *new])
+            final = (before is not None and before.final) or any(e.name in logs.FINAL_EVENTS for e in new)
+            staged[(trace_id, span_id)] = (trace, SpanLogs(kept, prefix, deadline, final), keys)
+        return staged
+
+    def _write_logged(self, span: Span, kept: SpanLogs, batches: dict[str, Batch]) -> None:
+        """The messages logged for ``span`` (all kept records: identities chain from the first)."""
+        batch = self._batch(batches, self._conversation(span.trace_id, span.attributes, kept.prefix))
+        batch.add(genai.logged_content(span, kept.events, batch, self._memo))
+
+    def _emit_held(self, item: Held, batches: dict[str, Batch], *, final: bool) -> None:
+        """Write a released agent (`_emit_agent`) or tool span."""
+        if not item.waiting_for:
+            self._emit_agent(item, batches, final=final)
+            return
+        span = item.span
+        batch = self._batch(batches, self._conversation(span.trace_id, span.attributes, item.prefix))
+        batch.add(genai.tool_events(span))
+        batch.spans.append((span.trace_id, item.prefix + span.span_id))
+
+    def _emit_agent(self, item: Held, batches: dict[str, Batch], *, final: bool) -> bool:
         """Write an agent span's run when its link is known (or ``final``: then it is linked to its
         parent's run id); else hold it until its missing ancestor arrives. True when written."""
         span = item.span
         trace = self._trace(span.trace_id)
-        resolved, link, missing = _link(trace, span)
+        resolved, link, missing = link_of(trace, span)
         if not resolved and not final:
             assert missing is not None
-            held = _Held(span, item.prefix, item.deadline or self.clock() + self.hold_seconds)
+            held = Held(span, item.prefix, item.deadline or self.clock() + self.hold_seconds)
             trace.held.setdefault(missing, []).append(held)
             return False
         if not resolved:
             link = genai.run_id(span.parent_span_id) if span.parent_span_id else None
-        cid = self._conversation(span, item.prefix)  # now: the trace may have learned its name
+        cid = self._conversation(
+            span.trace_id, span.attributes, item.prefix
+        )  # the trace may have learned its name
         batch = self._batch(batches, cid)
         batch.add(genai.agent_events(span, link))
         batch.spans.append((span.trace_id, item.prefix + span.span_id))
         return True
 
-    def _restore(self, items: list[_Held]) -> None:
+    def _restore(self, items: list[Held]) -> None:
         """Hold again agents whose writing failed (keyed by their own parent, which will come back
         with the client's retry, or by the deadline)."""
         for item in items:
             trace = self._trace(item.span.trace_id)
-            key = item.span.parent_span_id or item.span.span_id
-            waiting = trace.held.setdefault(key, [])
+            if item.waiting_for:
+                waiting = trace.tools_held.setdefault(item.waiting_for, [])
+            else:
+                waiting = trace.held.setdefault(item.span.parent_span_id or item.span.span_id, [])
             if item not in waiting:
                 waiting.append(item)
 
-    async def _release(self, due: Callable[[_Held], bool]) -> int:
+    async def _release(self, due: Callable[[float], bool]) -> int:
+        """Write held agents and kept records whose deadline is ``due``; records whose span is known
+        were written already and are just dropped. Returns the agents and spans released."""
         async with self._lock:
-            batches: dict[str, _Batch] = {}
-            released: list[_Held] = []
-            for trace in self._traces.values():
-                for missing in list(trace.held):
-                    keep = [item for item in trace.held[missing] if not due(item)]
-                    released.extend(item for item in trace.held[missing] if due(item))
-                    if keep:
-                        trace.held[missing] = keep
-                    else:
-                        del trace.held[missing]
+            batches: dict[str, Batch] = {}
+            released: list[Held] = []
+            expired: list[tuple[TraceState, str, SpanLogs]] = []
+            for trace_id, trace in self._traces.items():
+                for table in (trace.held, trace.tools_held):
+                    for key in list(table):
+                        keep = [item for item in table[key] if not due(item.deadline)]
+                        released.extend(item for item in table[key] if due(item.deadline))
+                        if keep:
+                            table[key] = keep
+                        else:
+                            del table[key]
+                for span_id, kept in trace.logs.items():
+                    if due(kept.deadline):
+                        expired.append((trace, span_id, kept))
+                        if span_id not in trace.spans:
+                            self._write_logged(skeleton(trace_id, span_id, None, kept.events), kept, batches)
             for item in released:
-                self._emit_agent(item, batches, final=True)
+                self._emit_held(item, batches, final=True)
             try:
                 await self._store(batches, IngestReport())
             except BaseException:
                 self._restore(released)
                 raise
-        return len(released)
+            for trace, span_id, kept in expired:
+                if trace.logs.get(span_id) is kept:
+                    del trace.logs[span_id]
+        return len(released) + len(expired)
 
-    def _batch(self, batches: dict[str, _Batch], cid: str) -> _Batch:
+    def _batch(self, batches: dict[str, Batch], cid: str) -> Batch:
         batch = batches.get(cid)
         if batch is None:
-            batch = batches[cid] = _Batch(self._known(cid))
+            batch = batches[cid] = Batch(self._known(cid))
         return batch
 
     def _known(self, cid: str) -> set[str]:
@@ -341,7 +505,7 @@ class OtlpIngestor:
             self._stored.move_to_end(cid)
         return known
 
-    async def _store(self, batches: dict[str, _Batch], report: IngestReport) -> None:
+    async def _store(self, batches: dict[str, Batch], report: IngestReport) -> None:
         """One append per conversation, all at once (the event log commits concurrent appends
         together: one durable write for the request, not one per conversation)."""
         work = [(cid, batch) for cid, batch in batches.items() if batch.events]
@@ -353,10 +517,17 @@ class OtlpIngestor:
                     if trace is not None:
                         trace.done.add(key)
 
-        async def store(cid: str, batch: _Batch) -> AppendResult:
+        async def store(cid: str, batch: Batch) -> AppendResult:
             events = batch.events
             if self.blobs is not None:
-                events = await asyncio.to_thread(self._offload, cid, events)
+                events = await asyncio.to_thread(
+                    offload,
+                    events,
+                    cid,
+                    self.blobs,
+                    attribute_threshold=self.attribute_threshold,
+                    content_threshold=self.content_threshold,
+                )
             return await self.log.append(cid, events)
 
         results = await asyncio.gather(*(store(cid, batch) for cid, batch in work), return_exceptions=True)
@@ -395,7 +566,7 @@ class OtlpIngestor:
             events.extend(_without_seq(stored.event) for stored in page)
             cursor = page[-1].seq
         if self.blobs is not None:
-            events = await asyncio.to_thread(_rebase_blobs, events, new, self.blobs)
+            events = await asyncio.to_thread(rebase_blobs, events, new, self.blobs)
         result = await self.log.append(new, events)
         if self.on_stored is not None:
             self.on_stored(new, result)
@@ -406,162 +577,13 @@ class OtlpIngestor:
             if asyncio.iscoroutine(outcome):
                 await outcome
 
-    # -- blobs ---------------------------------------------------------------------------------------
 
-    def _offload(self, cid: str, events: list[Event]) -> list[Event]:
-        assert self.blobs is not None
-        put = self.blobs.put
-        out: list[Event] = []
-        for event in events:
-            extra = event.extra
-            if extra is not None and isinstance(extra.get("otel"), dict):
-                meta = _offload_meta(extra["otel"], cid, put, self.attribute_threshold)
-                if meta is not extra["otel"]:
-                    event = msgspec.structs.replace(event, extra={**extra, "otel": meta})
-            if isinstance(event, ToolCall | ToolResult):
-                field = "input" if isinstance(event, ToolCall) else "output"
-                value = getattr(event, field)
-                encoded = _json.encode(value)
-                if len(encoded) >= self.content_threshold:
-                    ref = put(cid, f"otlp__{_safe(event.event_id or event.id)}__{field}", encoded)
-                    event = msgspec.structs.replace(event, **{field: ref})
-            out.append(event)
-        return out
+_MAX_SOURCES: Final = 4096
 
 
-class _Batch:
-    """One conversation's events of one request, and what that conversation already has: ``in``
-    is true for an event id stored before (``stored``) or already in this batch."""
-
-    __slots__ = ("events", "ids", "spans", "stored")
-
-    def __init__(self, stored: set[str]) -> None:
-        self.stored = stored
-        self.events: list[Event] = []
-        self.ids: set[str] = set()
-        self.spans: list[tuple[str, str]] = []
-        """(trace id, ``<prefix><span id>``) of the spans whose events are in this batch."""
-
-    def __contains__(self, event_id: object) -> bool:
-        return event_id in self.ids or event_id in self.stored
-
-    def add(self, events: Iterable[Event]) -> None:
-        for event in events:
-            key = event.event_id
-            if key is None or (key not in self.ids and key not in self.stored):
-                self.events.append(event)
-                if key is not None:
-                    self.ids.add(key)
-
-
-def _link(trace: _Trace, span: Span) -> tuple[bool, str | None, str | None]:
-    """``(resolved, link, missing)`` for an agent span: walk up through spans that are not
-    conversation content to the nearest one that is; ``missing`` is the first unknown ancestor."""
-    parent = span.parent_span_id
-    seen: set[str] = set()
-    while parent is not None and parent not in seen:
-        known = trace.spans.get(parent)
-        if known is None:
-            return False, None, parent
-        if known.kind == "tool":
-            return True, known.call_id, None
-        if known.kind in ("agent", "inference"):
-            return True, genai.run_id(parent), None
-        seen.add(parent)
-        parent = known.parent
-    return True, None, None
-
-
-def _conversation_problem(cid: str, can_write: Callable[[str], bool] | None) -> str | None:
-    try:
-        validate_conversation_id(cid)
-    except InvalidConversationId as exc:
-        return f"{exc} (from gen_ai.conversation.id or the trace id)"
-    if can_write is not None and not can_write(cid):
-        return f"this API key may not write conversation {cid!r}"
-    return None
+def _source(resource: dict[str, Any], scope: str) -> tuple[str, str]:
+    return str(resource.get("service.name", "")), scope
 
 
 def _without_seq(event: Event) -> Event:
     return msgspec.structs.replace(event, seq=None)
-
-
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-:" else "_" for ch in text)[:200]
-
-
-def _offload_meta(
-    meta: dict[str, Any], cid: str, put: Callable[[str, str, bytes], dict[str, Any]], threshold: int
-) -> dict[str, Any]:
-    """``meta`` with each large value of its ``attributes`` (and other large sections) replaced by a
-    blob reference; the same object when nothing is large (the common case)."""
-    out: dict[str, Any] | None = None
-    span_id = _safe(str(meta.get("spanId", "span")))
-    attributes = meta.get("attributes")
-    if isinstance(attributes, dict):
-        kept: dict[str, Any] | None = None
-        for key, value in attributes.items():
-            encoded = _json.encode(value)
-            if len(encoded) >= threshold:
-                kept = dict(attributes) if kept is None else kept
-                kept[key] = put(cid, f"otlp__{span_id}__{_safe(key)}", encoded)
-        if kept is not None:
-            out = {**meta, "attributes": kept}
-    for section in ("systemInstructions", "events", "unmappedParts", "resource"):
-        value = meta.get(section)
-        if value is None:
-            continue
-        encoded = _json.encode(value)
-        if len(encoded) >= threshold:
-            out = dict(meta) if out is None else out
-            out[section] = put(cid, f"otlp__{span_id}__{section}", encoded)
-    return meta if out is None else out
-
-
-BLOB_REF: Final = "$blob_ref"
-
-
-def _rebase_blobs(events: list[Event], new: str, blobs: BlobSink) -> list[Event]:
-    """Copies of ``events`` whose blob references name ``new``'s blobs (the content copied there)."""
-    out: list[Event] = []
-    for event in events:
-        wire = event_to_wire(event)
-        if BLOB_REF.encode() not in _json.encode(wire):
-            out.append(event)
-            continue
-
-        def rebase(value: Any) -> Any:
-            if isinstance(value, dict):
-                uri = value.get(BLOB_REF)
-                if isinstance(uri, str):
-                    content = blobs.get(uri)
-                    return value if content is None else blobs.put(new, uri.rsplit("/", 1)[-1], content)
-                return {key: rebase(item) for key, item in value.items()}
-            if isinstance(value, list):
-                return [rebase(item) for item in value]
-            return value
-
-        out.append(parse_event(rebase(wire)))
-    return out
-
-
-class ConversationBlobs:
-    """`BlobSink` over the context-intelligence `BlobStore`: a conversation's blobs live in its
-    session (`conversation_target`), so forgetting the conversation forgets them too."""
-
-    def __init__(self, store: BlobStore) -> None:
-        self.store = store
-
-    def put(self, conversation_id: str, key: str, content: bytes) -> dict[str, Any]:
-        workspace, session = conversation_target(conversation_id)
-        ref = self.store.put(workspace, session, key, content)
-        return {
-            BLOB_REF: ref.uri,
-            "sha256": ref.sha256,
-            "bytes": ref.size,
-            "preview": content[:256].decode(errors="ignore"),
-        }
-
-    def get(self, uri: str) -> bytes | None:
-        session, key = parse_blob_uri(uri)
-        return self.store.get(session, key)

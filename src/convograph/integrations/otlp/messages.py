@@ -12,6 +12,11 @@ all of them into one form, the current one (``{"role", "parts": [...]}`` lists,
    conventions up to 1.36), whose fields (``content``, ``role``, ``tool_calls``, ``id``,
    ``message``, ``index``, ``finish_reason``) sit in the event's attributes, often as JSON text.
 
+Shapes 2 and 3 also come as OpenTelemetry **log records** (events of the Logs API) correlated to
+the span by its trace and span id, which is how most instrumentations send content by default;
+`convograph.integrations.otlp.logs` turns such a record into a `SpanEvent` (the record's body
+fields over its attributes), read here after the span's own.
+
 What is read is reported (`SpanMessages.consumed_attributes`, ``consumed_events``) so the caller
 keeps everything else. Unreadable JSON is not an error: it is listed in ``problems`` and the raw
 value stays with the span's kept attributes.
@@ -19,17 +24,21 @@ value stays with the span's kept attributes.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
-from convograph.integrations.otlp.model import Span
+from convograph.integrations.otlp.model import Span, SpanEvent
 
 __all__ = [
+    "DETAILS_EVENT",
     "INPUT_MESSAGES",
     "LEGACY_MESSAGE_EVENTS",
     "OUTPUT_MESSAGES",
     "SYSTEM_INSTRUCTIONS",
+    "HistoryPrefixes",
     "SpanMessages",
     "maybe_json",
     "span_messages",
@@ -80,13 +89,33 @@ def maybe_json(value: Any) -> Any:
     return value
 
 
-def span_messages(span: Span) -> SpanMessages:
-    """Everything the span says about its messages (attributes first, then span events)."""
+def span_messages(
+    span: Span, logged: Sequence[SpanEvent] = (), prefixes: HistoryPrefixes | None = None
+) -> SpanMessages:
+    """Everything the span says about its messages (attributes first, then span events); when the
+    span itself carries none, the message events ``logged`` for it as log records (in order).
+    ``consumed_events`` indexes ``span.events`` only. ``prefixes`` saves re-reading the part of
+    the input history read before under the same parent span."""
     out = SpanMessages()
+    attributes = span.attributes
+    if (
+        not span.events
+        and not logged
+        and INPUT_MESSAGES not in attributes
+        and OUTPUT_MESSAGES not in attributes
+        and SYSTEM_INSTRUCTIONS not in attributes
+    ):
+        return out  # no content captured: the common case
     consumed: set[str] = set()
     for name, target in ((INPUT_MESSAGES, out.input), (OUTPUT_MESSAGES, out.output)):
         if name in span.attributes:
-            messages = _message_list(span.attributes[name], name, out.problems)
+            value = span.attributes[name]
+            if prefixes is not None and name == INPUT_MESSAGES and isinstance(value, str):
+                messages = prefixes.read((span.trace_id, span.parent_span_id), value)
+                if messages is None:
+                    out.problems.append(f"`{name}` is not a JSON array of messages")
+            else:
+                messages = _message_list(value, name, out.problems)
             if messages is not None:
                 target.extend(messages)
                 consumed.add(name)
@@ -97,24 +126,32 @@ def span_messages(span: Span) -> SpanMessages:
             consumed.add(SYSTEM_INSTRUCTIONS)
     events: set[int] = set()
     if not consumed:
-        for index, event in enumerate(span.events):
-            if event.name == DETAILS_EVENT:
-                details = SpanMessages()
-                _read_details(event.attributes, details)
-                if details.input or details.output or details.system:
-                    out.input.extend(details.input)
-                    out.output.extend(details.output)
-                    out.system.extend(details.system)
-                    out.problems.extend(details.problems)
-                    events.add(index)
-                    break
-    if not consumed and not events:
-        for index, event in enumerate(span.events):
-            if event.name in LEGACY_MESSAGE_EVENTS and _read_legacy(event.name, event.attributes, out):
-                events.add(index)
+        events = _read_events(span.events, out)
+        if not events and logged:
+            _read_events(logged, out)
     out.consumed_attributes = frozenset(consumed)
     out.consumed_events = frozenset(events)
     return out
+
+
+def _read_events(events: Sequence[SpanEvent], out: SpanMessages) -> set[int]:
+    """Messages from a details event (the first that has any), else from the per-message events;
+    returns the indexes of the events read."""
+    for index, event in enumerate(events):
+        if event.name == DETAILS_EVENT:
+            details = SpanMessages()
+            _read_details(event.attributes, details)
+            if details.input or details.output or details.system:
+                out.input.extend(details.input)
+                out.output.extend(details.output)
+                out.system.extend(details.system)
+                out.problems.extend(details.problems)
+                return {index}
+    return {
+        index
+        for index, event in enumerate(events)
+        if event.name in LEGACY_MESSAGE_EVENTS and _read_legacy(event.name, event.attributes, out)
+    }
 
 
 def _read_details(attributes: dict[str, Any], out: SpanMessages) -> None:
@@ -133,6 +170,58 @@ def _message_list(value: Any, name: str, problems: list[str]) -> list[dict[str, 
         problems.append(f"`{name}` is not a JSON array of messages")
         return None
     return [message for message in (_message(item) for item in value) if message is not None]
+
+
+class HistoryPrefixes:
+    """The input-history text last read under each parent span, with the messages it held, for the
+    most recently used parents (at most ``max_chars`` characters of text in all). Every model call
+    re-sends the whole history as one JSON array: when the new text extends the last one (the same
+    text up to its closing bracket, then more elements), only the new elements are parsed and the
+    earlier messages are the same objects (`content.HistoryMemo` then recognises them by identity).
+    Exact: the old text ends with complete elements, so the new array's first elements are those."""
+
+    def __init__(self, max_chars: int = 32 << 20) -> None:
+        self.max_chars = max_chars
+        self._texts: OrderedDict[tuple[str, str | None], tuple[str, list[dict[str, Any]]]] = OrderedDict()
+        self._chars = 0
+
+    def read(self, key: tuple[str, str | None], text: str) -> list[dict[str, Any]] | None:
+        """The messages of ``text`` (a JSON array), None when it is not one."""
+        known = self._texts.pop(key, None)
+        messages = _extended(known[0], known[1], text) if known is not None else None
+        if known is not None:
+            self._chars -= len(known[0])
+        if messages is None:
+            messages = _message_list(text, INPUT_MESSAGES, [])
+            if messages is None:
+                return None
+        if len(text) <= self.max_chars // 4:
+            self._texts[key] = (text, messages)
+            self._chars += len(text)
+            while self._chars > self.max_chars:
+                old, _ = self._texts.popitem(last=False)[1]
+                self._chars -= len(old)
+        return messages
+
+
+def _extended(old_text: str, old: list[dict[str, Any]], text: str) -> list[dict[str, Any]] | None:
+    """``old`` plus the messages ``text`` adds after ``old_text``'s elements; None when ``text``
+    does not continue ``old_text`` (then it is read whole)."""
+    base = old_text.rstrip()
+    if not base.endswith("]") or not text.startswith(base[:-1]):
+        return None
+    tail = text[len(base) - 1 :].lstrip()
+    if tail.startswith("]"):
+        return old if not tail[1:].strip() else None
+    if not tail.startswith(","):
+        return None
+    try:
+        more = _decode.decode("[" + tail[1:])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not isinstance(more, list):
+        return None
+    return old + [message for message in (_message(item) for item in more) if message is not None]
 
 
 def _part_list(value: Any, name: str, problems: list[str]) -> list[dict[str, Any]] | None:

@@ -19,6 +19,7 @@ __all__ = [
     "STATUS_ERROR",
     "STATUS_OK",
     "STATUS_UNSET",
+    "LogRecord",
     "Span",
     "SpanEvent",
 ]
@@ -70,3 +71,27 @@ class Span(msgspec.Struct, frozen=True, kw_only=True):
     dropped_attributes: int = 0
     dropped_events: int = 0
     dropped_links: int = 0
+
+
+class LogRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One OTLP log record with its resource and instrumentation scope.
+
+    Invariants (checked by `decode_logs`): ``trace_id`` is ``None`` or 32 and ``span_id``
+    ``None`` or 16 lowercase hex characters, never all zeros (OTLP writes an absent id as empty or
+    zeros). ``event_name`` is the record's ``event_name`` field, else its ``event.name`` attribute
+    (how SDKs before that field named an event)."""
+
+    trace_id: str | None = None
+    span_id: str | None = None
+    event_name: str = ""
+    time_ns: int = 0
+    observed_ns: int = 0
+    severity_number: int = 0
+    severity_text: str = ""
+    body: Any = None
+    attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+    resource: dict[str, Any] = msgspec.field(default_factory=dict)
+    scope_name: str = ""
+    scope_version: str = ""
+    flags: int = 0
+    dropped_attributes: int = 0
