@@ -59,7 +59,8 @@ def _plain(cypher: str) -> str:
     return _CODE_INTERN.sub(lambda m: "(" if m.group(0) == "intern(" else m.group(0), cypher)
 
 
-_BY_ID = re.compile(r"MATCH \((\w+)\) WHERE id\(\1\) = (\w+)")
+_BY_ID = re.compile(r"MATCH \((\w+)(?::`?\w+`?)?\) WHERE id\(\1\) = (\w+)")
+"""``MATCH (n) WHERE id(n) = i`` or ``MATCH (n:Label) WHERE id(n) = i``: groups node and item."""
 _UNIQUE = ("Session", "Event", "ToolCall", "Tool", "ParallelGroup", "Model")
 _PAGE = 5000
 _DELETE_PAGE = """
