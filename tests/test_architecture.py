@@ -148,7 +148,7 @@ def _cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
             if work:
                 low[work[-1][0]] = min(low[work[-1][0]], low[node])
             if low[node] == index[node]:
-                component = set()
+                component: set[str] = set()
                 while True:
                     member = stack.pop()
                     on_stack.discard(member)
@@ -166,7 +166,7 @@ def _import_graph() -> dict[str, set[str]]:
 
 
 def test_no_function_is_over_80_lines() -> None:
-    long = set()
+    long: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
         for function in _functions(ast.parse(path.read_text())):
             if (function.end_lineno or function.lineno) - function.lineno + 1 > MAX_FUNCTION_LINES:
@@ -192,7 +192,7 @@ def test_no_import_cycles() -> None:
 
 
 def test_no_module_reaches_up_the_data_flow() -> None:
-    breaks = set()
+    breaks: set[str] = set()
     for module, imports in _import_graph().items():
         for layer, downstream in LAYERS.items():
             if module == layer or module.startswith(layer + "."):
