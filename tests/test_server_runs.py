@@ -5,6 +5,7 @@ server: tests/integration/test_harness_serving.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from litestar.testing import AsyncTestClient
 
 from convograph.server import create_app
 from convograph.server.config import ServerConfig
-from convograph.server.presence import AgentInfo, Presence
+from convograph.server.presence import LEASE_SECONDS, REFRESH_SECONDS, AgentInfo, Presence, remote_view
+from convograph.server.presence_share import MemoryPresenceShare, PresenceRoom
 
 
 @pytest.fixture
@@ -156,3 +158,40 @@ def test_presence_keeps_a_lease_after_the_stream_closes() -> None:
     gone = expired.attach("c", AgentInfo(id="x2", name="lead"))
     expired.leave("c", gone)
     assert expired.agents("c") == []
+
+
+async def test_presence_shared_between_instances_lists_and_delivers() -> None:
+    """Two instances on one share: each lists the other's agents; a control frame sent through one
+    reaches the agent attached to the other, counted once; a stopped share forgets its rows."""
+    room = PresenceRoom()
+    here, there = Presence(), Presence()
+    await here.start_sharing(MemoryPresenceShare(room, instance="here"))
+    await there.start_sharing(MemoryPresenceShare(room, instance="there"))
+    try:
+        entry = there.attach("c", AgentInfo(id="a1", name="worker"))
+        for _ in range(100):  # written by the share's writer task, at once on a change
+            if room.rows:
+                break
+            await asyncio.sleep(0.01)
+        assert [(a.id, a.connected) for a in await here.listed("c")] == [("a1", True)]
+        assert await here.send("c", b"event: cancel\ndata: {}\n\n") == 1
+        assert list(entry.outbox) == [b"event: cancel\ndata: {}\n\n"]
+        assert await there.send("c", b"x") == 1  # its own agent, not counted twice
+    finally:
+        await there.stop_sharing()
+        await here.stop_sharing()
+    assert room.rows == {}
+
+
+def test_remote_rows_fade_from_connected_to_listed_to_gone() -> None:
+    now = 1_000.0
+    connected = AgentInfo(id="a", name="a", connected=True, since=1.0)
+    left = AgentInfo(id="b", name="b", connected=False, since=1.0, last_seen=now - 3)
+    assert [(a.id, a.connected) for a in remote_view([(connected, now - 1), (left, now - 1)], now)] == [
+        ("a", True),
+        ("b", False),
+    ]
+    stale = remote_view([(connected, now - 2 * REFRESH_SECONDS - 1)], now)  # its instance died
+    assert [(a.id, a.connected) for a in stale] == [("a", False)]
+    assert remote_view([(connected, now - LEASE_SECONDS - 1)], now) == []
+    assert remote_view([(left, now)], now + LEASE_SECONDS) == []

@@ -37,6 +37,7 @@ from convograph.server.fastpath import EventsFastPath
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.presence_share import open_presence_share
 from convograph.server.protocols import ingest_ag_ui
 from convograph.server.runs import RunController
 from convograph.server.search import search_conversations
@@ -118,6 +119,8 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
             shared = shared_postgres(config.database_url)
             if shared is not None:  # keys created on any machine count on every instance
                 state.key_refresh = await start_key_refresh(PostgresKeyStore(shared), keys)
+            if (share := open_presence_share(config.database_url)) is not None:
+                await state.presence.start_sharing(share)  # agents attached to any instance
             if config.intelligence:
                 state.intelligence = intelligence.bind(await _open_intelligence(config))
                 state.feeder = IntelligenceFeeder(

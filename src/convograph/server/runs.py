@@ -173,7 +173,7 @@ class RunController(Controller):
     async def list_runs(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
         """Also for a conversation without events yet (an agent may serve it before it starts)."""
         live = await server_state(request).conversations.get(cid)
-        agents = presence_of(request).agents(cid)
+        agents = await presence_of(request).listed(cid)
         return _json({"runs": root_runs(live), "pending": pending_turn(live.conversation), "agents": agents})
 
     @post(
@@ -215,7 +215,7 @@ class RunController(Controller):
                 "message or regenerate an answer)",
                 code="nothing_to_answer",
             )
-        agents = [agent for agent in presence_of(request).agents(cid) if agent.serving]
+        agents = [agent for agent in await presence_of(request).listed(cid) if agent.serving]
         return _json({"seq": live.last_seq, "pending": turn, "agents": agents}, 202)
 
     @post(
@@ -240,7 +240,7 @@ class RunController(Controller):
                 409, f"run {run_id} has already ended ({row.reason or row.status})", code="run_ended"
             )
         frame = _control_frame("cancel", {"runId": run_id, "reason": body.reason})
-        delivered = presence_of(request).broadcast(cid, frame)
+        delivered = await presence_of(request).send(cid, frame)
         if delivered:
             return _json(CancelSent(run_id=run_id, delivered=delivered, ended=False), 202)
         if not body.force:
@@ -263,7 +263,7 @@ class RunController(Controller):
         **documented(AgentList, errors=(400,)),
     )
     async def list_agents(self, request: Request[Any, Any, Any], cid: ConversationId) -> Response[bytes]:
-        return _json({"agents": presence_of(request).agents(cid)})
+        return _json({"agents": await presence_of(request).listed(cid)})
 
     @get(
         "/{cid:str}/agents/{agent_id:str}/control",

@@ -99,6 +99,7 @@ class ServerState:
 
     async def close(self) -> None:
         await self.end_streams()
+        await self.presence.stop_sharing()
         await self.memory.close()
         for task in (self.retention, self.key_refresh):
             if task is not None:

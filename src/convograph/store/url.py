@@ -37,6 +37,7 @@ __all__ = [
     "check_event_log_url",
     "default_url",
     "open_event_log",
+    "redis_presence_url",
     "shared_postgres",
 ]
 
@@ -145,6 +146,18 @@ def shared_postgres(url: str | None) -> str | None:
     if finalize_url and finalize_url.startswith(("postgresql://", "postgres://")):
         return _postgres_settings(finalize_url)[0]
     return None
+
+
+def redis_presence_url(url: str | None) -> tuple[str, str] | None:
+    """``(redis URL, key prefix)`` of a log on one Redis (``redis://`` or ``rediss://``), for state
+    the instances on it share (attached agents, `convograph.server.presence_share`); None for any
+    other log, a Redis Cluster included. No I/O."""
+    if not url:
+        return None
+    scheme, options, bare = _split(url)
+    if scheme not in ("redis", "rediss"):
+        return None
+    return bare, options.get("prefix", "convograph") + ":"
 
 
 async def _open_postgres(url: str, *, lazy: bool) -> PostgresEventLog:
