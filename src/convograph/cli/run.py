@@ -160,6 +160,9 @@ class TerminalPort:
     async def relay_decision(self, relay_id: str) -> Any:
         return await self.inner.relay_decision(relay_id)
 
+    async def standing_grants(self) -> list[Relay]:
+        return await self.inner.standing_grants()
+
     # serving (`convograph.harness.serving`): the inner port's, with the claim shown when won
 
     async def claim(self, event: Event) -> bool:

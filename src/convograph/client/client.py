@@ -15,7 +15,7 @@ import httpx
 import msgspec
 
 from convograph.client.sse import END_EVENT, SSEDecoder
-from convograph.events import Event, encode_event, parse_event
+from convograph.events import Event, Relay, RelayResolved, encode_event, parse_event
 
 __all__ = ["ApiError", "ConvographClient", "CursorPastHead"]
 
@@ -123,17 +123,39 @@ class ConvographClient:
         return response.json()
 
     async def decide_relay(
-        self, conversation_id: str, relay_id: str, *, approved: bool, reason: str | None = None
+        self,
+        conversation_id: str,
+        relay_id: str,
+        *,
+        approved: bool,
+        reason: str | None = None,
+        always: bool = False,
     ) -> dict[str, Any]:
+        """Decide a permission relay; ``always`` (with ``approved``) also approves later calls of
+        its tool with matching parameters ("always allow")."""
         body: dict[str, Any] = {"approved": approved}
         if reason is not None:
             body["reason"] = reason
+        if always:
+            body["always"] = True
         response = await self._http.post(
             f"/v1/conversations/{conversation_id}/relays/{relay_id}", content=msgspec.json.encode(body)
         )
         _raise_for(response)
         result: dict[str, Any] = response.json()
         return result
+
+    async def relays(self, conversation_id: str) -> list[tuple[Relay, RelayResolved | None]]:
+        """The conversation's relays, each with its decision (None while pending)."""
+        listed = await self._json("GET", f"/v1/conversations/{conversation_id}/relays")
+        pairs: list[tuple[Relay, RelayResolved | None]] = []
+        for item in listed["relays"]:
+            decision = item.pop("decision", None)
+            relay = parse_event(msgspec.json.encode(item))
+            resolved = parse_event(msgspec.json.encode(decision)) if decision is not None else None
+            if isinstance(relay, Relay):
+                pairs.append((relay, resolved if isinstance(resolved, RelayResolved) else None))
+        return pairs
 
     async def runs(self, conversation_id: str) -> dict[str, Any]:
         """``{"runs", "pending", "agents"}``: the top-level runs, the turn the conversation awaits

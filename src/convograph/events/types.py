@@ -214,6 +214,9 @@ class RelayResolved(_Event, frozen=True, tag="relay_resolved"):
     tool: str | None = None
     reason: str | None = None
     run_id: str | None = None
+    always: bool = False
+    """An approval that also stands for later calls of ``tool`` whose parameters match the rule
+    derived from this relay's (`convograph.harness.permissions.derive_rule`): "always allow"."""
 
 
 class ReplInput(_RunEvent, frozen=True, tag="repl_input"):

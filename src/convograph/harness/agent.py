@@ -61,7 +61,7 @@ from convograph.events import (
 from convograph.harness.base import ConversationPort, ModelRequest, Provider
 from convograph.harness.context import ToolContext
 from convograph.harness.ids import new_id
-from convograph.harness.permissions import AskCallback, Decision, decision_event, resolve_policy
+from convograph.harness.permissions import AskCallback, Decision, decision_event, granted, resolve_policy
 from convograph.harness.ports import SubagentPort
 from convograph.harness.runs import RunControl, RunHandle, open_run, provider_call
 from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, to_output, tool
@@ -485,6 +485,9 @@ class _Loop:
 
     async def _ask(self, call_id: str, tool: Tool, arguments: Any) -> RelayResolved | Decision:
         params = arguments if isinstance(arguments, dict) else {"input": arguments}
+        grant = granted(await self.port.standing_grants(), tool.name, params)
+        if grant is not None:
+            return Decision(True, f"always allowed (relay {grant.id})")
         relay = Relay(
             run_id=self.run_id,
             parent_id=self.parent_id,

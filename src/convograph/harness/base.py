@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from convograph.events import Event, RelayResolved
+from convograph.events import Event, Relay, RelayResolved
 
 __all__ = ["ConversationPort", "MessageFormat", "ModelRequest", "Provider", "ToolSpec"]
 
@@ -106,4 +106,10 @@ class ConversationPort(Protocol):
     async def relay_decision(self, relay_id: str) -> RelayResolved:
         """Wait until the relay ``relay_id`` is decided and return the decision. The wait survives a
         server restart (the decision is an event in the conversation's log)."""
+        ...
+
+    async def standing_grants(self) -> list[Relay]:
+        """The permission relays of the conversation approved with ``always`` ("always allow"),
+        as stored so far: their tool and parameters give the rules that approve later calls
+        (`convograph.harness.permissions`)."""
         ...

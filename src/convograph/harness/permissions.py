@@ -10,17 +10,37 @@ the function; mark the dangerous ones ``"ask"``).
 recorded as that same event, with the server's ``eventId`` ``relay-decision:{id}``, so whichever
 decides first wins and a second decision is a duplicate). Because the decision is an event in the
 log, the wait survives a server restart.
+
+**Always allow.** An approval with ``always`` (the viewer's "Always allow", ``{"approved": true,
+"always": true}`` through the API, or ``Decision(True, always=True)`` from the callback) stands
+for later calls of the same tool in the conversation, subagents included, whose parameters match
+the rule derived from the relay's (`derive_rule`, upstream's rule): each parameter's value as text;
+a value with a space becomes its first word followed by `` **`` (any rest), any other value must be
+equal. ``{"command": "cat /tmp/x"}`` gives ``{"command": "cat **"}``, which approves ``cat
+/etc/hosts`` but not ``rm -rf /``. A call matches when it has the same parameter names and every
+value matches. The grants are read from the conversation's log before each "ask", so they hold
+for every agent serving it and across restarts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from convograph.events import Relay, RelayResolved
 from convograph.harness.tools import Policy, Tool
 
-__all__ = ["AskCallback", "Decision", "decision_event", "resolve_policy"]
+__all__ = [
+    "AskCallback",
+    "Decision",
+    "decision_event",
+    "derive_rule",
+    "granted",
+    "resolve_policy",
+    "rule_matches",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +49,8 @@ class Decision:
 
     approved: bool
     reason: str | None = None
+    always: bool = False
+    """With ``approved``: also approve later matching calls of the tool (module docstring)."""
 
 
 AskCallback = Callable[[Relay], Awaitable[Decision | bool | None]]
@@ -54,6 +76,43 @@ def decision_event(relay: Relay, decision: Decision | bool) -> RelayResolved:
         approved=decision.approved,
         tool=relay.tool,
         reason=decision.reason,
+        always=decision.approved and decision.always,
         run_id=relay.run_id,
         event_id=f"relay-decision:{relay.id}",
     )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def derive_rule(params: Mapping[str, Any]) -> dict[str, str]:
+    """The rule an "always allow" of a call with ``params`` grants (module docstring). O(params)."""
+    rule = {}
+    for name, value in params.items():
+        text = _text(value)
+        rule[name] = f"{text.split(' ', 1)[0]} **" if " " in text else text
+    return rule
+
+
+def rule_matches(rule: Mapping[str, str], params: Mapping[str, Any]) -> bool:
+    """Whether a call with ``params`` is approved by ``rule``: the same names, every value equal
+    to its pattern, or starting with the pattern's first word and a space for ``word **``."""
+    if set(rule) != set(params):
+        return False
+    for name, pattern in rule.items():
+        text = _text(params[name])
+        if pattern.endswith(" **"):
+            if not text.startswith(pattern[:-2]):
+                return False
+        elif text != pattern:
+            return False
+    return True
+
+
+def granted(grants: Iterable[Relay], tool: str, params: Mapping[str, Any]) -> Relay | None:
+    """The first standing grant (an "always" approved relay) of ``tool`` that approves ``params``."""
+    for relay in grants:
+        if relay.tool == tool and rule_matches(derive_rule(relay.params or {}), params):
+            return relay
+    return None

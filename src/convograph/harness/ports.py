@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from convograph.events import Event, RelayResolved, User
+from convograph.events import Event, Relay, RelayResolved, User
 from convograph.harness.base import ConversationPort, MessageFormat
 from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
@@ -127,6 +127,10 @@ class LogPort:
         if decided.done() and not decided.cancelled():
             return decided.result()
         raise self._follow_error()
+
+    async def standing_grants(self) -> list[Relay]:
+        await self.sync()
+        return self.state.standing_grants()
 
     async def sync(self) -> None:
         """Wait until every event emitted (or stored by anyone) so far is folded into `state`."""
@@ -235,3 +239,6 @@ class SubagentPort:
 
     async def relay_decision(self, relay_id: str) -> RelayResolved:
         return await self._root.relay_decision(relay_id)
+
+    async def standing_grants(self) -> list[Relay]:
+        return await self._root.standing_grants()

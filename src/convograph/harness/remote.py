@@ -29,7 +29,7 @@ import httpx
 import msgspec
 
 from convograph.client import ApiError, ConvographClient
-from convograph.events import Event, RelayResolved
+from convograph.events import Event, Relay, RelayResolved
 from convograph.harness.base import MessageFormat
 from convograph.harness.batching import BatchWriter
 from convograph.harness.ids import new_id
@@ -195,6 +195,15 @@ class RemotePort:
             return waiter.result()
         problem = follower.exception() if not follower.cancelled() else None
         raise RemotePortError(f"following conversation {self._cid!r} for relay decisions failed: {problem!r}")
+
+    async def standing_grants(self) -> list[Relay]:
+        """Read from the server's relay list (``GET .../relays``): one request per call."""
+        await self.flush()
+        return [
+            relay
+            for relay, decision in await self.client.relays(self._cid)
+            if decision is not None and decision.approved and decision.always
+        ]
 
     async def _follow(self, after: int) -> None:
         async for event in self.client.stream(self._cid, after=after):

@@ -36,6 +36,14 @@ class ConversationFold:
         self.decisions: dict[str, RelayResolved] = {}
         """The first decision recorded for each relay id (later ones are duplicates)."""
 
+    def standing_grants(self) -> list[Relay]:
+        """The relays approved with ``always`` ("always allow"), in the order decided. O(decisions)."""
+        return [
+            self.relays[relay_id]
+            for relay_id, decision in self.decisions.items()
+            if decision.approved and decision.always and relay_id in self.relays
+        ]
+
     @property
     def conversation(self) -> Conversation:
         conversation: Conversation = self.projector.conversation

@@ -63,6 +63,9 @@ class RelayDecision(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     approved: bool
     reason: str | None = None
+    always: bool = False
+    """With ``approved``: later calls of the tool with matching parameters are approved without
+    asking ("always allow", docs/harness.md)."""
 
 
 # Reply shapes, for the OpenAPI document (the handlers encode plain data of these shapes).
@@ -470,9 +473,12 @@ class ConversationController(Controller):
             raise ApiError(404, f"conversation {cid!r} has no relay {relay_id!r}", code="unknown_relay")
         if relay_id in live.decisions:
             raise _already_decided(live.decisions[relay_id])
+        if decision.always and not decision.approved:
+            raise ApiError(400, "always applies to an approval: send approved: true with always: true")
         event: Event = RelayResolved(
             relay_id=relay_id,
             approved=decision.approved,
+            always=decision.always,
             reason=decision.reason,
             tool=relay.tool,
             run_id=relay.run_id,
