@@ -1,7 +1,7 @@
 """A machine-speed reference printed beside benchmark results, so runs on different machines of
 the same kind can be compared.
 
-Machines of one kind run the same code at very different speeds (BENCHMARKS.md records 1.4-3x
+Machines of one kind run the same code at very different speeds (docs/benchmarks-history.md records 1.4-3x
 between sessions, and 20-45 % drift within one session). `speed_reference` times a fixed pure-Python
 workload shaped like the projections' and the planner's inner loops (list indexing and appends,
 dict gets and sets, attribute reads, small string work) at the moment of the run: divide a figure by
