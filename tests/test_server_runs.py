@@ -195,3 +195,20 @@ def test_remote_rows_fade_from_connected_to_listed_to_gone() -> None:
     assert [(a.id, a.connected) for a in stale] == [("a", False)]
     assert remote_view([(connected, now - LEASE_SECONDS - 1)], now) == []
     assert remote_view([(left, now)], now + LEASE_SECONDS) == []
+
+
+async def test_always_is_stored_with_an_approval_and_refused_with_a_denial(
+    client: AsyncTestClient[Any],
+) -> None:
+    relay = {"type": "relay", "kind": "permission", "runId": "a", "id": "r1", "toolCallId": "a/c1",
+             "tool": "exec", "params": {"cmd": "ls -la"}}  # fmt: skip
+    await post_events(client, "c9", [{"type": "harness_start", "runId": "a"}, relay, {**relay, "id": "r2"}])
+    refused = await client.post("/v1/conversations/c9/relays/r1", json={"approved": False, "always": True})
+    assert refused.status_code == 400
+    assert "always applies to an approval" in refused.json()["error"]["message"]
+    decided = await client.post("/v1/conversations/c9/relays/r1", json={"approved": True, "always": True})
+    assert decided.status_code == 200
+    plain = await client.post("/v1/conversations/c9/relays/r2", json={"approved": True})
+    assert plain.status_code == 200
+    listed = (await client.get("/v1/conversations/c9/relays")).json()["relays"]
+    assert [(r["id"], r["decision"].get("always", False)) for r in listed] == [("r1", True), ("r2", False)]

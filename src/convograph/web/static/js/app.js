@@ -187,7 +187,7 @@ function conversationPage(cid, tab) {
   const viewOptions = {
     selection,
     onSelect: () => saveSelection(cid, selection),
-    onRelay: (relayId, approved, reason) => api(`${cidPath(cid)}/relays/${encodeURIComponent(relayId)}`, { method: "POST", body: reason ? { approved, reason } : { approved } }).catch((error) => {
+    onRelay: (relayId, approved, reason, always = false) => api(`${cidPath(cid)}/relays/${encodeURIComponent(relayId)}`, { method: "POST", body: { approved, ...(reason ? { reason } : {}), ...(always ? { always } : {}) } }).catch((error) => {
       if (error.status === 409) return; // already decided: the stream carries the decision
       throw error;
     }),

@@ -70,7 +70,7 @@ export class ConversationModel {
     this.progress = new Map(); // call id -> [{name, content}]
     this.relayParams = new Map(); // tool call id -> params
     this.relays = new Map(); // relay id -> view
-    this.decisions = new Map(); // relay id -> {approved, reason}
+    this.decisions = new Map(); // relay id -> {approved, always, reason}
     this.repls = new Map(); // repl id -> view
     this.pendingViews = new Map(); // run id -> [level, view]
     this.promoted = new Set();
@@ -534,7 +534,7 @@ export class ConversationModel {
   }
 
   _resolveRelay(ev) {
-    const decision = { approved: !!ev.approved, reason: ev.reason ?? null };
+    const decision = { approved: !!ev.approved, always: !!ev.always, reason: ev.reason ?? null };
     this.decisions.set(ev.relayId, decision);
     const view = this.relays.get(ev.relayId);
     if (view) {

@@ -20,7 +20,7 @@ export class ThreadView {
   /**
    * @param {HTMLElement} root container for the top-level list
    * @param {import("./model.js").ConversationModel} model
-   * @param {{onRelay: (relayId: string, approved: boolean, reason: string|null) => Promise<void>,
+   * @param {{onRelay: (relayId: string, approved: boolean, reason: string|null, always?: boolean) => Promise<void>,
    *          selection?: Map<string, number>, onSelect?: (viewId: string, index: number) => void}} options
    */
   constructor(root, model, options) {
@@ -250,8 +250,12 @@ export class ThreadView {
     parts.params = h("pre", { class: "payload" });
     parts.reason = h("input", { type: "text", class: "relay__reason", placeholder: "Reason (optional)", "aria-label": "Reason for the decision (optional)" });
     parts.allow = h("button", { type: "button", class: "btn btn--allow", onclick: () => this._decide(view, true) }, "Allow");
+    // "Always allow": later calls of this tool whose parameters match are approved without asking
+    // (the harness derives the rule: docs/harness.md, "Always allow").
+    parts.always = h("button", { type: "button", class: "btn btn--always", onclick: () => this._decide(view, true, true),
+      title: "Allow this call and later calls of this tool with matching parameters (a command: the same first word)" }, "Always allow");
     parts.deny = h("button", { type: "button", class: "btn btn--deny", onclick: () => this._decide(view, false) }, "Deny");
-    parts.actions = h("div", { class: "relay__actions", role: "group", "aria-label": "Permission decision" }, parts.reason, parts.allow, parts.deny);
+    parts.actions = h("div", { class: "relay__actions", role: "group", "aria-label": "Permission decision" }, parts.reason, parts.allow, parts.always, parts.deny);
     parts.outcome = h("div", { class: "relay__outcome" });
     // An alert only while it says something (an empty alert per relay is noise to screen readers).
     parts.problem = h("div", { class: "relay__problem", hidden: true });
@@ -273,23 +277,20 @@ export class ThreadView {
     el.append(parts.card);
   }
 
-  async _decide(view, approved) {
+  async _decide(view, approved, always = false) {
     const parts = view.parts;
-    parts.allow.disabled = true;
-    parts.deny.disabled = true;
+    const buttons = [parts.allow, parts.always, parts.deny];
+    for (const button of buttons) button.disabled = true;
     showProblem(parts.problem, "");
     parts.outcome.textContent = approved ? "Sending approval…" : "Sending denial…";
     try {
-      await this.options.onRelay(view.id, approved, parts.reason.value.trim() || null);
+      await this.options.onRelay(view.id, approved, parts.reason.value.trim() || null, always);
       if (!view.decision) parts.outcome.textContent = "Decision recorded; waiting for the event…";
-      announce(`${approved ? "Allowed" : "Denied"} ${view.tool}.`);
+      announce(`${always ? "Always allowed" : approved ? "Allowed" : "Denied"} ${view.tool}.`);
     } catch (error) {
       parts.outcome.textContent = "";
       showProblem(parts.problem, `Could not record the decision: ${error.message}`);
-      if (!view.decision) {
-        parts.allow.disabled = false;
-        parts.deny.disabled = false;
-      }
+      if (!view.decision) for (const button of buttons) button.disabled = false;
     }
   }
 
@@ -412,7 +413,8 @@ export class ThreadView {
       parts.actions.hidden = true;
       showProblem(parts.problem, "");
       parts.outcome.className = `relay__outcome relay__outcome--${decision.approved ? "allowed" : "denied"}`;
-      parts.outcome.textContent = `${decision.approved ? "Allowed" : "Denied"}${decision.reason ? ` — ${decision.reason}` : ""}`;
+      const verdict = decision.approved ? (decision.always ? "Always allowed" : "Allowed") : "Denied";
+      parts.outcome.textContent = `${verdict}${decision.reason ? ` — ${decision.reason}` : ""}`;
     } else {
       parts.actions.hidden = false;
     }
