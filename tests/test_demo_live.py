@@ -150,6 +150,28 @@ async def test_the_rolling_schedule_keeps_the_newest_rounds(server: ServerProces
     assert not set(started[:2]) & listed  # the oldest were deleted
 
 
+@pytest.mark.parametrize("after", [0, 1, 2, 3, 5, 8])
+async def test_a_drop_cancelled_half_way_leaves_nothing_running_after_close(
+    server: ServerProcess, after: int
+) -> None:
+    """The rolling schedule is stopped by cancelling it, at any await of a round's drop (CI once
+    hung in teardown on a half-closed round): `close` then ends every task the demo started."""
+    before = asyncio.all_tasks()
+    demo = LiveDemo(server.url, speed=20)
+    round_ = await demo.start_round("retry-policies", f"drop-{after}-{uuid.uuid4().hex[:6]}")
+    dropping = asyncio.create_task(demo.drop(round_))
+    for _ in range(after):
+        await asyncio.sleep(0)
+    dropping.cancel()
+    await asyncio.gather(dropping, return_exceptions=True)
+    async with asyncio.timeout(60):
+        await demo.close()
+    for _ in range(20):  # callbacks of closed connections run on the next loop turns
+        await asyncio.sleep(0.01)
+    left = {t for t in asyncio.all_tasks() - before if t is not asyncio.current_task() and not t.done()}
+    assert left == set(), [t.get_name() for t in left]
+
+
 async def test_a_real_model_runs_the_same_agents_and_tools(server: ServerProcess) -> None:
     """``demo --model openai:MODEL --base-url URL``: every agent on that model (here an
     OpenAI-compatible server at the URL), offered the scenario's tools, without the script's

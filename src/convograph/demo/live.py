@@ -109,6 +109,8 @@ class LiveDemo:
         self.interval = interval
         self.keep = keep
         self.rounds: list[Round] = []
+        self._closing: list[Round] = []
+        """Rounds dropped from `rounds` whose close has not finished (a cancelled drop)."""
         self.server = _ServerCalls(base_url, api_key)
         self._posted: dict[str, set[str]] = {}
         self._fed: dict[str, int] = {}
@@ -123,7 +125,14 @@ class LiveDemo:
         ``<id>-<n>`` when that one exists already) and post its task."""
         scenario = load_scenario(name)
         model_server, provider, model_name = await self._provider(scenario)
-        cid = conversation_id or await self._fresh_id(scenario.conversation_id)
+        try:
+            cid = conversation_id or await self._fresh_id(scenario.conversation_id)
+        except BaseException:  # cancelled or failed before the round exists: stop what it started
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+            if model_server is not None:
+                await model_server.aclose()
+            raise
         port = RemotePort.connect(self.base_url, cid, api_key=self.api_key, give_up_after=15.0)
         round_ = Round(cid, scenario, port, model_server, provider, rolling=rolling)
         timeout = RELAY_TIMEOUT / self.speed if rolling and not math.isinf(self.speed) else None
@@ -227,9 +236,12 @@ class LiveDemo:
                 await self.drop(rolling.pop(0))
 
     async def drop(self, round_: Round) -> None:
-        """Detach a round's agent and delete its conversation."""
+        """Detach a round's agent and delete its conversation. A drop cancelled half-way (the
+        rolling schedule stopped) leaves the round in `_closing`, which `close` finishes."""
         self.rounds.remove(round_)
+        self._closing.append(round_)
         await round_.close()
+        self._closing.remove(round_)
         await self.server.delete(round_.conversation_id)
         self._posted.pop(round_.conversation_id, None)
         self._fed.pop(round_.conversation_id, None)
@@ -256,7 +268,7 @@ class LiveDemo:
         self._fed[cid] = info.get("lastSeq", 0)
 
     async def close(self) -> None:
-        for round_ in list(self.rounds):
+        for round_ in [*self._closing, *self.rounds]:
             await round_.close()
         await self.server.aclose()
 

@@ -27,8 +27,7 @@ detaches.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Protocol
 
 import httpx
@@ -150,11 +149,9 @@ class _Serving:
         finally:
             for helper in helpers:
                 helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
             if self.current is not None and not self.current.done():
                 self.current.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self.current.wait()
+            await _outlive_cancellation(self.current.wait() if self.current is not None else None, helpers)
 
     async def _answer(self) -> None:
         """Start a run for the pending turn, if there is one and it is not the one being answered."""
@@ -204,3 +201,24 @@ async def honour_cancels(
             run = current()
             if run is not None and not run.done() and run.run_id == data.get("runId"):
                 run.cancel()
+
+
+async def _outlive_cancellation(run: Awaitable[Any] | None, helpers: list[asyncio.Task[None]]) -> None:
+    """Wait until the helpers and the run being stopped have ended, however often the caller is
+    cancelled meanwhile (a stop asked for twice must not leave a run emitting into a closed port);
+    then re-raise the cancellation, if there was one."""
+    everything: list[asyncio.Future[Any]] = [*helpers]
+    if run is not None:
+        everything.append(asyncio.ensure_future(run))
+    pending = set(everything)
+    cancelled = False
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            cancelled = True
+    for future in everything:
+        if not future.cancelled():
+            future.exception()  # retrieved: failures were reported where they happened
+    if cancelled:
+        raise asyncio.CancelledError
