@@ -8,8 +8,9 @@
 // subagents creates only the elements on screen.
 
 import { renderMarkdown } from "./markdown.js";
+import { buildRelay, decideRelay, updateRelay } from "./relay.js";
 import { formatClock, formatDuration, formatStamp } from "./time.js";
-import { announce, copyButton, formatNumber, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
+import { copyButton, formatNumber, formatTokens, fullText, h, MAX_PAYLOAD_CHARS, oneLine, payloadText, shortId } from "./util.js";
 
 const NESTING = new Set(["tool_call", "repl"]);
 const CHUNK = 50;
@@ -179,7 +180,7 @@ export class ThreadView {
         this._buildTool(view, el);
         break;
       case "relay":
-        this._buildRelay(view, el);
+        buildRelay(view, el, (approved, always) => decideRelay(view, approved, always, this.options.onRelay));
         break;
       case "repl":
         this._buildRepl(view, el);
@@ -244,24 +245,6 @@ export class ThreadView {
     this._updateToolBody(view);
   }
 
-  _buildRelay(view, el) {
-    const parts = view.parts;
-    parts.title = h("div", { class: "relay__title" });
-    parts.params = h("pre", { class: "payload" });
-    parts.reason = h("input", { type: "text", class: "relay__reason", placeholder: "Reason (optional)", "aria-label": "Reason for the decision (optional)" });
-    parts.allow = h("button", { type: "button", class: "btn btn--allow", onclick: () => this._decide(view, true) }, "Allow");
-    // "Always allow": later calls of this tool whose parameters match are approved without asking
-    // (the harness derives the rule: docs/harness.md, "Always allow").
-    parts.always = h("button", { type: "button", class: "btn btn--always", onclick: () => this._decide(view, true, true),
-      title: "Allow this call and later calls of this tool with matching parameters (a command: the same first word)" }, "Always allow");
-    parts.deny = h("button", { type: "button", class: "btn btn--deny", onclick: () => this._decide(view, false) }, "Deny");
-    parts.actions = h("div", { class: "relay__actions", role: "group", "aria-label": "Permission decision" }, parts.reason, parts.allow, parts.always, parts.deny);
-    parts.outcome = h("div", { class: "relay__outcome" });
-    // An alert only while it says something (an empty alert per relay is noise to screen readers).
-    parts.problem = h("div", { class: "relay__problem", hidden: true });
-    el.append(h("div", { class: "relay" }, parts.title, parts.params, parts.actions, parts.outcome, parts.problem));
-  }
-
   _buildRepl(view, el) {
     const parts = view.parts;
     parts.code = h("pre", { class: "repl__code" });
@@ -275,23 +258,6 @@ export class ThreadView {
       h("div", { class: "tool__body" }, h("div", { class: "copyable" }, parts.code, copyButton(() => view.code, "Copy code")), parts.stdout, parts.stderr),
     );
     el.append(parts.card);
-  }
-
-  async _decide(view, approved, always = false) {
-    const parts = view.parts;
-    const buttons = [parts.allow, parts.always, parts.deny];
-    for (const button of buttons) button.disabled = true;
-    showProblem(parts.problem, "");
-    parts.outcome.textContent = approved ? "Sending approval…" : "Sending denial…";
-    try {
-      await this.options.onRelay(view.id, approved, parts.reason.value.trim() || null, always);
-      if (!view.decision) parts.outcome.textContent = "Decision recorded; waiting for the event…";
-      announce(`${always ? "Always allowed" : approved ? "Allowed" : "Denied"} ${view.tool}.`);
-    } catch (error) {
-      parts.outcome.textContent = "";
-      showProblem(parts.problem, `Could not record the decision: ${error.message}`);
-      if (!view.decision) for (const button of buttons) button.disabled = false;
-    }
   }
 
   // -- updating (on every change) ---------------------------------------------------------------
@@ -328,7 +294,7 @@ export class ThreadView {
         this._updateTool(view);
         break;
       case "relay":
-        this._updateRelay(view);
+        updateRelay(view);
         break;
       case "repl":
         this._updateRepl(view);
@@ -400,23 +366,6 @@ export class ThreadView {
       parts.shownOutput = view.output;
       parts.outputBox.hidden = false;
       parts.output.textContent = payloadText(view.output);
-    }
-  }
-
-  _updateRelay(view) {
-    const parts = view.parts;
-    parts.title.textContent = `Permission requested: ${view.tool}`;
-    parts.params.textContent = payloadText(view.params);
-    const decision = view.decision;
-    view.el.dataset.decision = decision ? (decision.approved ? "allowed" : "denied") : "pending";
-    if (decision) {
-      parts.actions.hidden = true;
-      showProblem(parts.problem, "");
-      parts.outcome.className = `relay__outcome relay__outcome--${decision.approved ? "allowed" : "denied"}`;
-      const verdict = decision.approved ? (decision.always ? "Always allowed" : "Allowed") : "Denied";
-      parts.outcome.textContent = `${verdict}${decision.reason ? ` — ${decision.reason}` : ""}`;
-    } else {
-      parts.actions.hidden = false;
     }
   }
 
@@ -559,14 +508,6 @@ export function modelCallParts(call) {
   const took = call.start !== null && call.end !== null && call.end > call.start ? call.end - call.start : null;
   if (took) items.push(formatDuration(took));
   return [h("span", { class: "model-call__label" }, call.model ? `Model call · ${call.model}` : "Model call"), ` · ${items.join(" · ")}`];
-}
-
-/** Show `message` in a relay's problem line as an alert, or hide the line when it is empty. */
-function showProblem(el, message) {
-  el.hidden = !message;
-  el.textContent = message;
-  if (message) el.setAttribute("role", "alert");
-  else el.removeAttribute("role");
 }
 
 function toolState(view) {
