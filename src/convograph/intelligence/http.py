@@ -44,6 +44,8 @@ from litestar import Request, Response, Router, delete, get, post
 from litestar.concurrency import sync_to_thread
 from litestar.params import FromPath, QueryParameter
 
+from convograph.http.bodies import JSON_ERRORS, json_problem
+from convograph.http.openapi import documented
 from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.engine import EngineUnavailable, ReadBusy, TooManyQueries
 from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
@@ -59,8 +61,6 @@ from convograph.intelligence.service import (
     RetentionResult,
     check_write,
 )
-from convograph.server.bodies import JSON_ERRORS, json_problem
-from convograph.server.openapi import documented
 
 __all__ = [
     "CYPHER_MAX_BODY_BYTES",
