@@ -18,24 +18,16 @@ KNOWN_LONG_FUNCTIONS = {
     "convograph/projections/sources.py:_fill_blocks",
     "convograph/projections/thread.py:_place_flat",
     "convograph/projections/dag.py:_layout",
-    "convograph/intelligence/http.py:create_intelligence_router",
     "convograph/projections/thread.py:_place_many",
-    "convograph/intelligence/kernel.py:fold_kernel",
     "convograph/projections/sources.py:_placements",
     "convograph/projections/history.py:build_history",
-    "convograph/intelligence/ingest.py:_run_loop",
-    "convograph/intelligence/ingest.py:_plan",
 }
 KNOWN_LONG_MODULES = {
     "convograph/projections/thread.py",
     "convograph/hypergraph/queries.py",
     "convograph/projections/sources.py",
     "convograph/projections/dag.py",
-    "convograph/intelligence/journal.py",
-    "convograph/intelligence/ingest.py",
     "convograph/hypergraph/reducer.py",
-    "convograph/store/postgres.py",
-    "convograph/store/redis.py",
 }
 KNOWN_CYCLES = {
     frozenset(
