@@ -18,26 +18,16 @@ KNOWN_LONG_FUNCTIONS = {
     "convograph/projections/sources.py:_fill_blocks",
     "convograph/projections/thread.py:_place_flat",
     "convograph/projections/dag.py:_layout",
-    "convograph/intelligence/http.py:create_intelligence_router",
     "convograph/projections/thread.py:_place_many",
-    "convograph/intelligence/kernel.py:fold_kernel",
-    "convograph/cli/serve.py:serve",
     "convograph/projections/sources.py:_placements",
     "convograph/projections/history.py:build_history",
-    "convograph/intelligence/ingest.py:_run_loop",
-    "convograph/server/app.py:create_app",
-    "convograph/intelligence/ingest.py:_plan",
 }
 KNOWN_LONG_MODULES = {
     "convograph/projections/thread.py",
     "convograph/hypergraph/queries.py",
     "convograph/projections/sources.py",
     "convograph/projections/dag.py",
-    "convograph/intelligence/journal.py",
-    "convograph/intelligence/ingest.py",
     "convograph/hypergraph/reducer.py",
-    "convograph/store/postgres.py",
-    "convograph/store/redis.py",
 }
 KNOWN_CYCLES = {
     frozenset(
@@ -51,8 +41,6 @@ KNOWN_CYCLES = {
             "convograph.projections.thread",
         }
     ),
-    frozenset({"convograph.intelligence.embedded", "convograph.intelligence.engine"}),
-    frozenset({"convograph.harness.repl", "convograph.harness.serving"}),
 }
 LAYERS = {
     # a package: the packages it must not import (they sit downstream of it)
@@ -64,14 +52,9 @@ LAYERS = {
     "convograph.harness": ("server", "cli", "web"),
     "convograph.integrations": ("server", "cli", "web"),
     "convograph.intelligence": ("server", "cli", "web", "harness"),
+    "convograph.http": ("server", "cli", "web", "harness", "integrations", "intelligence"),
 }
-KNOWN_LAYER_BREAKS = {
-    "convograph.intelligence.http -> convograph.server.bodies",
-    "convograph.intelligence.http -> convograph.server.openapi",
-    "convograph.integrations.otlp.http -> convograph.server.errors",
-    "convograph.integrations.otlp.http -> convograph.server.observability",
-    "convograph.integrations.otlp.http -> convograph.server.state",
-}
+KNOWN_LAYER_BREAKS: set[str] = set()
 
 
 def _modules() -> dict[str, Path]:

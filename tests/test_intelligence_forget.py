@@ -234,7 +234,7 @@ def test_unknown_sessions_bad_names_and_other_workspaces_are_refused(services: S
 def test_retention_forgets_sessions_idle_for_longer_than_the_limit(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from convograph.intelligence import journal as journal_module
+    from convograph.intelligence import journal_base as journal_module
 
     day = 86_400_000
     clock = {"now": 100 * day}
@@ -283,7 +283,7 @@ def test_payloads_handed_over_by_the_ingest_path_build_the_graph_a_replay_builds
     hinted = services.make(durable=True)
     hinted.ingest_many([json.dumps(_reversed_keys(line)).encode() for line in lines])
     assert hinted.wait_applied(timeout=120)
-    assert not hinted.applier._hints  # every hint was used (or none would be needed)
+    assert not hinted.applier.hints.held  # every hint was used (or none would be needed)
     decoded = services.make(durable=True)
     ingest(decoded, lines)
     assert snapshot(hinted, WS) == snapshot(decoded, WS)
@@ -366,10 +366,10 @@ def test_a_rebuild_block_that_removes_nothing_leaves_the_marks_as_they_were(serv
     with svc.applier.rebuild_after(WS) as found:
         assert found == []
     assert svc.applier.pending_rebuilds() == [WS]
-    assert svc.applier._read_pending()[WS].sessions == ("S1",)
+    assert svc.applier.marks.read()[WS].sessions == ("S1",)
     with svc.applier.rebuild_after(WS) as found:
         found.append("S2")
-    assert svc.applier._read_pending()[WS].sessions == ("S1", "S2")
+    assert svc.applier.marks.read()[WS].sessions == ("S1", "S2")
 
 
 def test_a_purge_that_fails_half_way_is_repaired_by_a_rebuild(

@@ -94,13 +94,14 @@ def test_collision_groups_cover_same_millisecond_distinct_events(make_journal: C
 def test_base_keys_follow_time_and_equal_keys_of_other_ids_are_told_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from convograph.intelligence import journal as journal_module
+    from convograph.intelligence import journal_sqlite
+    from convograph.intelligence.journal import event_base_key
 
-    keys = [journal_module._base_key("W", f"S__e__{ms}", ms) for ms in (-(2**60), -5, 0, 5, 6, 2**60)]
+    keys = [event_base_key("W", f"S__e__{ms}", ms) for ms in (-(2**60), -5, 0, 5, 6, 2**60)]
     assert keys == sorted(keys)  # millisecond first (clamped far out), so appends follow time
     assert all(-(2**63) <= key < 2**63 for key in keys)  # a SQLite integer
     # every base id on one key: the groups still come from the exact workspace and base id
-    monkeypatch.setattr(journal_module, "_base_key", lambda workspace, base_id, epoch_ms: 7)
+    monkeypatch.setattr(journal_sqlite, "event_base_key", lambda workspace, base_id, epoch_ms: 7)
     journal = SqliteJournal(tmp_path / "j.sqlite3")
     a, b, c, d = env(5, note="a"), env(5, note="b"), env(6), env(6, ws="X")
     journal.append([a, b, c, d])
@@ -182,7 +183,7 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
     import logging
     import sqlite3
 
-    from convograph.intelligence.journal import _session_key
+    from convograph.intelligence.journal_base import session_index_key
 
     path = tmp_path / "j.sqlite3"
     journal = SqliteJournal(path)
@@ -202,7 +203,7 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
     assert not {"events_session", "events_idem_key", "tombstones_idem_key", "events_session_key"} & indexes
     rows = again._write.execute("SELECT * FROM events ORDER BY seq").fetchall()
     assert [row[:-1] for row in rows] == before  # the records themselves are untouched
-    assert [row[-1] for row in rows] == [_session_key(row[1], row[2]) for row in rows]
+    assert [row[-1] for row in rows] == [session_index_key(row[1], row[2]) for row in rows]
     # by key (other content, same session), by content; new ones go in
     statuses = [
         r.status for r in again.append([env(7, key="k2", session="B"), env(3, session="A"), env(8, key="k3")])
@@ -217,7 +218,7 @@ def test_a_schema_4_journal_is_migrated_and_finds_sessions_through_their_key(
         for row in again._read.execute(
             "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE session_key = ? AND workspace = ?"
             " AND session_id = ? ORDER BY seq",
-            (_session_key("W", "A"), "W", "A"),
+            (session_index_key("W", "A"), "W", "A"),
         )
     )
     assert "events_session_keys" in plan  # (seq order by a sort of the session's rows)
@@ -243,9 +244,9 @@ def test_an_idempotency_key_is_one_per_session_and_a_forgotten_one_stays_refused
 
 
 def test_sessions_whose_keys_collide_stay_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from convograph.intelligence import journal as journal_module
+    from convograph.intelligence import journal_sqlite
 
-    monkeypatch.setattr(journal_module, "_session_key", lambda workspace, session_id: 7)
+    monkeypatch.setattr(journal_sqlite, "session_index_key", lambda workspace, session_id: 7)
     journal = SqliteJournal(tmp_path / "j.sqlite3")
     journal.append(
         [env(1, session="A"), env(2, session="B"), env(3, session="A", ws="W2"), env(4, session="A")]
@@ -335,7 +336,7 @@ def _schema_3_base_key(workspace: str, base_id: str) -> int:
 def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_path: Path) -> None:
     import sqlite3
 
-    from convograph.intelligence.journal import _base_key
+    from convograph.intelligence.journal import event_base_key
 
     path = tmp_path / "j.sqlite3"
     a, b = env(5, key="k1", note="a"), env(5, note="b")  # one base id: a collision group
@@ -362,7 +363,7 @@ def test_a_schema_3_journal_is_rekeyed_and_keeps_deduplicating_and_grouping(tmp_
     )
     rekeyed = rows.fetchall()
     assert [row[:4] for row in rekeyed] == before  # the records themselves are untouched
-    assert all(key == _base_key(ws, base_id, ms) for _, ws, base_id, _, key, ms in rekeyed)
+    assert all(key == event_base_key(ws, base_id, ms) for _, ws, base_id, _, key, ms in rekeyed)
     # duplicates by content and by key, forgotten ones included, stay duplicates; new ones go in
     forgotten = next(e for e in others if e.workspace == "X" and e.session_id == "S1")
     statuses = [r.status for r in again.append([a, env(6, key="k1"), others[3], forgotten, b])]
@@ -461,7 +462,7 @@ def test_forgetting_without_tombstones_lets_the_same_events_in_again(
 def test_idle_sessions_and_the_idle_check_inside_forget(
     make_journal: Callable[[], Journal], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from convograph.intelligence import journal as journal_module
+    from convograph.intelligence import journal_base as journal_module
 
     journal = make_journal()
     clock = {"now": 1_000_000}

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convograph.intelligence import ingest
+from convograph.intelligence import writer
 from convograph.intelligence.engine import FalkorEngine
 from convograph.intelligence.service import IntelligenceService
 from convograph.intelligence.writer import GraphNames
@@ -152,7 +152,7 @@ def test_a_graph_written_before_the_rollups_is_rolled_up_on_start(
         assert_rollups_match(svc)
         svc.close()
         # once backfilled, a start skips the scans (the meta mark); writes keep the rollups current
-        monkeypatch.setattr(ingest, "backfill_rollups", lambda *args: pytest.fail("scanned again"))
+        monkeypatch.setattr(writer, "backfill_rollups", lambda *args: pytest.fail("scanned again"))
         svc = make_service(falkor, graph_names)
         assert_rollups_match(svc)
     finally:

@@ -147,7 +147,7 @@ def test_deleting_a_conversation_forgets_it_in_the_graph_and_the_id_can_start_ag
 
 
 def test_serve_with_retention_forgets_idle_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from convograph.intelligence import journal as journal_module
+    from convograph.intelligence import journal_base as journal_module
 
     real_now = journal_module.now_ms
     monkeypatch.setattr(journal_module, "now_ms", lambda: real_now() - 40 * 86_400_000)

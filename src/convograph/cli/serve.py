@@ -52,87 +52,107 @@ def _database_keys(config: ServerConfig, keys: KeyRing) -> KeyRing:
         return keys
 
 
+# The options of `serve`, one alias each (so the command reads as its list of flags).
+_Host = Annotated[str | None, typer.Option(help="Address to bind \\[default: 127.0.0.1].")]
+_Port = Annotated[int | None, typer.Option(help="Port \\[default: 8321].")]
+_DataDir = Annotated[Path | None, typer.Option(help="Where embedded stores live \\[default: ./.convograph].")]
+_DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…, redis+cluster://h:p,h:p"
+    ),
+]
+_GraphUrl = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="FalkorDB server, falkordb://host:port \\[default: embedded]; repeat it (or separate URLs"
+        " by commas) to spread the workspaces over several servers (docs/intelligence.md)."
+    ),
+]
+_ApiKeyFile = Annotated[Path | None, typer.Option(help="JSON key file (see `convograph keys create`).")]
+_AllowPublicWithoutKeys = Annotated[
+    bool, typer.Option(help="Allow binding a non-loopback address with no API keys.")
+]
+_Intelligence = Annotated[
+    bool | None, typer.Option("--intelligence/--no-intelligence", help="Serve /events, /cypher, /blobs.")
+]
+_RetentionDays = Annotated[
+    float | None,
+    typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
+]
+_QueryTimeoutMs = Annotated[
+    int | None, typer.Option(help="Time limit of one /cypher query in ms \\[default: 10000].")
+]
+_QueryMemoryMb = Annotated[
+    int | None, typer.Option(help="Memory limit of one /cypher query in MB \\[default: 512].")
+]
+_QuerySlots = Annotated[
+    int | None, typer.Option(help="/cypher queries in the graph engine at once \\[default: 4].")
+]
+_QuerySlotsPerKey = Annotated[
+    int | None, typer.Option(help="Of those, queries one API key may hold \\[default: 2].")
+]
+_MaxStreams = Annotated[
+    int | None, typer.Option(help="Live streams (SSE) open at once; 429 beyond \\[default: 1024].")
+]
+_MaxStreamsPerKey = Annotated[
+    int | None, typer.Option(help="Live streams open at once per API key \\[default: 256].")
+]
+_MaxStreamsPerClient = Annotated[
+    int | None,
+    typer.Option(help="Live streams open at once per client address, without API keys \\[default: 256]."),
+]
+_OtlpEndpoint = Annotated[
+    str | None,
+    typer.Option(help="Forward conversations as OpenTelemetry GenAI spans to this OTLP/HTTP endpoint."),
+]
+_OtlpHeader = Annotated[
+    list[str] | None,
+    typer.Option(help="KEY=VALUE header of each forwarding request (repeatable), e.g. an API key."),
+]
+_AllWorkspacesGraph = Annotated[
+    bool | None,
+    typer.Option(
+        "--all-workspaces-graph/--no-all-workspaces-graph",
+        help='Keep one graph of every workspace, so a "*" query answers as one database \\[default: on].',
+    ),
+]
+_LogLevel = Annotated[
+    str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
+]
+_Workers = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Server processes sharing the port; above 1 the stores must be shared"
+        " (--database-url postgresql://…, --graph-url falkordb://…; docs/deploy.md).",
+    ),
+]
+
+
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind \\[default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port \\[default: 8321].")] = None,
-    data_dir: Annotated[
-        Path | None, typer.Option(help="Where embedded stores live \\[default: ./.convograph].")
-    ] = None,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            help="Event log URL: sqlite:///…, postgresql://…, redis://…?finalize=…, redis+cluster://h:p,h:p"
-        ),
-    ] = None,
-    graph_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="FalkorDB server, falkordb://host:port \\[default: embedded]; repeat it (or separate URLs"
-            " by commas) to spread the workspaces over several servers (docs/intelligence.md)."
-        ),
-    ] = None,
-    api_key_file: Annotated[
-        Path | None, typer.Option(help="JSON key file (see `convograph keys create`).")
-    ] = None,
-    allow_public_without_keys: Annotated[
-        bool, typer.Option(help="Allow binding a non-loopback address with no API keys.")
-    ] = False,
-    intelligence: Annotated[
-        bool | None, typer.Option("--intelligence/--no-intelligence", help="Serve /events, /cypher, /blobs.")
-    ] = None,
-    retention_days: Annotated[
-        float | None,
-        typer.Option(help="Forget context-intelligence sessions idle for longer than this many days."),
-    ] = None,
-    query_timeout_ms: Annotated[
-        int | None, typer.Option(help="Time limit of one /cypher query in ms \\[default: 10000].")
-    ] = None,
-    query_memory_mb: Annotated[
-        int | None, typer.Option(help="Memory limit of one /cypher query in MB \\[default: 512].")
-    ] = None,
-    query_slots: Annotated[
-        int | None, typer.Option(help="/cypher queries in the graph engine at once \\[default: 4].")
-    ] = None,
-    query_slots_per_key: Annotated[
-        int | None, typer.Option(help="Of those, queries one API key may hold \\[default: 2].")
-    ] = None,
-    max_streams: Annotated[
-        int | None, typer.Option(help="Live streams (SSE) open at once; 429 beyond \\[default: 1024].")
-    ] = None,
-    max_streams_per_key: Annotated[
-        int | None, typer.Option(help="Live streams open at once per API key \\[default: 256].")
-    ] = None,
-    max_streams_per_client: Annotated[
-        int | None,
-        typer.Option(help="Live streams open at once per client address, without API keys \\[default: 256]."),
-    ] = None,
-    otlp_endpoint: Annotated[
-        str | None,
-        typer.Option(help="Forward conversations as OpenTelemetry GenAI spans to this OTLP/HTTP endpoint."),
-    ] = None,
-    otlp_header: Annotated[
-        list[str] | None,
-        typer.Option(help="KEY=VALUE header of each forwarding request (repeatable), e.g. an API key."),
-    ] = None,
-    all_workspaces_graph: Annotated[
-        bool | None,
-        typer.Option(
-            "--all-workspaces-graph/--no-all-workspaces-graph",
-            help='Keep one graph of every workspace, so a "*" query answers as one database \\[default: on].',
-        ),
-    ] = None,
-    log_level: Annotated[
-        str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace.")
-    ] = "info",
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Server processes sharing the port; above 1 the stores must be shared"
-            " (--database-url postgresql://…, --graph-url falkordb://…; docs/deploy.md).",
-        ),
-    ] = 1,
+    host: _Host = None,
+    port: _Port = None,
+    data_dir: _DataDir = None,
+    database_url: _DatabaseUrl = None,
+    graph_url: _GraphUrl = None,
+    api_key_file: _ApiKeyFile = None,
+    allow_public_without_keys: _AllowPublicWithoutKeys = False,
+    intelligence: _Intelligence = None,
+    retention_days: _RetentionDays = None,
+    query_timeout_ms: _QueryTimeoutMs = None,
+    query_memory_mb: _QueryMemoryMb = None,
+    query_slots: _QuerySlots = None,
+    query_slots_per_key: _QuerySlotsPerKey = None,
+    max_streams: _MaxStreams = None,
+    max_streams_per_key: _MaxStreamsPerKey = None,
+    max_streams_per_client: _MaxStreamsPerClient = None,
+    otlp_endpoint: _OtlpEndpoint = None,
+    otlp_header: _OtlpHeader = None,
+    all_workspaces_graph: _AllWorkspacesGraph = None,
+    log_level: _LogLevel = "info",
+    workers: _Workers = 1,
 ) -> None:
     """Serve the HTTP API (and the web viewer) until interrupted."""
     from convograph.server.app import StartupFailed, serve_app

@@ -39,7 +39,7 @@ import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
 
 import msgspec
 
@@ -114,6 +114,9 @@ class AgentResult:
 
 class Agent:
     """A model with tools, permissions and budgets. `start` or `run` it on a conversation port."""
+
+    kind: ClassVar[str] = "agent"
+    """What the server lists a serving agent as (`convograph.harness.serving.Servable`)."""
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
@@ -93,6 +93,8 @@ class ReplHarness:
     deep child REPL runs go (0: every ``llm_query`` is one plain model call); ``max_prompt_chars``
     bounds one ``llm_query`` prompt; ``system`` is appended to the REPL system prompt."""
 
+    kind: ClassVar[str] = "repl"
+    """What the server lists a serving REPL harness as (`convograph.harness.serving.Servable`)."""
     provider: Provider
     model: str
     sub_provider: Provider | None = None

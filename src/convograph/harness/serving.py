@@ -36,7 +36,6 @@ from convograph.client import ApiError
 from convograph.events import Event
 from convograph.harness.base import ConversationPort
 from convograph.harness.ids import new_id
-from convograph.harness.repl import ReplHarness
 from convograph.harness.runs import RunHandle
 from convograph.hypergraph.turns import PendingTurn
 
@@ -73,7 +72,11 @@ class ServingPort(ConversationPort, Protocol):
 
 
 class Servable(Protocol):
-    """What `serve` runs: `Agent` or `ReplHarness`."""
+    """What `serve` runs: `Agent` or `ReplHarness`. ``kind`` (``"agent"`` or ``"repl"``) is how
+    the server lists it while attached."""
+
+    @property
+    def kind(self) -> str: ...
 
     @property
     def name(self) -> str: ...
@@ -194,8 +197,7 @@ async def honour_cancels(
     """Stay attached to the server as ``agent_id`` (listed as ``harness``'s name and model; serving
     or not) and cancel ``current()`` when a cancel request names its run. Runs until cancelled.
     `serve` uses it; so does ``convograph run --server`` for its one run (``serving=False``)."""
-    kind = "repl" if isinstance(harness, ReplHarness) else "agent"
-    info = {"name": harness.name, "model": harness.model, "kind": kind, "serving": serving}
+    info = {"name": harness.name, "model": harness.model, "kind": harness.kind, "serving": serving}
     async for message, data in port.control(agent_id, **info):
         if message == "cancel" and isinstance(data, dict):
             run = current()

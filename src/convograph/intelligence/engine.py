@@ -551,12 +551,3 @@ def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngin
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise EngineUnavailable(f"cannot reach FalkorDB at {url}: {exc}") from None
     return FalkorEngine(client, limits=limits)
-
-
-def __getattr__(name: str) -> Any:
-    """`EmbeddedFalkorDB` and `bundled_binaries` moved to `convograph.intelligence.embedded`."""
-    if name in ("EmbeddedFalkorDB", "bundled_binaries"):
-        from convograph.intelligence import embedded
-
-        return getattr(embedded, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,32 +35,33 @@ middleware put one there, else an unrestricted anonymous principal.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, Router, delete, get, post
 from litestar.concurrency import sync_to_thread
+from litestar.handlers import HTTPRouteHandler
 from litestar.params import FromPath, QueryParameter
 
+from convograph.http.bodies import JSON_ERRORS, json_problem
+from convograph.http.openapi import documented
 from convograph.intelligence.blobs import BlobError
 from convograph.intelligence.engine import EngineUnavailable, ReadBusy, TooManyQueries
-from convograph.intelligence.envelope import Envelope, EnvelopeError, parse_envelope
+from convograph.intelligence.envelope import EnvelopeError, parse_envelope
+from convograph.intelligence.group_commit import GroupCommit
 from convograph.intelligence.journal import DeadLetterGroup
 from convograph.intelligence.journal_pg import JournalUnavailable
 from convograph.intelligence.query import AccessDenied, CypherResult, QueryError
 from convograph.intelligence.service import (
     BatchError,
     ForgetResult,
-    IngestResult,
     IntelligenceService,
     NotFound,
     RetentionResult,
     check_write,
 )
-from convograph.server.bodies import JSON_ERRORS, json_problem
-from convograph.server.openapi import documented
 
 __all__ = [
     "CYPHER_MAX_BODY_BYTES",
@@ -77,9 +78,6 @@ _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 _INLINE_BODY_BYTES = 64 * 1024
 """``POST /events`` bodies up to this size are decoded on the event loop (cheap), larger ones on a thread."""
-_INLINE_GROUP = 64
-"""Single-envelope POSTs of one event-loop turn up to this many are committed on the loop when the
-journal can do it without waiting (`IntelligenceService.append_envelopes_nowait`)."""
 
 
 class Principal(msgspec.Struct, frozen=True):
@@ -225,61 +223,6 @@ def _map_error(exc: Exception) -> Response[bytes]:
     raise exc
 
 
-class GroupCommit:
-    """Group commit for single-envelope POSTs: envelopes submitted in one event-loop turn share
-    one journal transaction, run on a worker thread (a large batch holding the journal's write
-    lock must not stall the event loop); every caller still gets its reply only after that commit."""
-
-    def __init__(self, service: IntelligenceService) -> None:
-        self.service = service
-        self.pending: list[tuple[Envelope, str | None, asyncio.Future[IngestResult]]] = []
-        self.scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def submit(self, envelope: Envelope, created_by: str | None) -> IngestResult:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[IngestResult] = loop.create_future()
-        self.pending.append((envelope, created_by, future))
-        if not self.scheduled:
-            self.scheduled = True
-            loop.call_soon(self.flush)
-        return await future
-
-    def flush(self) -> None:
-        self.scheduled = False
-        pending, self.pending = self.pending, []
-        task = asyncio.get_running_loop().create_task(self._commit(pending))
-        self._tasks.add(task)  # held until done (the loop keeps only weak references)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _commit(self, pending: list[tuple[Envelope, str | None, asyncio.Future[IngestResult]]]) -> None:
-        by_author: dict[str | None, list[tuple[Envelope, asyncio.Future[IngestResult]]]] = {}
-        for envelope, created_by, future in pending:
-            by_author.setdefault(created_by, []).append((envelope, future))
-        for created_by, items in by_author.items():
-            envelopes = [e for e, _ in items]
-            try:
-                # a few envelopes and a free SQLite write lock: commit here (~30 µs) rather than
-                # pay a thread hand-off and two GIL switches per group
-                results = (
-                    self.service.append_envelopes_nowait(envelopes, created_by=created_by)
-                    if len(envelopes) <= _INLINE_GROUP
-                    else None
-                )
-                if results is None:
-                    results = await sync_to_thread(
-                        self.service.append_envelopes, envelopes, created_by=created_by
-                    )
-            except Exception as exc:  # nothing of this group was stored: every caller sees the error
-                for _, future in items:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), result in zip(items, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
-
-
 def _split_body(raw: bytes, content_type: str) -> list[Any] | dict[str, Any]:
     if "ndjson" in content_type or "jsonl" in content_type:
         items: list[Any] = []
@@ -302,6 +245,16 @@ def _split_body(raw: bytes, content_type: str) -> list[Any] | dict[str, Any]:
     raise EnvelopeError("invalid_envelope", "body must be a JSON object, a JSON array or NDJSON")
 
 
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """What the routes of one router share: the service, who calls, the group commit, the batch cap."""
+
+    service: IntelligenceService
+    who: Callable[[Request[Any, Any, Any]], Principal]
+    committer: GroupCommit
+    max_batch_events: int
+
+
 def create_intelligence_router(
     service: IntelligenceService,
     *,
@@ -314,8 +267,25 @@ def create_intelligence_router(
 
     A ``POST /events`` batch holds at most ``max_batch_events`` envelopes (413 beyond); batches
     are decoded and stored on a worker thread, never on the event loop."""
-    who = principal or _default_principal
-    committer = committer or GroupCommit(service)
+    bound = _Bound(
+        service, principal or _default_principal, committer or GroupCommit(service), max_batch_events
+    )
+    return Router(
+        path=path,
+        route_handlers=[
+            *_event_routes(bound),
+            *_cypher_routes(bound),
+            *_blob_routes(bound),
+            *_dead_letter_routes(bound),
+            *_session_routes(bound),
+            *_status_routes(bound),
+        ],
+        exception_handlers={EngineUnavailable: _engine_unavailable, JournalUnavailable: _journal_unavailable},
+    )
+
+
+def _event_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``POST /events``: one envelope (group commit) or a batch (on a worker thread)."""
 
     @post(
         "/events",
@@ -332,7 +302,7 @@ def create_intelligence_router(
         ),
     )
     async def post_events(request: Request[Any, Any, Any]) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         try:
             raw = await request.body()
             content_type = request.headers.get("content-type", "")
@@ -343,16 +313,16 @@ def create_intelligence_router(
             if isinstance(body, dict):
                 envelope = parse_envelope(body, json_decoded=True)
                 check_write(envelope, caller.allowed_workspaces)
-                result = await committer.submit(envelope, caller.created_by)
+                result = await bound.committer.submit(envelope, caller.created_by)
                 return _json({"status": result.status, "session_id": result.session_id}, 202)
-            if len(body) > max_batch_events:
+            if len(body) > bound.max_batch_events:
                 return error_response(
                     413,
                     "batch_too_large",
-                    f"the batch holds {len(body):,} events; at most {max_batch_events:,} are accepted per request",
+                    f"the batch holds {len(body):,} events; at most {bound.max_batch_events:,} are accepted per request",
                 )
             batch = await sync_to_thread(
-                service.ingest_many,
+                bound.service.ingest_many,
                 body,
                 created_by=caller.created_by,
                 allowed_workspaces=caller.allowed_workspaces,
@@ -371,6 +341,12 @@ def create_intelligence_router(
         except (EnvelopeError, BatchError, AccessDenied) as exc:
             return _map_error(exc)
 
+    return [post_events]
+
+
+def _cypher_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``POST /cypher``: a read-only query within the engine's limits."""
+
     @post(
         "/cypher",
         status_code=200,
@@ -380,7 +356,7 @@ def create_intelligence_router(
         **documented(CypherResult, body=CypherRequest, errors=(400, 413, 429)),
     )
     async def post_cypher(request: Request[Any, Any, Any]) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         try:
             body = _decoder.decode(await request.body())
         except JSON_ERRORS as exc:
@@ -394,7 +370,7 @@ def create_intelligence_router(
             return error_response(400, "invalid_request", "workspace must be a string")
         try:
             result = await sync_to_thread(
-                service.cypher,
+                bound.service.cypher,
                 body["query"],
                 body.get("params"),
                 workspace,
@@ -405,6 +381,12 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result)
 
+    return [post_cypher]
+
+
+def _blob_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``GET /blobs/{session_id}`` and ``GET /blobs/{session_id}/{key}``."""
+
     @get(
         "/blobs/{session_id:str}",
         summary="List a session's blobs",
@@ -412,10 +394,10 @@ def create_intelligence_router(
         **documented(BlobList, errors=(400,)),
     )
     async def list_blobs(request: Request[Any, Any, Any], session_id: FromPath[str]) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         try:
             uris = await sync_to_thread(
-                service.list_blobs, session_id, allowed_workspaces=caller.allowed_workspaces
+                bound.service.list_blobs, session_id, allowed_workspaces=caller.allowed_workspaces
             )
         except BlobError as exc:
             return _map_error(exc)
@@ -430,14 +412,20 @@ def create_intelligence_router(
     async def read_blob(
         request: Request[Any, Any, Any], session_id: FromPath[str], key: FromPath[str]
     ) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         try:
             content = await sync_to_thread(
-                service.read_blob, session_id, key, allowed_workspaces=caller.allowed_workspaces
+                bound.service.read_blob, session_id, key, allowed_workspaces=caller.allowed_workspaces
             )
         except (BlobError, NotFound) as exc:
             return _map_error(exc)
         return Response(content, media_type="application/json")
+
+    return [list_blobs, read_blob]
+
+
+def _dead_letter_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``GET /queues/dead-letter`` and its ``replay`` / ``purge`` commands."""
 
     @get(
         "/queues/dead-letter",
@@ -446,8 +434,8 @@ def create_intelligence_router(
         **documented(DeadLetters),
     )
     async def list_dead(request: Request[Any, Any, Any]) -> Response[bytes]:
-        caller = who(request)
-        groups = service.dead_letters(allowed_workspaces=caller.allowed_workspaces)
+        caller = bound.who(request)
+        groups = bound.service.dead_letters(allowed_workspaces=caller.allowed_workspaces)
         return _json({"dead_letters": groups, "total": sum(g.item_count for g in groups)})
 
     @post(
@@ -457,8 +445,8 @@ def create_intelligence_router(
         **documented(Replayed, errors=(400,)),
     )
     async def replay_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
-        caller = who(request)
-        count = service.replay_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
+        caller = bound.who(request)
+        count = bound.service.replay_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "replayed": count})
 
     @post(
@@ -468,9 +456,15 @@ def create_intelligence_router(
         **documented(Purged, errors=(400,)),
     )
     async def purge_dead(request: Request[Any, Any, Any], key: FromPath[str]) -> Response[bytes]:
-        caller = who(request)
-        count = service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
+        caller = bound.who(request)
+        count = bound.service.purge_dead_letters(key, allowed_workspaces=caller.allowed_workspaces)
         return _json({"key": key, "purged": count})
+
+    return [list_dead, replay_dead, purge_dead]
+
+
+def _session_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``DELETE /sessions/{session_id}`` and ``DELETE /sessions`` (retention)."""
 
     @delete(
         "/sessions/{session_id:str}",
@@ -488,12 +482,15 @@ def create_intelligence_router(
             QueryParameter(required=True, schema_extra={"one_of": None, "type": "string", "pattern": _NAME}),
         ] = None,
     ) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         if not workspace:
             return error_response(400, "invalid_request", "the workspace query parameter is required")
         try:
             result = await sync_to_thread(
-                service.forget_session, workspace, session_id, allowed_workspaces=caller.allowed_workspaces
+                bound.service.forget_session,
+                workspace,
+                session_id,
+                allowed_workspaces=caller.allowed_workspaces,
             )
         except (AccessDenied, EnvelopeError, NotFound) as exc:
             return _map_error(exc)
@@ -521,12 +518,12 @@ def create_intelligence_router(
             QueryParameter(schema_extra={"one_of": None, "type": "string", "pattern": f"^$|{_NAME}"}),
         ] = None,
     ) -> Response[bytes]:
-        caller = who(request)
+        caller = bound.who(request)
         if idle_days is None or not idle_days > 0:
             return error_response(400, "invalid_request", "idle_days (a positive number of days) is required")
         try:
             result = await sync_to_thread(
-                service.forget_idle_sessions,
+                bound.service.forget_idle_sessions,
                 idle_days,
                 workspace=workspace or None,
                 allowed_workspaces=caller.allowed_workspaces,
@@ -535,6 +532,12 @@ def create_intelligence_router(
             return _map_error(exc)
         return _json(result, 202)
 
+    return [forget_session, forget_idle_sessions]
+
+
+def _status_routes(bound: _Bound) -> list[HTTPRouteHandler]:
+    """``GET /intelligence/status``."""
+
     @get(
         "/intelligence/status",
         summary="Ingest and graph status",
@@ -542,21 +545,6 @@ def create_intelligence_router(
         **documented(IntelligenceStatus),
     )
     async def status() -> Response[bytes]:
-        return _json(service.status())
+        return _json(bound.service.status())
 
-    return Router(
-        path=path,
-        route_handlers=[
-            post_events,
-            post_cypher,
-            list_blobs,
-            read_blob,
-            list_dead,
-            replay_dead,
-            purge_dead,
-            forget_session,
-            forget_idle_sessions,
-            status,
-        ],
-        exception_handlers={EngineUnavailable: _engine_unavailable, JournalUnavailable: _journal_unavailable},
-    )
+    return [status]

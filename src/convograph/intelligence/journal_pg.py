@@ -30,24 +30,25 @@ import uuid
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Literal
 
+import msgspec
 import psycopg
 import psycopg_pool
 
-from convograph.intelligence import journal as journal_module
+from convograph.intelligence import journal_base
 from convograph.intelligence.envelope import Envelope
-from convograph.intelligence.journal import (
+from convograph.intelligence.journal_base import (
     AppendResult,
     DeadLetterGroup,
     JournalRecord,
     RecentRecord,
-    _base_key,
-    _digest16,
-    _json,
-    _session_key,
+    digest16,
+    event_base_key,
+    session_index_key,
 )
 
 __all__ = ["JournalUnavailable", "PostgresJournal"]
 
+_json = msgspec.json.Encoder()
 log = logging.getLogger("convograph.intelligence.journal")
 
 _LOCK_KEY = 0x63695F6A6E6C  # advisory lock id for creating the tables ("ci_jnl")
@@ -112,7 +113,7 @@ class JournalUnavailable(Exception):
 
 
 def _session_params(workspace: str, session_id: str) -> tuple[int, str, str]:
-    return (_session_key(workspace, session_id), workspace, session_id)
+    return (session_index_key(workspace, session_id), workspace, session_id)
 
 
 class PostgresJournal:
@@ -197,7 +198,7 @@ class PostgresJournal:
             session = (env.workspace, env.session_id)
             key = sessions.get(session)
             if key is None:
-                key = sessions[session] = _session_key(*session)
+                key = sessions[session] = session_index_key(*session)
             columns["workspace"].append(env.workspace)
             columns["session_id"].append(env.session_id)
             columns["event"].append(env.event)
@@ -205,13 +206,13 @@ class PostgresJournal:
             columns["fingerprint"].append(env.fingerprint)
             columns["base_id"].append(env.base_id)
             columns["data"].append(env.data_json or _json.encode(env.data))
-            columns["content_key"].append(_digest16(env.workspace, env.fingerprint))
+            columns["content_key"].append(digest16(env.workspace, env.fingerprint))
             columns["idem_key"].append(
-                None if env.idempotency_key is None else _digest16(env.workspace, env.idempotency_key)
+                None if env.idempotency_key is None else digest16(env.workspace, env.idempotency_key)
             )
-            columns["base_key"].append(_base_key(env.workspace, env.base_id, env.epoch_ms))
+            columns["base_key"].append(event_base_key(env.workspace, env.base_id, env.epoch_ms))
             columns["session_key"].append(key)
-        return {"n": len(envelopes), "created_by": created_by, "now": journal_module.now_ms(), **columns}
+        return {"n": len(envelopes), "created_by": created_by, "now": journal_base.now_ms(), **columns}
 
     # -- reads -----------------------------------------------------------------------------------
     def read_after(self, seq: int, limit: int) -> list[JournalRecord]:
@@ -264,7 +265,7 @@ class PostgresJournal:
         """As `SqliteJournal.collision_groups`: one grouped, indexed query per 5,000 keys."""
         unique = set(events)
         ids = {base_id for base_id, _ in unique}
-        keys = list({_base_key(workspace, base_id, ms) for base_id, ms in unique})
+        keys = list({event_base_key(workspace, base_id, ms) for base_id, ms in unique})
         out: dict[str, list[str]] = {}
         with self._conn() as conn:
             for start in range(0, len(keys), 5000):

@@ -29,7 +29,7 @@ caller rebuilds after any failure (`GraphApplier`).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, NamedTuple
 
 from convograph.intelligence.engine import GraphEngine, MapFreeList
@@ -41,6 +41,7 @@ __all__ = [
     "component_of",
     "purge_component",
     "purge_derived",
+    "purge_forgotten",
     "purge_sessions",
 ]
 
@@ -407,3 +408,29 @@ def purge_component(engine: GraphEngine, graph: str, workspace: str, component: 
     if unnamed:
         engine.execute(graph, _DELETE_UNNAMED, {"ids": MapFreeList(unnamed)})
     return True
+
+
+def purge_forgotten(
+    engine: GraphEngine,
+    graph: str,
+    workspace: str,
+    session_ids: Collection[str],
+    layered: bool,
+    forget_folds: Callable[[str, Collection[str]], None],
+) -> Collection[str] | None:
+    """Remove forgotten ``session_ids`` from ``graph`` in place: the sessions whose records are
+    to be written again, or None when the purge declined (the caller rebuilds). Layer 1 only
+    (``layered`` False): `purge_sessions`, and the sessions themselves are written again (events
+    of their ids that arrived after the forget). With the semantic layers: the sessions' whole
+    component (`component_of`) goes, ``forget_folds(workspace, sessions)`` drops the layers' fold
+    caches, and every session of the component is written again, O(component)."""
+    if graph not in engine.graphs():
+        return session_ids  # nothing of the workspace was applied, so nothing to remove
+    if not layered:
+        return session_ids if purge_sessions(engine, graph, workspace, session_ids) else None
+    component = component_of(engine, graph, workspace, session_ids)
+    if not purge_component(engine, graph, workspace, component):
+        return None
+    replay = {*component.sessions, *session_ids}
+    forget_folds(workspace, replay)
+    return replay

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from convograph.intelligence import journal as journal_module
+from convograph.intelligence import journal_base
 from convograph.intelligence.blobs import BlobStore, LocalBlobStore, blob_uri, validate_key
 from convograph.intelligence.blobs_pg import PostgresBlobStore
 from convograph.intelligence.embedded import EmbeddedFalkorDB
@@ -482,7 +482,7 @@ class IntelligenceService:
             _check_workspace_write(workspace, allowed_workspaces)
         # float arithmetic, floored at the epoch: a span longer than the clock has run (1e300,
         # inf) means "nothing is that idle", not an int too large for SQLite
-        cutoff = int(max(0.0, journal_module.now_ms() - idle_days * 86_400_000.0))
+        cutoff = int(max(0.0, journal_base.now_ms() - idle_days * 86_400_000.0))
         by_workspace: dict[str, list[str]] = {}
         for ws, session_id in self.journal.idle_sessions(cutoff, workspace):
             if allowed_workspaces is None or ws in allowed_workspaces:

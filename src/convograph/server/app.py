@@ -13,8 +13,8 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,7 +26,6 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.routes import HTTPRoute
 
 from convograph import __version__
-from convograph.integrations.otlp.http import export_logs, export_traces, open_forwarder, open_receiver
 from convograph.server.auth import KeyRing, Scope
 from convograph.server.banner import startup_banner
 from convograph.server.branches import BranchController
@@ -37,6 +36,7 @@ from convograph.server.fastpath import EventsFastPath
 from convograph.server.feeder import IntelligenceFeeder
 from convograph.server.keystore import PostgresKeyStore, start_key_refresh
 from convograph.server.openapi import WireStructSchemaPlugin
+from convograph.server.otlp import export_logs, export_traces, open_forwarder, open_receiver
 from convograph.server.presence_share import open_presence_share
 from convograph.server.protocols import ingest_ag_ui
 from convograph.server.runs import RunController
@@ -107,40 +107,7 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
 
     intelligence = _LateService()
 
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        event_log = await open_event_log(config.database_url, data_dir=config.data_dir)
-        state = ServerState(config, keys, event_log)
-        app.state["convograph_started_at"] = time.time()
-        app.state["convograph"] = state
-        holder["state"] = state
-        try:
-            shared = shared_postgres(config.database_url)
-            if shared is not None:  # keys created on any machine count on every instance
-                state.key_refresh = await start_key_refresh(PostgresKeyStore(shared), keys)
-            if (share := open_presence_share(config.database_url)) is not None:
-                await state.presence.start_sharing(share)  # agents attached to any instance
-            if config.intelligence:
-                state.intelligence = intelligence.bind(await _open_intelligence(config))
-                state.feeder = IntelligenceFeeder(
-                    event_log, state.intelligence, config.data_dir / "intelligence-feed.json"
-                )
-                state.feeder.start()
-                if config.retention_days is not None:
-                    state.retention = asyncio.create_task(
-                        _retention_loop(state.intelligence, config), name="convograph-retention"
-                    )
-            state.otlp = open_receiver(state)
-            if config.otlp_endpoint is not None:
-                state.forwarder = open_forwarder(state)
-            yield
-        finally:
-            if state.otlp is not None:
-                await state.otlp.close()  # writes held spans before the log closes
-            if state.forwarder is not None:
-                await state.forwarder.close()
-            await state.close()
+    lifespan = _lifespan(config, keys, intelligence, holder)
 
     allow_by_path: dict[str, bytes] = {}  # filled once the app's routes exist, below
 
@@ -184,6 +151,51 @@ def create_app(config: ServerConfig | None = None) -> Litestar:
         if isinstance(route, HTTPRoute):
             allow_by_path[route.path_format] = ", ".join(sorted(route.methods)).encode()
     return app
+
+
+def _lifespan(
+    config: ServerConfig, keys: KeyRing, intelligence: _LateService, holder: dict[str, ServerState]
+) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: open the event log and the server's parts (the API keys of a shared
+    database, context intelligence, the OTLP receiver and forwarder) at startup, close them at
+    shutdown. The running `ServerState` goes into ``app.state`` and ``holder``."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        event_log = await open_event_log(config.database_url, data_dir=config.data_dir)
+        state = ServerState(config, keys, event_log)
+        app.state["convograph_started_at"] = time.time()
+        app.state["convograph"] = state
+        holder["state"] = state
+        try:
+            shared = shared_postgres(config.database_url)
+            if shared is not None:  # keys created on any machine count on every instance
+                state.key_refresh = await start_key_refresh(PostgresKeyStore(shared), keys)
+            if (share := open_presence_share(config.database_url)) is not None:
+                await state.presence.start_sharing(share)  # agents attached to any instance
+            if config.intelligence:
+                state.intelligence = intelligence.bind(await _open_intelligence(config))
+                state.feeder = IntelligenceFeeder(
+                    event_log, state.intelligence, config.data_dir / "intelligence-feed.json"
+                )
+                state.feeder.start()
+                if config.retention_days is not None:
+                    state.retention = asyncio.create_task(
+                        _retention_loop(state.intelligence, config), name="convograph-retention"
+                    )
+            state.otlp = open_receiver(state)
+            if config.otlp_endpoint is not None:
+                state.forwarder = open_forwarder(state)
+            yield
+        finally:
+            if state.otlp is not None:
+                await state.otlp.close()  # writes held spans before the log closes
+            if state.forwarder is not None:
+                await state.forwarder.close()
+            await state.close()
+
+    return lifespan
 
 
 def _route_handlers(config: ServerConfig, intelligence: Any, committer: Any) -> list[Any]:

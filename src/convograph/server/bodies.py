@@ -11,7 +11,8 @@ from typing import Any, Final
 
 import msgspec
 
-from convograph.events import Event, EventError, json_error_text, parse_event
+from convograph.events import Event, EventError, parse_event
+from convograph.http.bodies import JSON_ERRORS, json_problem
 from convograph.server.errors import ApiError
 
 __all__ = ["JSON_TYPES", "NDJSON_TYPES", "decode_body", "parse_event_batch"]
@@ -65,19 +66,6 @@ def parse_event_batch(body: bytes, content_type: str | None, *, max_events: int)
             details=errors,
         )
     return events
-
-
-JSON_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-"""What decoding untrusted JSON bytes raises: malformed JSON, invalid UTF-8 inside a string, and
-nesting deeper than the decoder's stack (each a 400 naming it, never a 500)."""
-
-
-def json_problem(exc: BaseException, data: bytes | None = None) -> str:
-    """A short reason for one of `JSON_ERRORS` raised decoding ``data``, located at its byte where
-    that can be told (pass ``data``: without it, invalid UTF-8 is not located)."""
-    if isinstance(exc, RecursionError):
-        return "JSON nested too deeply"
-    return json_error_text(exc, data)
 
 
 def _json_items(body: bytes) -> list[tuple[int | None, Any]]:

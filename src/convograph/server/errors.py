@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 
 from convograph.events import EventError
+from convograph.http.errors import ErrorBody, ErrorInfo, error_body
 from convograph.store import BackendUnavailable, EventsExpired, InvalidConversationId, StoreError
 
 __all__ = ["ApiError", "ErrorBody", "ErrorInfo", "error_body", "exception_handlers"]
@@ -56,28 +56,6 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers
-
-
-class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What went wrong: a stable machine ``code``, a human ``message``, optional ``details``."""
-
-    code: str
-    message: str
-    details: Any = None
-    """Present only when there are details (e.g. every invalid item of a batch)."""
-
-
-class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
-    """The body of every error reply (`error_body`); the OpenAPI document declares it."""
-
-    error: ErrorInfo
-
-
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if details is not None:
-        error["details"] = details
-    return {"error": error}
 
 
 def _respond(

@@ -15,7 +15,7 @@
 - **NUL**: ``text`` and ``jsonb`` cannot hold U+0000. Ids never do (`convograph.events.check_ids`
   refuses them before anything is stored); events are stored as bytes, exactly. Only the derived
   ``messages`` rows replace NUL in ``text`` and in ``parts`` (strings and keys) by U+FFFD.
-- **Migrations**: numbered scripts in ``_MIGRATIONS``; applied in order under an advisory lock and
+- **Migrations**: numbered scripts in `convograph.store.postgres_rows.MIGRATIONS`; applied in order under an advisory lock and
   recorded in ``convograph_schema``.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -45,6 +44,15 @@ from convograph.store.base import (
 )
 from convograph.store.batch import assign_seqs, check_events, event_ids_of
 from convograph.store.messages import Message, is_top_level_start, run_message, user_message
+from convograph.store.postgres_rows import (
+    MESSAGE_COLUMNS,
+    MIGRATIONS,
+    conversation_info,
+    jsonb_dumps,
+    message_from_row,
+    missing_database_hint,
+    text_without_nul,
+)
 from convograph.store.status import RunTally, fold_status
 from convograph.store.tail import ChangeSignal, follow
 
@@ -55,102 +63,7 @@ log = logging.getLogger("convograph.store.postgres")
 CHANNEL: Final = "convograph_events"
 _LOCK_KEY: Final = 0x636F6E766F  # advisory lock id for migrations ("convo")
 
-_MIGRATIONS: Final[tuple[str, ...]] = (
-    """
-    CREATE TABLE conversations (
-        id text PRIMARY KEY,
-        event_count bigint NOT NULL DEFAULT 0,
-        last_seq bigint NOT NULL DEFAULT 0,
-        last_activity double precision NOT NULL DEFAULT 0,
-        open_runs text[] NOT NULL DEFAULT '{}',
-        last_outcome text NOT NULL DEFAULT 'idle',
-        active_leaf_id text,
-        created_at double precision NOT NULL
-    );
-    CREATE INDEX conversations_by_activity ON conversations (last_activity DESC);
-    CREATE TABLE events (
-        conversation_id text NOT NULL,
-        seq bigint NOT NULL,
-        event_id text,
-        type text NOT NULL,
-        run_id text,
-        received_at double precision NOT NULL,
-        data bytea NOT NULL,
-        PRIMARY KEY (conversation_id, seq)
-    );
-    CREATE UNIQUE INDEX events_by_event_id ON events (conversation_id, event_id) WHERE event_id IS NOT NULL;
-    CREATE INDEX events_by_run ON events (conversation_id, run_id, seq) WHERE run_id IS NOT NULL;
-    CREATE TABLE messages (
-        conversation_id text NOT NULL,
-        id text NOT NULL,
-        parent_message_id text,
-        role text NOT NULL,
-        run_id text,
-        agent_id text,
-        parts jsonb NOT NULL,
-        text text NOT NULL,
-        first_seq bigint NOT NULL,
-        last_seq bigint NOT NULL,
-        created_at double precision NOT NULL,
-        PRIMARY KEY (conversation_id, id)
-    );
-    CREATE INDEX messages_by_parent ON messages (conversation_id, parent_message_id);
-    CREATE TABLE snapshots (
-        conversation_id text NOT NULL,
-        name text NOT NULL,
-        seq bigint NOT NULL,
-        data bytea NOT NULL,
-        created_at double precision NOT NULL,
-        PRIMARY KEY (conversation_id, name)
-    );
-    """,
-)
-
 _CONNECTION_ERRORS: Final = (psycopg.OperationalError, psycopg_pool.PoolTimeout, OSError)
-
-_MESSAGE_COLUMNS: Final = (
-    "id, role, parent_message_id, run_id, agent_id, parts, text, first_seq, last_seq, created_at"
-)
-
-
-_NUL: Final = "\x00"
-_REPLACEMENT: Final = "\ufffd"
-
-
-def _without_nul(value: Any) -> Any:
-    """``value`` (JSON data) with NUL replaced by U+FFFD in every string and key."""
-    if isinstance(value, str):
-        return value.replace(_NUL, _REPLACEMENT)
-    if isinstance(value, dict):
-        return {key.replace(_NUL, _REPLACEMENT): _without_nul(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_nul(item) for item in value]
-    return value
-
-
-def _jsonb_dumps(value: Any) -> str:
-    """`json.dumps` (psycopg's default) for a ``jsonb`` value, NUL (which jsonb rejects) replaced by
-    U+FFFD. One dump when there is none; the escape ``\\u0000`` found only sends it through
-    `_without_nul` (a false positive, an escaped backslash before ``u0000``, changes nothing)."""
-    text = json.dumps(value)
-    if "\\u0000" in text:
-        text = json.dumps(_without_nul(value))
-    return text
-
-
-def _message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0],
-        role=row[1],
-        parent_message_id=row[2],
-        run_id=row[3],
-        agent_id=row[4],
-        parts=row[5],
-        text=row[6],
-        first_seq=row[7],
-        last_seq=row[8],
-        created_at=row[9],
-    )
 
 
 class PostgresEventLog:
@@ -181,7 +94,7 @@ class PostgresEventLog:
             except psycopg.Error as exc:
                 message = " ".join(str(exc).split())
                 raise BackendUnavailable(
-                    "postgres", message + _missing_database_hint(conninfo, message)
+                    "postgres", message + missing_database_hint(conninfo, message)
                 ) from exc
             await probe.close()
         pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
@@ -240,11 +153,11 @@ class PostgresEventLog:
             cur = await conn.execute("SELECT coalesce(max(version), 0) FROM convograph_schema")
             row = await cur.fetchone()
             version = int(row[0]) if row else 0
-            if version > len(_MIGRATIONS):
+            if version > len(MIGRATIONS):
                 raise RuntimeError(
-                    f"event log schema version {version} is newer than this convograph ({len(_MIGRATIONS)})"
+                    f"event log schema version {version} is newer than this convograph ({len(MIGRATIONS)})"
                 )
-            for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 await conn.execute(script)
                 await conn.execute("INSERT INTO convograph_schema (version) VALUES (%s)", (number,))
         self._migrated = True
@@ -402,7 +315,7 @@ class PostgresEventLog:
         if messages:
             async with conn.cursor() as cur:
                 await cur.executemany(
-                    f"INSERT INTO messages (conversation_id, {_MESSAGE_COLUMNS}) "
+                    f"INSERT INTO messages (conversation_id, {MESSAGE_COLUMNS}) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation_id, id) "
                     "DO UPDATE SET parts = excluded.parts, text = excluded.text, last_seq = excluded.last_seq",
                     [
@@ -413,8 +326,8 @@ class PostgresEventLog:
                             m.parent_message_id,
                             m.run_id,
                             m.agent_id,
-                            Jsonb(m.parts, dumps=_jsonb_dumps),
-                            m.text.replace(_NUL, _REPLACEMENT),
+                            Jsonb(m.parts, dumps=jsonb_dumps),
+                            text_without_nul(m.text),
                             m.first_seq,
                             m.last_seq,
                             m.created_at,
@@ -540,7 +453,7 @@ class PostgresEventLog:
                 "SELECT id, event_count, last_seq, last_activity, open_runs, last_outcome FROM conversations "
                 "WHERE event_count > 0 ORDER BY last_activity DESC"
             )
-            return [_info(row) for row in await cur.fetchall()]
+            return [conversation_info(row) for row in await cur.fetchall()]
 
     async def get_conversation(self, conversation_id: str) -> ConversationInfo | None:
         validate_conversation_id(conversation_id)
@@ -551,7 +464,7 @@ class PostgresEventLog:
                 (conversation_id,),
             )
             row = await cur.fetchone()
-        return None if row is None else _info(row)
+        return None if row is None else conversation_info(row)
 
     async def delete(self, conversation_id: str) -> bool:
         validate_conversation_id(conversation_id)
@@ -589,10 +502,10 @@ class PostgresEventLog:
         validate_conversation_id(conversation_id)
         async with self._connection() as conn:
             cur = await conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s ORDER BY first_seq",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s ORDER BY first_seq",
                 (conversation_id,),
             )
-            return [_message_from_row(row) for row in await cur.fetchall()]
+            return [message_from_row(row) for row in await cur.fetchall()]
 
     async def active_leaf(self, conversation_id: str) -> str | None:
         validate_conversation_id(conversation_id)
@@ -632,22 +545,22 @@ class PostgresEventLog:
                     JOIN path p ON m.conversation_id = p.conversation_id AND m.id = p.parent_message_id
                     WHERE p.depth < 100000
                 )
-                SELECT {_MESSAGE_COLUMNS} FROM path ORDER BY depth DESC
+                SELECT {MESSAGE_COLUMNS} FROM path ORDER BY depth DESC
                 """,
                 (conversation_id, leaf_id),
             )
-            return [_message_from_row(row) for row in await cur.fetchall()]
+            return [message_from_row(row) for row in await cur.fetchall()]
 
     async def message_children(self, conversation_id: str, message_id: str | None) -> list[Message]:
         """Direct replies to ``message_id`` (roots when None): the branches at that point."""
         validate_conversation_id(conversation_id)
         async with self._connection() as conn:
             cur = await conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s "
                 "AND parent_message_id IS NOT DISTINCT FROM %s ORDER BY first_seq",
                 (conversation_id, message_id),
             )
-            return [_message_from_row(row) for row in await cur.fetchall()]
+            return [message_from_row(row) for row in await cur.fetchall()]
 
     async def close(self) -> None:
         if self._closed:
@@ -658,27 +571,3 @@ class PostgresEventLog:
             with contextlib.suppress(BaseException):
                 await self._listener
         await self._pool.close()
-
-
-def _info(row: Sequence[Any]) -> ConversationInfo:
-    return ConversationInfo(
-        id=row[0],
-        event_count=int(row[1]),
-        last_seq=int(row[2]),
-        last_activity=float(row[3]),
-        status=RunTally(tuple(row[4]), row[5]).status,
-    )
-
-
-def _missing_database_hint(conninfo: str, message: str) -> str:
-    """How to create the database when ``message`` says it does not exist, else ``""``."""
-    if "does not exist" not in message or 'database "' not in message:
-        return ""
-    params = psycopg.conninfo.conninfo_to_dict(conninfo)
-    name = str(params.get("dbname", ""))
-    where = " ".join(
-        f"-{flag} {params[key]}"
-        for flag, key in (("h", "host"), ("p", "port"), ("U", "user"))
-        if key in params
-    )
-    return f". Create it first: createdb {where} {name}".replace("  ", " ")

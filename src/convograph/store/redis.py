@@ -39,7 +39,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -59,119 +59,19 @@ from convograph.store.base import (
 )
 from convograph.store.batch import check_events, event_ids_of
 from convograph.store.postgres import PostgresEventLog
-from convograph.store.status import RunTally
+from convograph.store.redis_layout import (
+    APPEND_SCRIPT,
+    FLOOR_TTL_MS,
+    INFO_FIELDS,
+    UNAVAILABLE,
+    info_from,
+    seq_of_stream_id,
+    stream_id_of_seq,
+)
 
 __all__ = ["RedisEventLog", "seq_of_stream_id", "stream_id_of_seq"]
 
 log = logging.getLogger("convograph.store.redis")
-
-_APPEND: Final = """
-local stream, meta, ids, convs, floor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local cid, now, maxlen, ttl, base, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-    tonumber(ARGV[5]), tonumber(ARGV[6])
-local archived_mode = ARGV[7 + n * 5]
-if redis.call('EXISTS', meta) == 0 then
-  if base < 0 then
-    if archived_mode == '1' then return {'SEED'} end
-    base = tonumber(redis.call('GET', floor) or '0')
-  end
-  redis.call('HSET', meta, 'last_seq', base, 'count', base, 'archived_seq', base)
-end
-local state = redis.call('HMGET', meta, 'last_seq', 'count', 'open', 'outcome')
-local last = tonumber(state[1])
-local count = tonumber(state[2])
-local open = {}
-if state[3] then open = cjson.decode(state[3]) end
-local outcome = state[4] or 'idle'
-local seen = {}
-local seqs = {}
-local ended = 0
-for i = 0, n - 1 do
-  local b = 7 + i * 5
-  local eid, etype, run, flag, data = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  local dup = (flag == 'k')
-  if not dup and eid ~= '' then
-    if seen[eid] or redis.call('HEXISTS', ids, eid) == 1 then dup = true end
-  end
-  if dup then
-    seqs[#seqs + 1] = 0
-  else
-    last = last + 1
-    count = count + 1
-    if maxlen > 0 then
-      redis.call('XADD', stream, 'MAXLEN', '~', maxlen, last .. '-0', 'd', data, 't', now)
-    else
-      redis.call('XADD', stream, last .. '-0', 'd', data, 't', now)
-    end
-    if eid ~= '' then
-      seen[eid] = true
-      redis.call('HSET', ids, eid, last)
-    end
-    if etype == 'harness_start' then
-      local found = false
-      for _, r in ipairs(open) do if r == run then found = true end end
-      if not found then open[#open + 1] = run end
-    elseif etype == 'harness_end' or etype == 'error' then
-      for j = #open, 1, -1 do if open[j] == run then table.remove(open, j) end end
-      if etype == 'error' or flag == 'e' then outcome = 'error' else outcome = 'complete' end
-      ended = 1
-    end
-    seqs[#seqs + 1] = last
-  end
-end
-local encoded = '[]'
-if #open > 0 then encoded = cjson.encode(open) end
-redis.call('HSET', meta, 'last_seq', last, 'count', count, 'open', encoded, 'outcome', outcome,
-    'last_activity', now)
-if ttl > 0 then
-  redis.call('PEXPIRE', stream, ttl)
-  redis.call('PEXPIRE', meta, ttl)
-  redis.call('PEXPIRE', ids, ttl)
-end
-redis.call('ZADD', convs, now, cid)
-redis.call('SET', floor, last, 'PX', ARGV[8 + n * 5])
-local finished = 0
-if ended == 1 and #open == 0 then finished = 1 end
-local archived = tonumber(redis.call('HGET', meta, 'archived_seq') or '0')
-return {last, finished, last - archived, seqs}
-"""
-
-_UNAVAILABLE: Final = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    OSError,
-    redis.exceptions.ClusterError,  # a Redis Cluster with a master down / slots uncovered
-    redis.exceptions.SlotNotCoveredError,
-)
-_open_decoder = msgspec.json.Decoder(list[str])
-
-
-_FLOOR_TTL_MS: Final = 30 * 86_400 * 1000
-_INFO_FIELDS: Final = ["count", "last_seq", "last_activity", "open", "outcome"]
-
-
-def _info_from(conversation_id: str, raw: list[Any]) -> ConversationInfo | None:
-    if raw[0] is None:
-        return None
-    open_runs = tuple(_open_decoder.decode(raw[3])) if raw[3] else ()
-    return ConversationInfo(
-        id=conversation_id,
-        event_count=int(raw[0]),
-        last_seq=int(raw[1]),
-        last_activity=float(raw[2] or 0),
-        status=RunTally(open_runs, (raw[4] or b"idle").decode()).status,
-    )
-
-
-def stream_id_of_seq(seq: int) -> str:
-    """The Redis stream entry id of ``seq`` (``"<seq>-0"``)."""
-    return f"{seq}-0"
-
-
-def seq_of_stream_id(stream_id: bytes | str) -> int:
-    """Inverse of `stream_id_of_seq`."""
-    text = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
-    return int(text.split("-", 1)[0])
 
 
 class RedisEventLog:
@@ -195,7 +95,7 @@ class RedisEventLog:
         self.finalized_ttl = finalized_ttl
         self.prefix = prefix
         self.retry_interval = retry_interval
-        self._script = client.register_script(_APPEND)
+        self._script = client.register_script(APPEND_SCRIPT)
         self._tasks: set[asyncio.Task[None]] = set()
         self._archiving: set[str] = set()
         self._retry: asyncio.Task[None] | None = None
@@ -229,7 +129,7 @@ class RedisEventLog:
         """Check that the server answers (unless ``lazy``) and start the finalisation retries."""
         try:
             await self._check_server()
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             if not lazy:
                 await self._client.aclose()
                 raise BackendUnavailable("redis", str(exc)) from exc
@@ -296,7 +196,7 @@ class RedisEventLog:
                 flag,
                 pack_event(event),
             )
-        args += ("1" if self.archive is not None else "0", _FLOOR_TTL_MS)
+        args += ("1" if self.archive is not None else "0", FLOOR_TTL_MS)
         script_keys = [stream, meta, ids, self._index_key(conversation_id), self._floor_key(conversation_id)]
         try:
             reply = await self._script(keys=script_keys, args=args)
@@ -306,7 +206,7 @@ class RedisEventLog:
                 for index in known:
                     args[6 + index * 5 + 3] = "k"  # the flag slot: already archived
                 reply = await self._script(keys=script_keys, args=args)
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc), outcome_unknown=True) from exc
         last, finished, unarchived, seqs = int(reply[0]), int(reply[1]), int(reply[2]), reply[3]
         stored: list[StoredEvent] = []
@@ -467,7 +367,7 @@ class RedisEventLog:
             return []
         try:
             return await self._read(conversation_id, *bounds)
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
 
     async def _read(self, conversation_id: str, after_seq: int, limit: int | None) -> list[StoredEvent]:
@@ -507,7 +407,7 @@ class RedisEventLog:
         while True:
             try:
                 reply = await self._client.xread({stream: stream_id_of_seq(cursor)}, count=1000, block=1000)
-            except _UNAVAILABLE as exc:
+            except UNAVAILABLE as exc:
                 raise BackendUnavailable("redis", str(exc)) from exc
             if not reply:
                 continue
@@ -526,14 +426,14 @@ class RedisEventLog:
     # -- conversations ---------------------------------------------------------------------------------
 
     async def _info(self, conversation_id: str) -> ConversationInfo | None:
-        raw = await self._client.hmget(self._keys(conversation_id)[1], _INFO_FIELDS)
-        return _info_from(conversation_id, raw)
+        raw = await self._client.hmget(self._keys(conversation_id)[1], INFO_FIELDS)
+        return info_from(conversation_id, raw)
 
     async def get_conversation(self, conversation_id: str) -> ConversationInfo | None:
         validate_conversation_id(conversation_id)
         try:
             info = await self._info(conversation_id)
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
         if info is None and self.archive is not None:
             info = await self.archive.get_conversation(conversation_id)
@@ -545,12 +445,12 @@ class RedisEventLog:
         ids = [raw.decode() for raw in await self._client.zrange(index, 0, -1)]
         async with self._client.pipeline(transaction=False) as pipe:
             for cid in ids:
-                pipe.hmget(self._keys(cid)[1], _INFO_FIELDS)
+                pipe.hmget(self._keys(cid)[1], INFO_FIELDS)
             rows = await pipe.execute()
         infos: dict[str, ConversationInfo] = {}
         stale: list[str] = []
         for cid, raw in zip(ids, rows, strict=True):
-            info = _info_from(cid, raw)
+            info = info_from(cid, raw)
             if info is None:
                 stale.append(cid)
             else:
@@ -562,7 +462,7 @@ class RedisEventLog:
     async def list_conversations(self) -> list[ConversationInfo]:
         try:
             infos = await self._listed()
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
         if self.archive is not None:
             for info in await self.archive.list_conversations():
@@ -584,7 +484,7 @@ class RedisEventLog:
             )
             await self._client.zrem(self._index_key(conversation_id), conversation_id)
             await self._client.srem(self._pending_key, conversation_id)
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise BackendUnavailable("redis", str(exc)) from exc
         if self.archive is not None:
             removed += int(await self.archive.delete(conversation_id))

@@ -45,7 +45,8 @@ from convograph.store.base import (
     validate_conversation_id,
 )
 from convograph.store.postgres import PostgresEventLog
-from convograph.store.redis import _INFO_FIELDS, _UNAVAILABLE, RedisEventLog, _info_from
+from convograph.store.redis import RedisEventLog
+from convograph.store.redis_layout import INFO_FIELDS, UNAVAILABLE, info_from
 
 __all__ = ["CLUSTER_SCHEMES", "ClusterSettings", "RedisClusterEventLog", "parse_cluster_url", "slot_tags"]
 
@@ -60,7 +61,7 @@ local out = {{}}
 for tag in string.gmatch(ARGV[2], '%S+') do
   local index = prefix .. ':{{' .. tag .. '}}:conversations'
   for _, cid in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-    local row = redis.call('HMGET', prefix .. ':{{' .. cid .. '}}:meta', {", ".join(f"'{f}'" for f in _INFO_FIELDS)})
+    local row = redis.call('HMGET', prefix .. ':{{' .. cid .. '}}:meta', {", ".join(f"'{f}'" for f in INFO_FIELDS)})
     if row[1] then
       out[#out + 1] = cid
       for j = 1, #row do out[#out + 1] = row[j] end
@@ -210,7 +211,7 @@ class RedisClusterEventLog(RedisEventLog):
         if slot not in self._slots_noted:
             try:
                 await self._client.sadd(self._slots_key, slot)
-            except _UNAVAILABLE as exc:
+            except UNAVAILABLE as exc:
                 raise BackendUnavailable("redis", str(exc)) from exc
             self._slots_noted.add(slot)
         return await super().append(conversation_id, events)
@@ -238,12 +239,12 @@ class RedisClusterEventLog(RedisEventLog):
                 for node, held in owned.values()
             )
         )
-        width = 1 + len(_INFO_FIELDS)
+        width = 1 + len(INFO_FIELDS)
         infos: dict[str, ConversationInfo] = {}
         for reply in replies:
             for at in range(0, len(reply), width):
                 cid = reply[at].decode()
-                info = _info_from(cid, reply[at + 1 : at + width])
+                info = info_from(cid, reply[at + 1 : at + width])
                 if info is not None:
                     infos[cid] = info
         return infos

@@ -1,5 +1,8 @@
 """``POST /v1/traces`` and ``POST /v1/logs``: the OTLP/HTTP receivers on the server's own port.
 
+`receive` answers one export request once the server has checked the caller (its routes, in
+`convograph.server.otlp`, read the request and pass in what this needs: no import of the server).
+
 Follows the OTLP specification's OTLP/HTTP section: protobuf or JSON bodies, optionally gzip; the
 reply uses the request's encoding (``Content-Type`` echoed). 200 with an empty
 ``Export{Trace,Logs}ServiceResponse`` on full success; 200 with ``partial_success
@@ -20,32 +23,27 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Final
 
 import msgspec
-from litestar import Request, Response, post
+from litestar import Response
 
 from convograph.integrations.otlp.decode import decode_request
 from convograph.integrations.otlp.decode_logs import decode_logs_request
-from convograph.integrations.otlp.forward import OtlpForwarder
-from convograph.integrations.otlp.ingest import ConversationBlobs, IngestReport, OtlpIngestor
+from convograph.integrations.otlp.ingest import IngestReport, OtlpIngestor
 from convograph.integrations.otlp.wire import JSON, PROTOBUF, OtlpError, decompress, media_type_of
-from convograph.server.errors import ApiError
-from convograph.server.observability import Metrics
-from convograph.server.state import ServerState, principal_of, server_state
-from convograph.store import AppendResult, BackendUnavailable
+from convograph.store import BackendUnavailable
 
 __all__ = [
     "LOGS",
     "TRACES",
     "OtlpReceiver",
     "Signal",
-    "export_logs",
-    "export_traces",
-    "open_forwarder",
-    "open_receiver",
+    "export_response",
     "partial_success_message",
+    "receive",
+    "status_response",
 ]
 
 _GRPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 503: 14}
@@ -125,71 +123,47 @@ LOGS: Final = Signal(
     rejected_field="rejectedLogRecords",
 )
 
-# The OTLP specification defines these routes' bodies, replies and error shapes (protobuf or JSON,
-# partial success, google.rpc.Status): OTLP exporters speak it, not OpenAPI clients, and the
-# document's rule that every error is {"error": ...} does not hold here. docs/server.md.
 
-
-@post(
-    "/v1/traces",
-    summary="OTLP/HTTP trace export (GenAI spans become conversation events)",
-    tags=["integrations"],
-    status_code=200,
-    include_in_schema=False,
-)
-async def export_traces(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Store the GenAI spans of an ``ExportTraceServiceRequest`` (docs/integrations.md)."""
-    return await _receive(request, TRACES)
-
-
-@post(
-    "/v1/logs",
-    summary="OTLP/HTTP log export (GenAI message events join their spans' conversations)",
-    tags=["integrations"],
-    status_code=200,
-    include_in_schema=False,
-)
-async def export_logs(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Store the GenAI message events of an ``ExportLogsServiceRequest`` (docs/integrations.md)."""
-    return await _receive(request, LOGS)
-
-
-async def _receive(request: Request[Any, Any, Any], signal: Signal) -> Response[bytes]:
-    media = media_type_of(request.headers.get("content-type"))
-    reply_media = media if media in (PROTOBUF, JSON) else JSON
-    state = server_state(request)
+async def receive(
+    signal: Signal,
+    receiver: OtlpReceiver | None,
+    body: bytes,
+    *,
+    content_type: str | None,
+    content_encoding: str | None,
+    max_body_bytes: int,
+    prefix: str,
+    can_write: Callable[[str], bool],
+) -> tuple[Response[bytes], IngestReport | None]:
+    """Answer one export request of an authorised caller: decode ``body`` (at most
+    ``max_body_bytes`` once decompressed), store its conversation content through ``receiver``
+    under conversation ids starting ``prefix`` (those ``can_write`` allows) and count it. The reply
+    in the request's encoding, and the ingest report (None when nothing was ingested)."""
+    media = media_type_of(content_type)
+    reply_media = reply_media_of(content_type)
     try:
-        principal = principal_of(request)
-        if not principal.allows("write"):
-            raise ApiError(403, "this API key lacks the 'write' scope")
-        workspace = request.query_params.get("workspace")
-        if workspace is None and principal.workspaces is not None and len(principal.workspaces) == 1:
-            workspace = next(iter(principal.workspaces))
-        body = await request.body()
         items, decode_rejected = signal.decode(
-            decompress(body, request.headers.get("content-encoding"), limit=state.config.max_body_bytes),
-            media,
+            decompress(body, content_encoding, limit=max_body_bytes), media
         )
-    except (ApiError, OtlpError) as exc:
-        return status_response(exc.status, exc.message, reply_media)
-    receiver = state.otlp
+    except OtlpError as exc:
+        return status_response(exc.status, exc.message, reply_media), None
     if receiver is None:
-        return status_response(503, "the OTLP receiver is not running", reply_media)
+        return status_response(503, "the OTLP receiver is not running", reply_media), None
     try:
-        report = await signal.ingest(receiver.ingestor)(
-            items,
-            prefix=f"{workspace}:" if workspace else "",
-            can_write=principal.can_reach_conversation,
-        )
+        report = await signal.ingest(receiver.ingestor)(items, prefix=prefix, can_write=can_write)
     except BackendUnavailable as exc:
-        return status_response(503, str(exc), reply_media, headers={"Retry-After": "1"})
-    state.metrics.events_accepted += report.accepted_events
-    state.metrics.events_duplicate += report.duplicate_events
+        return status_response(503, str(exc), reply_media, headers={"Retry-After": "1"}), None
     receiver.observe(signal, report, decode_rejected)
     rejected = dict(decode_rejected)
     for reason, count in report.rejected.items():
         rejected[reason] = rejected.get(reason, 0) + count
-    return export_response(signal, rejected, report, reply_media)
+    return export_response(signal, rejected, report, reply_media), report
+
+
+def reply_media_of(content_type: str | None) -> str:
+    """The media type of the reply: the request's when it is protobuf or JSON, else JSON."""
+    media = media_type_of(content_type)
+    return media if media in (PROTOBUF, JSON) else JSON
 
 
 class OtlpReceiver:
@@ -198,7 +172,8 @@ class OtlpReceiver:
     the log records waiting for their span), and the task that writes held agents and waiting
     records when their wait is over."""
 
-    def __init__(self, ingestor: OtlpIngestor, metrics: Metrics) -> None:
+    def __init__(self, ingestor: OtlpIngestor, gauges: MutableMapping[str, Callable[[], float]]) -> None:
+        """``gauges``: the server's gauges by metric name, where the receiver adds its own."""
         self.ingestor = ingestor
         self.counts: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -206,9 +181,9 @@ class OtlpReceiver:
             for what in ("received", "mapped", "skipped", "rejected"):
                 name = f"{signal.name}_{what}"
                 self.counts[name] = 0
-                metrics.gauges[f"convograph_otlp_{name}"] = functools.partial(self.counts.__getitem__, name)
-        metrics.gauges["convograph_otlp_agents_held"] = lambda: self.ingestor.held_count
-        metrics.gauges["convograph_otlp_log_records_waiting"] = lambda: self.ingestor.waiting_records
+                gauges[f"convograph_otlp_{name}"] = functools.partial(self.counts.__getitem__, name)
+        gauges["convograph_otlp_agents_held"] = lambda: self.ingestor.held_count
+        gauges["convograph_otlp_log_records_waiting"] = lambda: self.ingestor.waiting_records
 
     def observe(self, signal: Signal, report: IngestReport, decode_rejected: dict[str, int]) -> None:
         refused = sum(decode_rejected.values())
@@ -237,45 +212,6 @@ class OtlpReceiver:
             await self.ingestor.close()
         except Exception as exc:
             log.warning("OTLP: writing held agent spans or waiting log records at shutdown failed: %s", exc)
-
-
-def open_receiver(state: ServerState) -> OtlpReceiver:
-    """The receiver for a running server: stored batches update the server's caches and feed the
-    context-intelligence graph like ``POST /v1/conversations/{cid}/events``; oversized values go to
-    the context-intelligence blob store when it runs (else they stay inline)."""
-
-    def stored(cid: str, result: AppendResult) -> None:
-        state.appended(cid, result)
-        if state.feeder is not None and result.accepted:
-            state.feeder.mark(cid)
-
-    async def deleted(cid: str) -> None:
-        state.conversations.forget(cid)
-        state.conversation_list.deleted(cid)
-        if state.feeder is not None:
-            await state.feeder.forget(cid)
-
-    blobs = ConversationBlobs(state.intelligence.blobs) if state.intelligence is not None else None
-    receiver = OtlpReceiver(
-        OtlpIngestor(state.log, on_stored=stored, on_deleted=deleted, blobs=blobs), state.metrics
-    )
-    receiver.start()
-    return receiver
-
-
-def open_forwarder(state: ServerState) -> OtlpForwarder:
-    """``--otlp-endpoint``: a started forwarder, its state in ``<data-dir>/otlp-forward.json``."""
-    config = state.config
-    assert config.otlp_endpoint is not None
-    forwarder = OtlpForwarder(
-        state.log,
-        config.otlp_endpoint,
-        headers=config.otlp_headers,
-        state_path=config.data_dir / "otlp-forward.json",
-    )
-    forwarder.start()
-    state.metrics.gauges["convograph_otlp_spans_forwarded"] = lambda: forwarder.spans_sent
-    return forwarder
 
 
 def partial_success_message(
