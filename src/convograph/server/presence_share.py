@@ -146,7 +146,7 @@ class PostgresPresenceShare:
                 raise
 
     async def start(self, deliver: Deliver) -> None:
-        await self._run("DELETE FROM convograph_agents WHERE written_at < %s", (time.time() - 600,))
+        """Never waits for the database (a server with a spool starts while it is down)."""
         self._listener = asyncio.create_task(self._listen(deliver), name="convograph-presence-listen")
 
     async def _listen(self, deliver: Deliver) -> None:
@@ -158,6 +158,10 @@ class PostgresPresenceShare:
                 async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     backoff = 0.1
+                    # rows of instances gone for ten minutes (a crash leaves its rows behind)
+                    await self._run(
+                        "DELETE FROM convograph_agents WHERE written_at < %s", (time.time() - 600,)
+                    )
                     async for notice in conn.notifies():
                         _heard(self, notice.payload, deliver)
             except asyncio.CancelledError:
