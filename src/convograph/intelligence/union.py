@@ -77,6 +77,23 @@ def _label(name: str) -> str:
     return f"`{name}`"
 
 
+def _create_index(engine: GraphEngine, graph: str, label: str, attempts: int = 50) -> None:
+    """The shared graph's ``(node_id, workspace)`` index on ``label``, present already or made now.
+    Instances starting together race to create the graph: FalkorDB answers "Encountered an empty
+    key" to the one that opens the key while the other creates it; that one tries again."""
+    for attempt in range(attempts):
+        try:
+            engine.execute(graph, f"CREATE INDEX FOR (n:{label}) ON (n.node_id, n.workspace)")
+            return
+        except EngineError as exc:
+            message = str(exc).lower()
+            if "already indexed" in message:
+                return
+            if "empty key" not in message or attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+
+
 class AllWorkspaces:
     """The write mirror and the shared graph's schema, backfill and deletions."""
 
@@ -168,11 +185,7 @@ class AllWorkspaces:
             if self._ready:
                 return
             for label in _UNIQUE:
-                try:
-                    engine.execute(self.graph, f"CREATE INDEX FOR (n:{label}) ON (n.node_id, n.workspace)")
-                except EngineError as exc:
-                    if "already indexed" not in str(exc).lower():
-                        raise
+                _create_index(engine, self.graph, label)
                 try:
                     engine.command(
                         "GRAPH.CONSTRAINT", "CREATE", self.graph, "UNIQUE", "NODE", label, "PROPERTIES", 2,
