@@ -37,7 +37,7 @@ __all__ = [
     "stale_reason",
 ]
 
-COMPILED_MODULES: Final = ("convograph.projections.dag",)
+COMPILED_MODULES: Final = ("convograph.projections.dag", "convograph.projections.placement")
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
 with class keywords or a metaclass): mypyc builds native classes and drops those options."""
 

@@ -1,0 +1,416 @@
+"""Hypergraph chunks as thread nodes: the hypergraph's side of the placement source protocol.
+
+A `ConversationFeeder` tells `ThreadBuilder` (`convograph.projections.placement`), per chunk, the
+node it becomes (`ConversationFeeder.chunk_node`: kind, run, content, a unique id) and the list it
+goes to: its run's **thread**'s list. The requested thread (``active.thread_id``, usually
+``"main"``) is the top level; a spawned thread (subagent, REPL child) goes where
+`ThreadBuilder.spawn_level` puts a thread spawned by its trigger block; a reply or provider call
+continues its trigger's list. Statuses are the hypergraph's (`queries.run_status`; ``aborted``
+shows as ``error``): `RunStatuses` memoises them for one version. O(1) amortised per chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, NamedTuple
+
+from convograph.graph.nodes import (
+    ErrorNode,
+    Fragments,
+    HarnessEndNode,
+    HarnessStartNode,
+    Node,
+    ReasoningNode,
+    RelayNode,
+    TextNode,
+    ToolCallNode,
+    ToolProgressNode,
+    ToolResultNode,
+    UsageNode,
+    UserNode,
+)
+from convograph.projections.placement import Level, ThreadBuilder
+from convograph.projections.thread_nodes import ReplInputNode, ReplOutputNode, ReplProgressNode
+from convograph.projections.view import ReplResult, Status
+
+__all__ = ["ConversationFeeder", "FedChunk", "RunStatuses", "queries"]
+
+_SPAWNED_THREAD_KINDS: Final = frozenset({"subagent", "repl"})
+
+
+def queries() -> Any:
+    """`convograph.hypergraph.queries`, imported on first use (the hypergraph imports the
+    projections package)."""
+    from convograph.hypergraph import queries as q
+
+    return q
+
+
+class FedChunk(NamedTuple):
+    """What the feeder reads of a chunk (the one-shot path builds one only for a chunk that waits
+    for its spawner; the incremental projector passes `queries.Chunk` records)."""
+
+    block_id: str
+    event: Any
+    kind: str
+    run_id: str
+
+
+
+class ConversationFeeder:
+    """Feeds hypergraph chunks into a `ThreadBuilder` (see the module docstring)."""
+
+    def __init__(self, conversation: Any, builder: ThreadBuilder, root_thread: str) -> None:
+        self.conversation = conversation
+        self.builder = builder
+        self.root_thread = root_thread
+        self._q = queries()
+        self._thread_level: dict[str, Level] = {}
+        self._run_thread: dict[str, str] = {}
+        self._run_level: dict[str, Level] = {}
+        """run id -> its thread's list, once known (a thread's list never changes once set)."""
+        self._blocks: dict[str, tuple[Node | None, Level]] = {}
+        """block id -> (the node its first chunk became, if any; its list): every block's when
+        ``triggers`` is None (an incremental build continues blocks), else spawn triggers' only."""
+        self.triggers: set[str] | None = None
+        """Set by a one-shot build over one version (`use_one_version`): the blocks that spawned a
+        thread, the only ones whose record it reads."""
+        self._texts: dict[str, Fragments] = {}
+        self._used_ids: dict[str, int] = {}
+        self._usage: dict[str, int] = {}
+        self._statuses: dict[str, Status] = {}
+        self._statuses_of: Any = None
+        """The conversation ``_statuses`` was computed for (a run's status is fixed per version)."""
+        self.orphans: set[str] = set()
+        """Threads shown at the top because their parent had not arrived (re-placed on arrival)."""
+        self.saw_repl = False
+        """A ``repl_*`` chunk was fed (placed as a REPL cell only with ``ViewOptions.repl_cells``):
+        a request history must then be built with the cells (`ConversationProjector.messages`)."""
+        self.link_runs = True
+        """Tell the builder which run spawned which (`ThreadBuilder.link_run`): it re-stamps the
+        views of lifecycle-less child runs when a status changes. A one-shot build over one version
+        turns it off: its builder takes every status, inherited ones included, from that version
+        (`queries.run_status`), so nothing is ever re-stamped."""
+
+    def status_of(self, run_id: str) -> Status:
+        """The hypergraph's status of ``run_id`` (``aborted`` shows as ``error``), memoised per
+        conversation version: the builder asks once per view and lifecycle re-stamp."""
+        conversation = self.conversation
+        if self._statuses_of is not conversation:
+            self._statuses = {}
+            self._statuses_of = conversation
+        status = self._statuses.get(run_id)
+        if status is None:
+            status = self._q.run_status(conversation, run_id)
+            if status == "aborted":
+                status = "error"
+            self._statuses[run_id] = status
+        return status
+
+    # -- levels --------------------------------------------------------------------------------------
+
+    def level_of_thread(self, thread_id: str) -> Level | None:
+        level = self._thread_level.get(thread_id)
+        if level is not None:
+            return level
+        if thread_id == self.root_thread:
+            level = self.builder.top_level
+        else:
+            spawn = self._q.spawn_row(self.conversation, thread_id)
+            if spawn is None:  # its parent has not arrived: shown at the top until it does
+                level = self.builder.top_level
+                self.orphans.add(thread_id)
+            else:
+                spawn_kind, trigger_block_id = spawn
+                if spawn_kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
+                    level = self.builder.sink_level
+                else:
+                    trigger = self._blocks.get(trigger_block_id)
+                    if trigger is None:
+                        return None  # the spawner has not been placed yet
+                    trigger_node, trigger_level = trigger
+                    if spawn_kind in _SPAWNED_THREAD_KINDS:
+                        level = self.builder.spawn_level(trigger_node, trigger_level)
+                    else:  # a reply or provider call continues its trigger's list
+                        level = trigger_level
+        self._thread_level[thread_id] = level
+        return level
+
+    def show_at_top(self, run_id: str) -> None:
+        """Place the thread of ``run_id`` at the top level (its spawner is not shown)."""
+        thread = self._run_thread.get(run_id) or self._q.run_thread(self.conversation, run_id)[0]
+        self._run_thread[run_id] = thread
+        self._thread_level.setdefault(thread, self.builder.top_level)
+
+    def level_of_run(self, run_id: str) -> Level | None:
+        level = self._run_level.get(run_id)
+        if level is not None:
+            return level
+        thread = self._run_thread.get(run_id)
+        if thread is None:
+            thread, parent_run_id = self._q.run_thread(self.conversation, run_id)
+            if parent_run_id is not None and self.link_runs:
+                self.builder.link_run(run_id, parent_run_id)
+            self._run_thread[run_id] = thread
+        level = self.level_of_thread(thread)
+        if level is not None:
+            self._run_level[run_id] = level
+        return level
+
+    # -- chunks --------------------------------------------------------------------------------------
+
+    def _unique(self, node_id: str) -> str:
+        count = self._used_ids.get(node_id)
+        if count is None:
+            self._used_ids[node_id] = 1
+            return node_id
+        self._used_ids[node_id] = count + 1
+        return f"{node_id}#{count + 1}"
+
+    def feed(self, chunk: Any, *, whole_block_text: str | None = None) -> bool:
+        """Place one chunk; False when its thread's spawner has not been placed yet.
+
+        A text / reasoning chunk opens its block's node or appends to it; with
+        ``whole_block_text`` the node is created with the block's full text at once.
+        """
+        placed, node, level = self.prepare(chunk, whole_block_text)
+        if node is not None:
+            self.builder.add_in(node, level)  # type: ignore[arg-type]
+        return placed
+
+    def prepare(
+        self, chunk: Any, whole_block_text: str | None = None
+    ) -> tuple[bool, Node | None, Level | None]:
+        """`feed` up to the builder: ``(placed, the new node or None, its list)``. The caller adds
+        the node to the builder before preparing the next chunk."""
+        block_id = chunk.block_id
+        known = self._blocks.get(block_id)
+        event = chunk.event
+        kind = chunk.kind
+        if known is not None and kind in ("text", "reasoning"):
+            block_node = known[0]
+            if block_node is None or whole_block_text is not None:
+                return True, None, None
+            fragments = self._texts[block_id].append(event.content)
+            self._texts[block_id] = fragments
+            self.builder.update(self._text_node(kind, block_node.id, chunk.run_id, fragments, event))
+            return True, None, None
+        level = self._run_level.get(chunk.run_id) or self.level_of_run(chunk.run_id)
+        if level is None:
+            return False, None, None
+        signature = None
+        if kind == "reasoning" and whole_block_text is not None:
+            signature = self._block_signature(block_id)
+        node = self.chunk_node(kind, event, block_id, chunk.run_id, whole_block_text, signature)
+        self.record_block(block_id, node, level)
+        return True, node, level
+
+    def record_block(self, block_id: str, node: Node | None, level: Level) -> None:
+        """Remember the node a block's first chunk became and its list (a thread it spawned goes
+        under that node's view: `level_of_thread`)."""
+        triggers = self.triggers
+        if (triggers is None or block_id in triggers) and block_id not in self._blocks:
+            self._blocks[block_id] = (node, level)
+
+    def use_one_version(self) -> None:
+        """Set up a one-shot build over this version: keep records of spawn triggers only (no
+        block is continued later) and no text per block, and no spawn links (the builder takes
+        every status, inherited ones included, from this version: nothing is re-stamped)."""
+        q = self._q
+        conversation = self.conversation
+        triggers: set[str] = set()
+        for thread in q.thread_ids(conversation):
+            spawn = q.spawn_row(conversation, thread)
+            if spawn is not None:
+                triggers.add(spawn[1])
+        self.triggers = triggers
+        self.link_runs = False
+
+    @staticmethod
+    def _text_node(
+        kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any, signature: str | None = None
+    ) -> Node:
+        if kind == "reasoning":
+            return ReasoningNode(
+                id=node_id,
+                run_id=run_id,
+                fragments=fragments,
+                signature=signature or event.signature,
+                redacted_data=event.redacted_data,
+            )
+        return TextNode(id=node_id, run_id=run_id, fragments=fragments)
+
+    def _block_signature(self, block_id: str) -> str | None:
+        """The newest thinking signature in a reasoning block (providers often send it last,
+        in a chunk of its own). O(chunks in the block)."""
+        found = None
+        for chunk in self._q.chunks_of(self.conversation, block_id):
+            signature = getattr(chunk.event, "signature", None)
+            if signature is not None:
+                found = signature
+        return found
+
+    def chunk_node(
+        self, kind: str, event: Any, block_id: str, run: str, whole: str | None, signature: str | None
+    ) -> Node | None:
+        """**The node a chunk becomes** (``kind``: its block's; ``whole``: a text or reasoning
+        block's whole text, else the chunk's own; ``signature``: that block's newest), with ids
+        made unique per conversation (a repeated id gets ``#2``, ``#3``, ...). ``None``: a chunk
+        that shows nothing (``repl_*`` unless ``ViewOptions.repl_cells``, unknown kinds)."""
+        if kind == "tool_progress":
+            return ToolProgressNode(
+                id=self._unique(event.id),
+                run_id=run,
+                tool_call_id=event.tool_call_id,
+                name=event.name,
+                content=event.content,
+            )
+        if kind == "text" or kind == "reasoning":
+            fragments = Fragments(whole if whole is not None else event.content)
+            if self.triggers is None:  # (continued by later chunks: incremental builds only)
+                self._texts[block_id] = fragments
+            return self._text_node(kind, self._unique(event.id), run, fragments, event, signature)
+        if kind == "tool_call":
+            return ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
+        if kind == "tool_result":
+            return ToolResultNode(
+                id=self._unique(f"{event.id}:result"), run_id=run, name=event.name, output=event.output
+            )
+        if kind == "usage":
+            count = self._usage.get(run, 0)
+            self._usage[run] = count + 1
+            return UsageNode(
+                id=f"{run}:usage:{count}",
+                run_id=run,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
+            )
+        return self._rare_node(kind, event, run)
+
+    def _rare_node(self, kind: str, event: Any, run: str) -> Node | None:
+        if kind == "harness_start":
+            return HarnessStartNode(
+                id=self._unique(f"{run}:harness_start"), run_id=run, agent_id=event.agent_id
+            )
+        if kind == "harness_end":
+            return HarnessEndNode(id=self._unique(f"{run}:harness_end"), run_id=run, agent_id=event.agent_id)
+        if kind == "user":
+            return UserNode(id=self._unique(f"{run}:user"), run_id=run, content=event.content)
+        if kind == "error":
+            return ErrorNode(id=self._unique(f"{run}:error"), run_id=run, message=event.message)
+        if kind == "relay":
+            return RelayNode(
+                id=self._unique(event.id),
+                run_id=run,
+                relay_kind=event.kind,
+                tool_call_id=event.tool_call_id,
+                tool=event.tool,
+                params=event.params,
+            )
+        if kind.startswith("repl_"):
+            self.saw_repl = True
+            if self.builder.options.repl_cells:
+                return self._repl_node(event, kind, run)
+        return None
+
+    def _repl_node(self, event: Any, kind: str, run: str) -> Node | None:
+        if kind == "repl_input":
+            return ReplInputNode(  # type: ignore[return-value]
+                id=self._unique(event.id), run_id=run, code=event.code, iteration=event.iteration
+            )
+        if kind == "repl_progress":
+            return ReplProgressNode(  # type: ignore[return-value]
+                id=self._unique(f"{event.id}:progress"),
+                run_id=run,
+                repl_id=event.id,
+                chunk=event.chunk,
+                stream=event.stream,
+            )
+        if kind == "repl_output":
+            result = ReplResult(
+                stdout=event.stdout,
+                error=event.error,
+                done=event.done,
+                duration_ms=event.duration_ms,
+                truncated=bool(event.truncated),
+            )
+            return ReplOutputNode(  # type: ignore[return-value]
+                id=self._unique(f"{event.id}:output"), run_id=run, repl_id=event.id, result=result
+            )
+        return None
+
+
+class RunStatuses(dict[str, Status]):
+    """Run id -> the hypergraph's status of that run in one conversation version (``aborted`` shows
+    as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version).
+
+    On the first access the runs with a lifecycle are entered in bulk (`queries.own_run_statuses`:
+    one dict copy, no Python call per run), and so are the runs without one whose parent has one
+    (`queries.run_parents`: a provider run takes its agent's), so asking for either is then a
+    C-level dict hit; any other run walks. O(runs with a status) once; O(1) per run asked, beyond
+    the walks. (A builder that never asks, `project_messages`' top-level build, pays nothing.)"""
+
+    def __init__(self, conversation: Any) -> None:
+        super().__init__()
+        self.conversation = conversation
+        self.step = queries().run_status_step
+        self.filled = False
+
+    def _fill(self) -> None:
+        self.filled = True
+        q = queries()
+        own = q.own_run_statuses(self.conversation)
+        self.update(own)
+        if "aborted" in own.values():  # (shown as ``error``; `close_stream` leaves it, rarely)
+            for run_id, status in own.items():
+                if status == "aborted":
+                    self[run_id] = "error"
+        # and, in one pass, the runs without one whose parent has one (`__missing__`'s first step)
+        get = self.get
+        inherited = {
+            run: status
+            for run, parent in q.run_parents(self.conversation).items()
+            if (status := get(parent)) is not None and run not in own
+        }
+        self.update(inherited)
+
+    def __missing__(self, run_id: str) -> Status:
+        """Once the runs with a lifecycle are entered, ``run_id`` has none of its own: its parent's
+        status when memoised, else `queries.run_status`'s walk up the spawn links, stopped at the
+        first run already known (its answer is that walk's from there: a walk that came back to
+        this chain would be a cycle, found as such from either end); every run walked is memoised."""
+        if not self.filled:
+            self._fill()
+            known = self.get(run_id)
+            if known is not None:
+                return known
+        step = self.step
+        conversation = self.conversation
+        found, parent = step(conversation, run_id)
+        if found is None and parent is not None:
+            known = self.get(parent)
+            if known is not None:  # the usual case: a provider run below its agent
+                self[run_id] = known
+                return known
+        chain = [run_id]
+        seen = {run_id}
+        current = run_id
+        while True:
+            if found is not None:
+                break
+            if parent is None or parent in seen:  # a root without lifecycle, or a cycle
+                found = "streaming"
+                break
+            known = self.get(parent)
+            if known is not None:
+                found = known
+                break
+            chain.append(parent)
+            seen.add(parent)
+            current = parent
+            found, parent = step(conversation, current)
+        status: Status = "error" if found == "aborted" else found
+        for run in chain:
+            self[run] = status
+        return status
+
+
