@@ -37,7 +37,12 @@ __all__ = [
     "stale_reason",
 ]
 
-COMPILED_MODULES: Final = ("convograph.projections.dag", "convograph.projections.placement")
+COMPILED_MODULES: Final = (
+    "convograph.projections.dag",
+    "convograph.projections.placement",
+    "convograph.projections.feeder",
+    "convograph.projections.feed",
+)
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
 with class keywords or a metaclass): mypyc builds native classes and drops those options."""
 

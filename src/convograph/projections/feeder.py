@@ -6,35 +6,32 @@ goes to: its run's **thread**'s list. The requested thread (``active.thread_id``
 ``"main"``) is the top level; a spawned thread (subagent, REPL child) goes where
 `ThreadBuilder.spawn_level` puts a thread spawned by its trigger block; a reply or provider call
 continues its trigger's list. Statuses are the hypergraph's (`queries.run_status`; ``aborted``
-shows as ``error``): `RunStatuses` memoises them for one version. O(1) amortised per chunk.
+shows as ``error``). O(1) amortised per chunk. Compiled with mypyc (`convograph._native`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from convograph.graph.nodes import (
-    ErrorNode,
     Fragments,
-    HarnessEndNode,
-    HarnessStartNode,
     Node,
     ReasoningNode,
     RelayNode,
     TextNode,
-    ToolCallNode,
-    ToolProgressNode,
-    ToolResultNode,
-    UsageNode,
-    UserNode,
 )
 from convograph.projections.placement import Level, ThreadBuilder
 from convograph.projections.thread_nodes import ReplInputNode, ReplOutputNode, ReplProgressNode
 from convograph.projections.view import ReplResult, Status
 
-__all__ = ["ConversationFeeder", "FedChunk", "RunStatuses", "queries"]
+__all__ = ["ConversationFeeder", "queries"]
 
 _SPAWNED_THREAD_KINDS: Final = frozenset({"subagent", "repl"})
+_EVENT_KINDS: Final = frozenset(
+    {"tool_progress", "tool_call", "tool_result", "usage", "user", "error", "harness_start", "harness_end"}
+)
+"""Chunk kinds whose event has the content fields of the node it becomes (`ThreadBuilder.place`
+reads them from the event: no node is made)."""
 
 
 def queries() -> Any:
@@ -43,17 +40,6 @@ def queries() -> Any:
     from convograph.hypergraph import queries as q
 
     return q
-
-
-class FedChunk(NamedTuple):
-    """What the feeder reads of a chunk (the one-shot path builds one only for a chunk that waits
-    for its spawner; the incremental projector passes `queries.Chunk` records)."""
-
-    block_id: str
-    event: Any
-    kind: str
-    run_id: str
-
 
 
 class ConversationFeeder:
@@ -68,8 +54,9 @@ class ConversationFeeder:
         self._run_thread: dict[str, str] = {}
         self._run_level: dict[str, Level] = {}
         """run id -> its thread's list, once known (a thread's list never changes once set)."""
-        self._blocks: dict[str, tuple[Node | None, Level]] = {}
-        """block id -> (the node its first chunk became, if any; its list): every block's when
+        self._blocks: dict[str, tuple[str | None, str, Level]] = {}
+        """block id -> (the id of the node its first chunk became, if any; its kind; its list):
+        every block's when
         ``triggers`` is None (an incremental build continues blocks), else spawn triggers' only."""
         self.triggers: set[str] | None = None
         """Set by a one-shot build over one version (`use_one_version`): the blocks that spawned a
@@ -127,9 +114,9 @@ class ConversationFeeder:
                     trigger = self._blocks.get(trigger_block_id)
                     if trigger is None:
                         return None  # the spawner has not been placed yet
-                    trigger_node, trigger_level = trigger
+                    trigger_id, trigger_kind, trigger_level = trigger
                     if spawn_kind in _SPAWNED_THREAD_KINDS:
-                        level = self.builder.spawn_level(trigger_node, trigger_level)
+                        level = self.builder.spawn_level(trigger_id, trigger_kind, trigger_level)
                     else:  # a reply or provider call continues its trigger's list
                         level = trigger_level
         self._thread_level[thread_id] = level
@@ -167,49 +154,53 @@ class ConversationFeeder:
         return f"{node_id}#{count + 1}"
 
     def feed(self, chunk: Any, *, whole_block_text: str | None = None) -> bool:
-        """Place one chunk; False when its thread's spawner has not been placed yet.
-
-        A text / reasoning chunk opens its block's node or appends to it; with
-        ``whole_block_text`` the node is created with the block's full text at once.
-        """
-        placed, node, level = self.prepare(chunk, whole_block_text)
-        if node is not None:
-            self.builder.add_in(node, level)  # type: ignore[arg-type]
-        return placed
-
-    def prepare(
-        self, chunk: Any, whole_block_text: str | None = None
-    ) -> tuple[bool, Node | None, Level | None]:
-        """`feed` up to the builder: ``(placed, the new node or None, its list)``. The caller adds
-        the node to the builder before preparing the next chunk."""
+        """Place one chunk (`queries.Chunk` or `FedChunk`); False when its thread's spawner has not
+        been placed yet. A text / reasoning chunk opens its block's node or appends to it; with
+        ``whole_block_text`` the node is made with the block's whole text at once."""
         block_id = chunk.block_id
-        known = self._blocks.get(block_id)
-        event = chunk.event
         kind = chunk.kind
-        if known is not None and kind in ("text", "reasoning"):
-            block_node = known[0]
-            if block_node is None or whole_block_text is not None:
-                return True, None, None
-            fragments = self._texts[block_id].append(event.content)
-            self._texts[block_id] = fragments
-            self.builder.update(self._text_node(kind, block_node.id, chunk.run_id, fragments, event))
-            return True, None, None
-        level = self._run_level.get(chunk.run_id) or self.level_of_run(chunk.run_id)
+        known = self._blocks.get(block_id)
+        if known is not None and (kind == "text" or kind == "reasoning"):
+            node_id = known[0]
+            if node_id is not None and whole_block_text is None:
+                fragments = self._texts[block_id].append(chunk.event.content)
+                self._texts[block_id] = fragments
+                self.builder.update(self._text_node(kind, node_id, chunk.run_id, fragments, chunk.event))
+            return True
+        level = self.level_of_run(chunk.run_id)
         if level is None:
-            return False, None, None
+            return False
         signature = None
         if kind == "reasoning" and whole_block_text is not None:
             signature = self._block_signature(block_id)
-        node = self.chunk_node(kind, event, block_id, chunk.run_id, whole_block_text, signature)
-        self.record_block(block_id, node, level)
-        return True, node, level
+        self.place_chunk(kind, chunk.event, block_id, chunk.run_id, whole_block_text, signature, level)
+        return True
 
-    def record_block(self, block_id: str, node: Node | None, level: Level) -> None:
-        """Remember the node a block's first chunk became and its list (a thread it spawned goes
-        under that node's view: `level_of_thread`)."""
+    def place_chunk(
+        self,
+        kind: str,
+        event: Any,
+        block_id: str,
+        run: str,
+        whole: str | None,
+        signature: str | None,
+        level: Level,
+    ) -> None:
+        """Place one chunk of block ``block_id`` (of ``kind``, run ``run``) in ``level`` with
+        `ThreadBuilder.place`: the event itself gives the content of the kinds whose fields are a
+        node's (`_EVENT_KINDS`), a node (`chunk_node`) that of the others. ``whole`` and
+        ``signature``: a text or reasoning block's whole text and newest signature."""
+        item: Any = event
+        if kind in _EVENT_KINDS:
+            node_id: str | None = self.chunk_id(kind, event, run)
+        else:
+            item = self.chunk_node(kind, event, block_id, run, whole, signature)
+            node_id = None if item is None else item.id
         triggers = self.triggers
         if (triggers is None or block_id in triggers) and block_id not in self._blocks:
-            self._blocks[block_id] = (node, level)
+            self._blocks[block_id] = (node_id, kind, level)
+        if node_id is not None:
+            self.builder.place(kind, node_id, run, item, None, level)
 
     def use_one_version(self) -> None:
         """Set up a one-shot build over this version: keep records of spawn triggers only (no
@@ -249,54 +240,33 @@ class ConversationFeeder:
                 found = signature
         return found
 
+    def chunk_id(self, kind: str, event: Any, run: str) -> str:
+        """The id of the node a chunk of one of `_EVENT_KINDS` becomes, unique per conversation (a
+        repeated id gets ``#2``, ``#3``, ...; a usage chunk is numbered in its run)."""
+        if kind == "tool_progress":
+            return self._unique(event.id)
+        if kind == "tool_call":
+            call_id: str = event.id
+            return call_id
+        if kind == "tool_result":
+            return self._unique(f"{event.id}:result")
+        if kind == "usage":
+            count = self._usage.get(run, 0)
+            self._usage[run] = count + 1
+            return f"{run}:usage:{count}"
+        return self._unique(f"{run}:{kind}")  # harness_start, harness_end, user, error
+
     def chunk_node(
         self, kind: str, event: Any, block_id: str, run: str, whole: str | None, signature: str | None
     ) -> Node | None:
-        """**The node a chunk becomes** (``kind``: its block's; ``whole``: a text or reasoning
-        block's whole text, else the chunk's own; ``signature``: that block's newest), with ids
-        made unique per conversation (a repeated id gets ``#2``, ``#3``, ...). ``None``: a chunk
-        that shows nothing (``repl_*`` unless ``ViewOptions.repl_cells``, unknown kinds)."""
-        if kind == "tool_progress":
-            return ToolProgressNode(
-                id=self._unique(event.id),
-                run_id=run,
-                tool_call_id=event.tool_call_id,
-                name=event.name,
-                content=event.content,
-            )
+        """The node a text, reasoning, relay or REPL chunk becomes (``whole``: a text or reasoning
+        block's whole text, else the chunk's own; ``signature``: that block's newest). ``None``:
+        a chunk that shows nothing (``repl_*`` unless ``ViewOptions.repl_cells``, other kinds)."""
         if kind == "text" or kind == "reasoning":
             fragments = Fragments(whole if whole is not None else event.content)
             if self.triggers is None:  # (continued by later chunks: incremental builds only)
                 self._texts[block_id] = fragments
             return self._text_node(kind, self._unique(event.id), run, fragments, event, signature)
-        if kind == "tool_call":
-            return ToolCallNode(id=event.id, run_id=run, name=event.name, input=event.input)
-        if kind == "tool_result":
-            return ToolResultNode(
-                id=self._unique(f"{event.id}:result"), run_id=run, name=event.name, output=event.output
-            )
-        if kind == "usage":
-            count = self._usage.get(run, 0)
-            self._usage[run] = count + 1
-            return UsageNode(
-                id=f"{run}:usage:{count}",
-                run_id=run,
-                input_tokens=event.input_tokens,
-                output_tokens=event.output_tokens,
-            )
-        return self._rare_node(kind, event, run)
-
-    def _rare_node(self, kind: str, event: Any, run: str) -> Node | None:
-        if kind == "harness_start":
-            return HarnessStartNode(
-                id=self._unique(f"{run}:harness_start"), run_id=run, agent_id=event.agent_id
-            )
-        if kind == "harness_end":
-            return HarnessEndNode(id=self._unique(f"{run}:harness_end"), run_id=run, agent_id=event.agent_id)
-        if kind == "user":
-            return UserNode(id=self._unique(f"{run}:user"), run_id=run, content=event.content)
-        if kind == "error":
-            return ErrorNode(id=self._unique(f"{run}:error"), run_id=run, message=event.message)
         if kind == "relay":
             return RelayNode(
                 id=self._unique(event.id),
@@ -337,80 +307,3 @@ class ConversationFeeder:
                 id=self._unique(f"{event.id}:output"), run_id=run, repl_id=event.id, result=result
             )
         return None
-
-
-class RunStatuses(dict[str, Status]):
-    """Run id -> the hypergraph's status of that run in one conversation version (``aborted`` shows
-    as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version).
-
-    On the first access the runs with a lifecycle are entered in bulk (`queries.own_run_statuses`:
-    one dict copy, no Python call per run), and so are the runs without one whose parent has one
-    (`queries.run_parents`: a provider run takes its agent's), so asking for either is then a
-    C-level dict hit; any other run walks. O(runs with a status) once; O(1) per run asked, beyond
-    the walks. (A builder that never asks, `project_messages`' top-level build, pays nothing.)"""
-
-    def __init__(self, conversation: Any) -> None:
-        super().__init__()
-        self.conversation = conversation
-        self.step = queries().run_status_step
-        self.filled = False
-
-    def _fill(self) -> None:
-        self.filled = True
-        q = queries()
-        own = q.own_run_statuses(self.conversation)
-        self.update(own)
-        if "aborted" in own.values():  # (shown as ``error``; `close_stream` leaves it, rarely)
-            for run_id, status in own.items():
-                if status == "aborted":
-                    self[run_id] = "error"
-        # and, in one pass, the runs without one whose parent has one (`__missing__`'s first step)
-        get = self.get
-        inherited = {
-            run: status
-            for run, parent in q.run_parents(self.conversation).items()
-            if (status := get(parent)) is not None and run not in own
-        }
-        self.update(inherited)
-
-    def __missing__(self, run_id: str) -> Status:
-        """Once the runs with a lifecycle are entered, ``run_id`` has none of its own: its parent's
-        status when memoised, else `queries.run_status`'s walk up the spawn links, stopped at the
-        first run already known (its answer is that walk's from there: a walk that came back to
-        this chain would be a cycle, found as such from either end); every run walked is memoised."""
-        if not self.filled:
-            self._fill()
-            known = self.get(run_id)
-            if known is not None:
-                return known
-        step = self.step
-        conversation = self.conversation
-        found, parent = step(conversation, run_id)
-        if found is None and parent is not None:
-            known = self.get(parent)
-            if known is not None:  # the usual case: a provider run below its agent
-                self[run_id] = known
-                return known
-        chain = [run_id]
-        seen = {run_id}
-        current = run_id
-        while True:
-            if found is not None:
-                break
-            if parent is None or parent in seen:  # a root without lifecycle, or a cycle
-                found = "streaming"
-                break
-            known = self.get(parent)
-            if known is not None:
-                found = known
-                break
-            chain.append(parent)
-            seen.add(parent)
-            current = parent
-            found, parent = step(conversation, current)
-        status: Status = "error" if found == "aborted" else found
-        for run in chain:
-            self[run] = status
-        return status
-
-

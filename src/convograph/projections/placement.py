@@ -55,7 +55,6 @@ from convograph.projections.view import (
     ErrorContent,
     PendingContent,
     ReasoningContent,
-    RelayContent,
     Role,
     Status,
     TextContent,
@@ -127,8 +126,11 @@ class ThreadBuilder:
         its parent says otherwise (then it is in `_moved`). A record per run, not per node."""
         self._moved: dict[str, int] = {}
         """node id -> the index of its list, for nodes not in their run's (`_run_level`)."""
+        self._last_id = ""
         self._last: Any = None
-        """The node placed last: most nodes' parent (no lookup by id then)."""
+        """The node placed last (and its id): most nodes' parent, found without a lookup."""
+        self._stamp_in_fill = status_of is not None and not self._top_level_only
+        """A fill gives views the source's statuses when made (those of one version: final)."""
         self._runs: dict[str, Run] = {}
         self._status: dict[str, Status] = {}
         """Effective status per run (memo, kept current by `_restamp`)."""
@@ -228,17 +230,17 @@ class ThreadBuilder:
 
     def add(self, node: Any, parent_id: str | None) -> None:
         """Place a new node by its parent (``None``: a root)."""
-        self.place(node, parent_id, None)
+        self.place_node(node, parent_id, None)
 
     def add_in(self, node: Any, level: Level) -> None:
         """Place a new node in a list chosen by the source (a hypergraph thread's)."""
-        self.place(node, None, level)
+        self.place_node(node, None, level)
 
     def add_all(self, pairs: Iterable[tuple[Any, str | None]]) -> None:
         """`add` for many nodes (one-shot unless ``track_changes``: see `add_placed`)."""
         if self.track_changes:
             for node, parent_id in pairs:
-                self.place(node, parent_id, None)
+                self.place_node(node, parent_id, None)
         else:
             self.add_placed((node, parent_id, None) for node, parent_id in pairs)
 
@@ -246,24 +248,33 @@ class ThreadBuilder:
         """`add_in` for many nodes; ``pairs`` may be lazy (taken one placement at a time)."""
         if self.track_changes:
             for node, level in pairs:
-                self.place(node, None, level)
+                self.place_node(node, None, level)
         else:
             self.add_placed((node, None, level) for node, level in pairs)
 
     def add_placed(self, triples: Iterable[tuple[Any, str | None, Level | None]]) -> None:
-        """The one-shot fill: `place` for every ``(node, parent id, list or None)``, then every view
-        gets its run's final status at once (`_settle_statuses`) instead of a re-stamp per
-        lifecycle node. Needs ``track_changes=False``. ``triples`` may be lazy."""
-        if self.track_changes:
-            raise RuntimeError("ThreadBuilder.add_placed is the one-shot path: use add / add_in")
-        settle: list[ViewNode] = []
-        self._settle = settle
+        """The one-shot fill: `place_node` for every ``(node, parent id, list or None)``, between
+        `start_fill` and `finish_fill`. Needs ``track_changes=False``. ``triples`` may be lazy."""
+        self.start_fill()
         try:
             for node, parent_id, level in triples:
-                self.place(node, parent_id, level)
+                self.place_node(node, parent_id, level)
         finally:
-            self._settle = None
-        if not self._top_level_only:  # (that reader takes content only)
+            self.finish_fill()
+
+    def start_fill(self) -> None:
+        """Start a one-shot fill (`add_placed`, or a source that calls `place` itself): until
+        `finish_fill`, a lifecycle node re-stamps nothing; every view gets its run's final status
+        when the fill ends (or, with the source's statuses of one version, when it is made)."""
+        if self.track_changes:
+            raise RuntimeError("ThreadBuilder.add_placed is the one-shot path: use add / add_in")
+        self._settle = []
+
+    def finish_fill(self) -> None:
+        """End a one-shot fill: every view made gets its run's final status."""
+        settle = self._settle
+        self._settle = None
+        if settle is not None and not self._top_level_only and not self._stamp_in_fill:
             self._settle_statuses(settle)
 
     def update(self, node: Any) -> None:
@@ -275,37 +286,46 @@ class ThreadBuilder:
 
     # -- placement -----------------------------------------------------------------------------------
 
-    def place(self, node: Any, parent_id: str | None, level: Level | None) -> None:
-        """**Where a node goes**: in ``level`` when the source chose the list, else in the list its
-        parent gives (`level_for_parent`); then its view is made or updated there (`place_in`).
-        Anything of a run drops that run's pending view first. O(1) amortised."""
-        run_id: str = node.run_id
-        kind = _kind(node)
+    def place_node(self, node: Any, parent_id: str | None, level: Level | None) -> None:
+        """`place` for a node (a flat graph's, or a `thread_nodes` REPL node): it tells its kind,
+        id, run and content itself."""
+        self.place(_kind(node), node.id, node.run_id, node, parent_id, level)
+
+    def place(
+        self, kind: str, node_id: str, run_id: str, item: Any, parent_id: str | None, level: Level | None
+    ) -> None:
+        """**Where a node goes**, for every projection: node ``node_id`` of kind ``kind`` and run
+        ``run_id``, whose content fields are ``item``'s (a node's, or a hypergraph event's with
+        the same names), goes in ``level`` when the source chose the list, else in the list its
+        parent ``parent_id`` gives (`level_for_parent`); its view is then made or updated there
+        (`place_in`). Anything of a run first drops that run's pending view. O(1) amortised."""
         if self._pending and run_id in self._pending:
             self._drop_pending(run_id)
         if level is None:
             level = self.level_for_parent(run_id, parent_id)
         if self._record:
-            self._recorded[node.id] = node
+            self._recorded[node_id] = item
         first = self._run_level.get(run_id)
         if first is None:
             self._run_level[run_id] = level.index
         elif first != level.index:
-            self._moved[node.id] = level.index
-        self._last = node
-        self.place_in(node, kind, level)
+            self._moved[node_id] = level.index
+        self._last_id = node_id
+        self._last = item
+        self.place_in(kind, node_id, run_id, item, level)
 
     def level_for_parent(self, run_id: str, parent_id: str | None) -> Level:
         """The list a node of ``run_id`` goes to, given its parent (the rules in the module
         docstring). A cross-run parent also records which run spawned ``run_id``."""
         if parent_id is None:
             return self._top
-        last = self._last
-        parent = last if last is not None and last.id == parent_id else self._nodes.get(parent_id)
-        level = self._level_of(parent)
-        if parent is None or level is None:  # a parent not placed: a root
+        parent = self._last if parent_id == self._last_id else self._nodes.get(parent_id)
+        if parent is None:  # a parent not placed: a root
             return self._top
         parent_run: str = parent.run_id
+        level = self._level_of(parent_id, parent_run)
+        if level is None:
+            return self._top
         parent_kind = _kind(parent)
         if parent_run == run_id:
             if parent_kind in CONTENT_KINDS:  # (read only for content parents)
@@ -324,25 +344,23 @@ class ThreadBuilder:
             return self._new_level(parent_view, False)
         return level
 
-    def _level_of(self, node: Any) -> Level | None:
-        """The list of a placed node (None: not placed)."""
-        if node is None:
-            return None
-        index = self._moved.get(node.id) if self._moved else None
+    def _level_of(self, node_id: str, run_id: str) -> Level | None:
+        """The list of placed node ``node_id`` of run ``run_id`` (None: its run has none)."""
+        index = self._moved.get(node_id) if self._moved else None
         if index is None:
-            index = self._run_level.get(node.run_id)
+            index = self._run_level.get(run_id)
         return None if index is None else self._levels[index]
 
-    def spawn_level(self, trigger: Any, fallback: Level) -> Level:
-        """The list a thread spawned from node ``trigger`` (placed) goes to: a new branch of the
-        trigger's view, the trigger's own list when it has none, nowhere (a sink) when it is a tool
-        call and subagents are hidden; ``fallback`` when the trigger made no node."""
-        level = self._level_of(trigger)
-        if level is None:
-            return fallback
-        if _kind(trigger) == "tool_call" and self.options.hide_subagents:
+    def spawn_level(self, trigger_id: str | None, trigger_kind: str, level: Level) -> Level:
+        """The list a thread spawned from node ``trigger_id`` (of ``trigger_kind``, placed in
+        ``level``) goes to: a new branch of the trigger's view, ``level`` when it has no view (or
+        made no node: ``trigger_id`` None), nowhere (a sink) for a tool call when subagents are
+        hidden."""
+        if trigger_id is None:
+            return level
+        if trigger_kind == "tool_call" and self.options.hide_subagents:
             return self._sink
-        view = self._view_of.get(trigger.id)
+        view = self._view_of.get(trigger_id)
         return level if view is None else self._new_level(view, False)
 
     def link_run(self, run_id: str, parent_run_id: str) -> None:
@@ -359,36 +377,33 @@ class ThreadBuilder:
             else:
                 spawner.children.append(run_id)
 
-    def place_in(self, node: Any, kind: str, level: Level) -> None:
+    def place_in(self, kind: str, node_id: str, run_id: str, item: Any, level: Level) -> None:
         """**Which view a node makes or changes** in its list ``level``, by its kind."""
         if kind == "tool_progress":
-            self._add_progress(node)
+            self._add_progress(node_id, item)
         elif kind == "text" or kind == "reasoning":
-            self._add_text(node, kind == "reasoning", level)
+            self._add_text(node_id, run_id, item, kind == "reasoning", level)
         elif kind == "tool_call":
-            self._add_tool_call(node, level)
+            self._add_tool_call(node_id, run_id, item, level)
         elif kind == "tool_result":
-            self._add_tool_result(node, level)
+            self._add_tool_result(node_id, run_id, item, level)
         elif kind == "user":
-            view = self._new_view(node.id, node.run_id, UserContent(content=node.content))
-            self._view_of[node.id] = view
-            self._append(level, view)
+            self._add_view(node_id, run_id, UserContent(content=item.content), level)
         elif kind == "relay":
-            self._relay_params[node.tool_call_id] = node.params
-            view = self._new_view(node.id, node.run_id, thread_updates.relay_content(node))
-            self._view_of[node.id] = view
-            self._append(level, view)
+            self._relay_params[item.tool_call_id] = item.params
+            self._add_view(node_id, run_id, thread_updates.relay_content(item), level)
         elif kind in LIFECYCLE_KINDS:
-            self._add_lifecycle(node, kind, level)
+            self._add_lifecycle(kind, node_id, run_id, item, level)
         elif kind.startswith("repl_"):
-            thread_updates.add_repl(self, node, kind, level)
+            thread_updates.add_repl(self, item, kind, level)
 
     # -- views ---------------------------------------------------------------------------------------
 
     def _new_view(self, view_id: str, run_id: str, content: Any) -> ViewNode:
         role: Role = "user" if type(content) is UserContent else "assistant"
-        # a one-shot fill settles statuses at the end, expecting "complete" where it does not look
-        status: Status = "complete" if role == "user" or self._settle is not None else self.status_of(run_id)
+        status: Status = "complete"  # (a fill settles it at the end, expecting "complete")
+        if role != "user" and (self._settle is None or self._stamp_in_fill):
+            status = self.status_of(run_id)
         branches = self._shared_branches
         return ViewNode(
             id=view_id,
@@ -399,14 +414,17 @@ class ThreadBuilder:
             branches=[] if branches is None else branches,
         )
 
-    def _add_text(self, node: Any, is_reasoning: bool, level: Level) -> None:
+    def _add_view(self, node_id: str, run_id: str, content: Any, level: Level) -> None:
+        view = self._new_view(node_id, run_id, content)
+        self._view_of[node_id] = view
+        self._append(level, view)
+
+    def _add_text(self, node_id: str, run_id: str, item: Any, is_reasoning: bool, level: Level) -> None:
         if is_reasoning and self.options.hide_reasoning:
             return
-        node_id: str = node.id
-        run_id: str = node.run_id
-        text: str = node.fragments.text()
-        signature: str | None = node.signature if is_reasoning else None
-        redacted: str | None = node.redacted_data if is_reasoning else None
+        text: str = item.content
+        signature: str | None = item.signature if is_reasoning else None
+        redacted: str | None = item.redacted_data if is_reasoning else None
         if self.track_changes:
             self._texts[node_id] = text
             self._signatures[node_id] = signature
@@ -449,27 +467,26 @@ class ThreadBuilder:
         else:
             entry[1].append(text)
 
-    def _add_tool_call(self, node: Any, level: Level) -> None:
-        call_id: str = node.id
+    def _add_tool_call(self, call_id: str, run_id: str, item: Any, level: Level) -> None:
         self._call_nodes.add(call_id)
         existing = self._calls.get(call_id)
         if existing is not None:  # the result came first and already shows the call
             self._view_of[call_id] = existing
-            thread_updates.update_tool_call(self, node)
+            thread_updates.update_tool_call(self, call_id, item)
             return
-        content = self._call_content(node.name, node.input)
+        content = self._call_content(item.name, item.input)
         if call_id in self._results:
             self._set_output(content, self._results[call_id])
         if call_id in self._progress and not self.options.collapse_tools:
             content.progress = self.fold_progress(call_id)
-        view = self._new_view(call_id, node.run_id, content)
+        view = self._new_view(call_id, run_id, content)
         self._calls[call_id] = view
         self._view_of[call_id] = view
         self._append(level, view)
 
-    def _add_tool_result(self, node: Any, level: Level) -> None:
-        call_id = call_id_of_result(node.id)
-        output = node.output
+    def _add_tool_result(self, node_id: str, run_id: str, item: Any, level: Level) -> None:
+        call_id = call_id_of_result(node_id)
+        output = item.output
         self._results[call_id] = output
         view = self._calls.get(call_id)
         if view is not None:
@@ -478,11 +495,11 @@ class ThreadBuilder:
                 self.changed.add(view.id)
             return
         # No call seen: a denied call (input from its relay) or an orphan result.
-        content = self._call_content(node.name, self._relay_params.get(call_id))
+        content = self._call_content(item.name, self._relay_params.get(call_id))
         self._set_output(content, output)
         if call_id in self._progress and not self.options.collapse_tools:
             content.progress = self.fold_progress(call_id)
-        view = self._new_view(call_id, node.run_id, content)
+        view = self._new_view(call_id, run_id, content)
         self._calls[call_id] = view
         self._calls_from_results.add(call_id)
         self._append(level, view)
@@ -495,24 +512,24 @@ class ThreadBuilder:
     def _set_output(self, content: Any, output: Any) -> None:
         content.output = True if self.options.collapse_tools else output
 
-    def _add_progress(self, node: Any) -> None:
+    def _add_progress(self, node_id: str, item: Any) -> None:
         if self._skip_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
             return
-        call_id: str = node.tool_call_id
+        call_id: str = item.tool_call_id
         view = self._calls.get(call_id)
         if view is None or self.track_changes:  # folded when the call arrives / kept for updates
             entries = self._progress.get(call_id)
             if entries is None:
                 entries = self._progress[call_id] = {}
-            entries[node.id] = (node.name, node.content)
+            entries[node_id] = (item.name, item.content)
         if view is None:
             return
-        accumulator = self.accumulator(node.name)
+        accumulator = self.accumulator(item.name)
         if accumulator is None:
             return
         content: Any = view.content
         state = content.progress
-        content.progress = accumulator.reduce(accumulator.init() if state is None else state, node.content)
+        content.progress = accumulator.reduce(accumulator.init() if state is None else state, item.content)
         if self.track_changes:
             self.changed.add(view.id)
 
@@ -531,8 +548,7 @@ class ThreadBuilder:
         name = next(iter(entries.values()))[0]
         return self.registry.accumulate(name, [content for _, content in entries.values()])
 
-    def _add_lifecycle(self, node: Any, kind: str, level: Level) -> None:
-        run_id: str = node.run_id
+    def _add_lifecycle(self, kind: str, node_id: str, run_id: str, item: Any, level: Level) -> None:
         run = self._run(run_id)
         if kind == "harness_start":
             run.started = True
@@ -543,11 +559,9 @@ class ThreadBuilder:
         if self._settle is None:  # (a one-shot fill settles every status at the end)
             self._restamp(run_id)
         if kind == "error":
-            view = self._new_view(node.id, run_id, ErrorContent(message=node.message))
-            self._view_of[node.id] = view
-            self._append(level, view)
+            self._add_view(node_id, run_id, ErrorContent(message=item.message), level)
         elif kind == "harness_start" and not run.ended and not run.errored:
-            pending = self._new_view(node.id, run_id, PendingContent())
+            pending = self._new_view(node_id, run_id, PendingContent())
             self._append(level, pending)
             self._pending[run_id] = (level, pending)
 

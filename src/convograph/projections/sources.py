@@ -3,9 +3,9 @@
 A hypergraph conversation is projected by the same placement as a flat graph
 (`convograph.projections.placement`): `build_from_conversation` makes the `ThreadBuilder`, a
 `ConversationFeeder` (`convograph.projections.feeder`) says what each chunk becomes and which list
-it goes to, and `convograph.projections.feed.placements` gives the shown chunks in arrival order.
-The one-shot build (`ThreadBuilder.add_placed`) and the incremental one (`ThreadBuilder.add_in`,
-then `ConversationFeeder.feed` per new chunk) place the same nodes in the same order.
+it goes to, and `convograph.projections.feed.place_shown` places the shown chunks in arrival
+order with `ThreadBuilder.place`, for the one-shot build (a fill: statuses settled at the end) and
+the incremental one (then `ConversationFeeder.feed` per new chunk) alike.
 
 Only messages on the active path are shown (``active``), nested threads on their own active path;
 a summary message on the path shows as one text view holding the summary. View options default to
@@ -30,8 +30,9 @@ from convograph.projections.dag import (
     compact,
     run_sequence_edges,
 )
-from convograph.projections.feed import placements
-from convograph.projections.feeder import ConversationFeeder, RunStatuses, queries
+from convograph.projections.feed import place_shown
+from convograph.projections.feed_records import RunStatuses
+from convograph.projections.feeder import ConversationFeeder, queries
 from convograph.projections.placement import ThreadBuilder
 from convograph.projections.progress import ProgressRegistry
 from convograph.projections.view import Status, ViewOptions
@@ -136,10 +137,13 @@ def build_from_conversation(
     feeder_box.append(feeder)
     shown = queries().shown_paths(conversation, active, nested=not options.hide_subagents)
     if track_changes:
-        for node, _, level in placements(feeder, shown):
-            builder.add_in(node, level)
-    else:
-        builder.add_placed(placements(feeder, shown))
+        place_shown(feeder, shown)
+        return builder, feeder
+    builder.start_fill()
+    try:
+        place_shown(feeder, shown)
+    finally:
+        builder.finish_fill()
     return builder, feeder
 
 

@@ -33,7 +33,7 @@ def update(builder: ThreadBuilder, node: Any) -> None:
     if kind in ("text", "reasoning"):
         _update_text(builder, node, kind == "reasoning")
     elif kind == "tool_call":
-        update_tool_call(builder, node)
+        update_tool_call(builder, node.id, node)
     elif kind == "tool_result":
         _update_tool_result(builder, node)
     elif kind == "tool_progress":
@@ -77,15 +77,16 @@ def _update_text(builder: ThreadBuilder, node: Any, is_reasoning: bool) -> None:
     _changed(builder, view.id)
 
 
-def update_tool_call(builder: ThreadBuilder, node: Any) -> None:
-    """The call's name and input, into its view (also when its result made the view first)."""
-    view = builder._calls.get(node.id)
+def update_tool_call(builder: ThreadBuilder, call_id: str, item: Any) -> None:
+    """The call's name and input (``item``'s), into its view (also when its result made the view
+    first)."""
+    view = builder._calls.get(call_id)
     if view is None:
         return
     content: Any = view.content
-    content.name = node.name
+    content.name = item.name
     if not builder.options.collapse_tools:
-        content.input = node.input
+        content.input = item.input
     _changed(builder, view.id)
 
 
