@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from convograph.graph.nodes import KIND_OF_NODE_TYPE
 from convograph.projections import thread_updates
-from convograph.projections.progress import ProgressRegistry, default_registry
+from convograph.projections.progress import ProgressRegistry, default_registry, fold_step
 from convograph.projections.thread_nodes import Run, call_id_of_result
 from convograph.projections.view import (
     ErrorContent,
@@ -157,6 +157,7 @@ class ThreadBuilder:
         self._results: dict[str, Any] = {}
         self._progress: dict[str, dict[str, tuple[str, Any]]] = {}
         self._accumulators: dict[str, Any] = {}
+        self._fold_steps: dict[str, Callable[[Any, Any], Any] | None] = {}
         self._relay_params: dict[str, Any] = {}
         self._repls: dict[str, ViewNode] = {}
         self._latest_repl: dict[str, ViewNode] = {}
@@ -524,12 +525,12 @@ class ThreadBuilder:
             entries[node_id] = (item.name, item.content)
         if view is None:
             return
-        accumulator = self.accumulator(item.name)
-        if accumulator is None:
+        fold = self._fold_step(item.name)
+        if fold is None:
             return
         content: Any = view.content
         state = content.progress
-        content.progress = accumulator.reduce(accumulator.init() if state is None else state, item.content)
+        content.progress = fold(self.accumulator(item.name).init() if state is None else state, item.content)
         if self.track_changes:
             self.changed.add(view.id)
 
@@ -539,6 +540,15 @@ class ThreadBuilder:
             return self._accumulators[tool]
         found = self._accumulators[tool] = self.registry.get(tool)
         return found
+
+    def _fold_step(self, tool: str) -> Callable[[Any, Any], Any] | None:
+        """`progress.fold_step` of ``tool``'s accumulator (looked up once per tool): the state it
+        folds is its call view's own (made by ``init`` or by an earlier step)."""
+        if tool in self._fold_steps:
+            return self._fold_steps[tool]
+        accumulator = self.accumulator(tool)
+        step = self._fold_steps[tool] = None if accumulator is None else fold_step(accumulator)
+        return step
 
     def fold_progress(self, call_id: str) -> Any:
         """The progress state of call ``call_id`` from every progress node kept for it."""
