@@ -42,6 +42,13 @@ def queries() -> Any:
     return q
 
 
+# Node types made per chunk, bound once: compiled, a `Final` name is a C static, while an
+# imported name is looked up in the module's dict at each use.
+_Fragments: Final = Fragments
+_TextNode: Final = TextNode
+_ReasoningNode: Final = ReasoningNode
+
+
 class ConversationFeeder:
     """Feeds hypergraph chunks into a `ThreadBuilder` (see the module docstring)."""
 
@@ -221,14 +228,14 @@ class ConversationFeeder:
         kind: str, node_id: str, run_id: str, fragments: Fragments, event: Any, signature: str | None = None
     ) -> Node:
         if kind == "reasoning":
-            return ReasoningNode(
+            return _ReasoningNode(
                 id=node_id,
                 run_id=run_id,
                 fragments=fragments,
                 signature=signature or event.signature,
                 redacted_data=event.redacted_data,
             )
-        return TextNode(id=node_id, run_id=run_id, fragments=fragments)
+        return _TextNode(id=node_id, run_id=run_id, fragments=fragments)
 
     def _block_signature(self, block_id: str) -> str | None:
         """The newest thinking signature in a reasoning block (providers often send it last,
@@ -263,7 +270,7 @@ class ConversationFeeder:
         block's whole text, else the chunk's own; ``signature``: that block's newest). ``None``:
         a chunk that shows nothing (``repl_*`` unless ``ViewOptions.repl_cells``, other kinds)."""
         if kind == "text" or kind == "reasoning":
-            fragments = Fragments(whole if whole is not None else event.content)
+            fragments = _Fragments(whole if whole is not None else event.content)
             if self.triggers is None:  # (continued by later chunks: incremental builds only)
                 self._texts[block_id] = fragments
             return self._text_node(kind, self._unique(event.id), run, fragments, event, signature)

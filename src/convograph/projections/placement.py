@@ -70,6 +70,19 @@ CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "err
 """Kinds whose node emits a view (or merges into one)."""
 LIFECYCLE_KINDS: Final = frozenset({"harness_start", "harness_end", "error"})
 
+# Names from interpreted modules that placement uses per node, bound once: compiled, a `Final`
+# name is a C static, while an imported name is looked up in the module's dict at each use.
+_KIND_OF_TYPE: Final = KIND_OF_NODE_TYPE
+_ViewNode: Final = ViewNode
+_UserContent: Final = UserContent
+_TextContent: Final = TextContent
+_ReasoningContent: Final = ReasoningContent
+_ToolCallContent: Final = ToolCallContent
+_PendingContent: Final = PendingContent
+_ErrorContent: Final = ErrorContent
+_Run: Final = Run
+_call_id_of_result: Final = call_id_of_result
+
 
 class Level:
     """One list of views: the top level, or one branch of ``owner`` (attached on its first view).
@@ -389,7 +402,7 @@ class ThreadBuilder:
         elif kind == "tool_result":
             self._add_tool_result(node_id, run_id, item, level)
         elif kind == "user":
-            self._add_view(node_id, run_id, UserContent(content=item.content), level)
+            self._add_view(node_id, run_id, _UserContent(content=item.content), level)
         elif kind == "relay":
             self._relay_params[item.tool_call_id] = item.params
             self._add_view(node_id, run_id, thread_updates.relay_content(item), level)
@@ -401,12 +414,12 @@ class ThreadBuilder:
     # -- views ---------------------------------------------------------------------------------------
 
     def _new_view(self, view_id: str, run_id: str, content: Any) -> ViewNode:
-        role: Role = "user" if type(content) is UserContent else "assistant"
+        role: Role = "user" if type(content) is _UserContent else "assistant"
         status: Status = "complete"  # (a fill settles it at the end, expecting "complete")
         if role != "user" and (self._settle is None or self._stamp_in_fill):
             status = self.status_of(run_id)
         branches = self._shared_branches
-        return ViewNode(
+        return _ViewNode(
             id=view_id,
             run_id=run_id,
             role=role,
@@ -437,15 +450,15 @@ class ThreadBuilder:
             # its text (the Anthropic history sends it back verbatim), so merging would void it.
             if (
                 last.run_id == run_id
-                and type(content) is (ReasoningContent if is_reasoning else TextContent)
+                and type(content) is (_ReasoningContent if is_reasoning else _TextContent)
                 and (not is_reasoning or _unsealed(signature, redacted, content))
             ):
                 self._merge_text(last, content, node_id, text)
                 return
         new: Any = (
-            ReasoningContent(text=text, signature=signature, redacted_data=redacted)
+            _ReasoningContent(text=text, signature=signature, redacted_data=redacted)
             if is_reasoning
-            else TextContent(text=text)
+            else _TextContent(text=text)
         )
         view = self._new_view(node_id, run_id, new)
         if self.track_changes:
@@ -486,7 +499,7 @@ class ThreadBuilder:
         self._append(level, view)
 
     def _add_tool_result(self, node_id: str, run_id: str, item: Any, level: Level) -> None:
-        call_id = call_id_of_result(node_id)
+        call_id = _call_id_of_result(node_id)
         output = item.output
         self._results[call_id] = output
         view = self._calls.get(call_id)
@@ -507,8 +520,8 @@ class ThreadBuilder:
 
     def _call_content(self, name: str, tool_input: Any) -> ToolCallContent:
         if self.options.collapse_tools:
-            return ToolCallContent(name=name)
-        return ToolCallContent(name=name, input=tool_input)
+            return _ToolCallContent(name=name)
+        return _ToolCallContent(name=name, input=tool_input)
 
     def _set_output(self, content: Any, output: Any) -> None:
         content.output = True if self.options.collapse_tools else output
@@ -569,9 +582,9 @@ class ThreadBuilder:
         if self._settle is None:  # (a one-shot fill settles every status at the end)
             self._restamp(run_id)
         if kind == "error":
-            self._add_view(node_id, run_id, ErrorContent(message=item.message), level)
+            self._add_view(node_id, run_id, _ErrorContent(message=item.message), level)
         elif kind == "harness_start" and not run.ended and not run.errored:
-            pending = self._new_view(node_id, run_id, PendingContent())
+            pending = self._new_view(node_id, run_id, _PendingContent())
             self._append(level, pending)
             self._pending[run_id] = (level, pending)
 
@@ -587,7 +600,7 @@ class ThreadBuilder:
         """Append ``view`` to ``level`` (after dropping a pending view standing last), attach the
         list to its owner on its first view, and record the view for its status."""
         items = level.items
-        if items and type(items[-1].content) is PendingContent:
+        if items and type(items[-1].content) is _PendingContent:
             self._drop_pending(items[-1].run_id)
         items.append(view)
         owner = level.owner
@@ -641,7 +654,7 @@ class ThreadBuilder:
     def _run(self, run_id: str) -> Run:
         run = self._runs.get(run_id)
         if run is None:
-            run = self._runs[run_id] = Run()
+            run = self._runs[run_id] = _Run()
         return run
 
     def status_of(self, run_id: str) -> Status:
@@ -697,7 +710,7 @@ class ThreadBuilder:
         incremental build, done once. With the builder's own flags and no run open or failed,
         every view is ``complete`` already (O(runs)). O(runs + views)."""
         self._status.clear()
-        if self._external_status is None and not any(run.open_or_failed() for run in self._runs.values()):
+        if self._external_status is None and not any(_open_or_failed(run) for run in self._runs.values()):
             return
         last_run = ""
         status: Status = "complete"
@@ -709,9 +722,14 @@ class ThreadBuilder:
                 view.status = status
 
 
+def _open_or_failed(run: Run) -> bool:
+    """A run whose own status is not ``complete``."""
+    return run.errored or (run.started and not run.ended)
+
+
 def _kind(node: Any) -> str:
     """A node's kind (a flat node's by its type: no property call)."""
-    kind: str | None = KIND_OF_NODE_TYPE.get(type(node))
+    kind: str | None = _KIND_OF_TYPE.get(type(node))
     return node.kind if kind is None else kind
 
 

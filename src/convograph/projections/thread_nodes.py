@@ -39,10 +39,6 @@ class Run(msgspec.Struct, gc=False):
     children: list[str] | None = None
     views: list[Any] | None = None
 
-    def open_or_failed(self) -> bool:
-        """Its own status is not ``complete``."""
-        return self.errored or (self.started and not self.ended)
-
 
 def call_id_of_result(node_id: str) -> str:
     """The tool call id of a tool_result node id (``<id>:result``)."""
