@@ -15,23 +15,17 @@ MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 
 KNOWN_LONG_FUNCTIONS = {
-    "convograph/projections/sources.py:_fill_blocks",
-    "convograph/projections/thread.py:_place_flat",
     "convograph/projections/dag.py:_layout",
     "convograph/intelligence/http.py:create_intelligence_router",
-    "convograph/projections/thread.py:_place_many",
     "convograph/intelligence/kernel.py:fold_kernel",
     "convograph/cli/serve.py:serve",
-    "convograph/projections/sources.py:_placements",
     "convograph/projections/history.py:build_history",
     "convograph/intelligence/ingest.py:_run_loop",
     "convograph/server/app.py:create_app",
     "convograph/intelligence/ingest.py:_plan",
 }
 KNOWN_LONG_MODULES = {
-    "convograph/projections/thread.py",
     "convograph/hypergraph/queries.py",
-    "convograph/projections/sources.py",
     "convograph/projections/dag.py",
     "convograph/intelligence/journal.py",
     "convograph/intelligence/ingest.py",
@@ -44,12 +38,7 @@ KNOWN_CYCLES = {
         {"convograph.hypergraph.active", "convograph.hypergraph.model", "convograph.hypergraph.queries"}
     ),
     frozenset(
-        {
-            "convograph.projections.dag",
-            "convograph.projections.dag_model",
-            "convograph.projections.sources",
-            "convograph.projections.thread",
-        }
+        {"convograph.projections.dag", "convograph.projections.dag_model", "convograph.projections.sources"}
     ),
     frozenset({"convograph.intelligence.embedded", "convograph.intelligence.engine"}),
     frozenset({"convograph.harness.repl", "convograph.harness.serving"}),

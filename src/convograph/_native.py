@@ -43,6 +43,7 @@ COMPILED_MODULES: Final = (
     "convograph.projections.feeder",
     "convograph.projections.feed",
     "convograph.projections.thread_updates",
+    "convograph.projections.thread_views",
 )
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
 with class keywords or a metaclass): mypyc builds native classes and drops those options."""

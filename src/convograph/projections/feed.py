@@ -126,7 +126,9 @@ class ChunkWalk:
         level = self.feeder.level_of_thread(row.thread_id)
         if level is not None:
             node = TextNode(
-                id=row.message_id, run_id=f"{SUMMARY_RUN_PREFIX}{row.thread_id}", fragments=Fragments(row.text)
+                id=row.message_id,
+                run_id=f"{SUMMARY_RUN_PREFIX}{row.thread_id}",
+                fragments=Fragments(row.text),
             )
             self.feeder.builder.place_node(node, None, level)
 

@@ -28,8 +28,6 @@ class FedChunk(NamedTuple):
     run_id: str
 
 
-
-
 class RunStatuses(dict[str, Status]):
     """Run id -> the hypergraph's status of that run in one conversation version (``aborted`` shows
     as ``error``), computed on first access (`ConversationFeeder.status_of` for a fixed version).
@@ -103,5 +101,3 @@ class RunStatuses(dict[str, Status]):
         for run in chain:
             self[run] = status
         return status
-
-

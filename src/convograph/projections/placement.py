@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from convograph.graph.nodes import KIND_OF_NODE_TYPE
-from convograph.projections import thread_updates
+from convograph.projections import thread_updates, thread_views
 from convograph.projections.progress import ProgressRegistry, default_registry, fold_step
 from convograph.projections.thread_nodes import Run, call_id_of_result
 from convograph.projections.view import (
@@ -146,11 +146,11 @@ class ThreadBuilder:
         """A fill gives views the source's statuses when made (those of one version: final)."""
         self._runs: dict[str, Run] = {}
         self._status: dict[str, Status] = {}
-        """Effective status per run (memo, kept current by `_restamp`)."""
+        """Effective status per run (memo, kept current by `thread_views.restamp`)."""
         self._pending: dict[str, tuple[Level, ViewNode]] = {}
         """run -> its pending view and that view's list."""
         self._settle: list[ViewNode] | None = None
-        """During a one-shot fill (`add_placed`): every view made, for `_settle_statuses`."""
+        """During a one-shot fill (`add_placed`): every view made, for `thread_views.settle_statuses`."""
         self._view_of: dict[str, ViewNode] = {}
         self._has_continuation: set[str] = set()
         self._promoted: set[str] = set()
@@ -289,7 +289,7 @@ class ThreadBuilder:
         settle = self._settle
         self._settle = None
         if settle is not None and not self._top_level_only and not self._stamp_in_fill:
-            self._settle_statuses(settle)
+            thread_views.settle_statuses(self, settle)
 
     def update(self, node: Any) -> None:
         """Refresh the views of an already placed node whose value changed (``track_changes``)."""
@@ -383,7 +383,7 @@ class ThreadBuilder:
         if run.parent is None and parent_run_id != run_id:
             run.parent = parent_run_id
             self._status.pop(run_id, None)
-            if self._settle is not None:  # (children are read by `_restamp` only, never one-shot)
+            if self._settle is not None:  # (children are read by `thread_views.restamp` only, never one-shot)
                 return
             spawner = self._run(parent_run_id)
             if spawner.children is None:
@@ -394,20 +394,20 @@ class ThreadBuilder:
     def place_in(self, kind: str, node_id: str, run_id: str, item: Any, level: Level) -> None:
         """**Which view a node makes or changes** in its list ``level``, by its kind."""
         if kind == "tool_progress":
-            self._add_progress(node_id, item)
+            thread_views.add_progress(self, node_id, item)
         elif kind == "text" or kind == "reasoning":
-            self._add_text(node_id, run_id, item, kind == "reasoning", level)
+            thread_views.add_text(self, node_id, run_id, item, kind == "reasoning", level)
         elif kind == "tool_call":
-            self._add_tool_call(node_id, run_id, item, level)
+            thread_views.add_tool_call(self, node_id, run_id, item, level)
         elif kind == "tool_result":
-            self._add_tool_result(node_id, run_id, item, level)
+            thread_views.add_tool_result(self, node_id, run_id, item, level)
         elif kind == "user":
             self._add_view(node_id, run_id, _UserContent(content=item.content), level)
         elif kind == "relay":
             self._relay_params[item.tool_call_id] = item.params
             self._add_view(node_id, run_id, thread_updates.relay_content(item), level)
         elif kind in LIFECYCLE_KINDS:
-            self._add_lifecycle(kind, node_id, run_id, item, level)
+            thread_views.add_lifecycle(self, kind, node_id, run_id, item, level)
         elif kind.startswith("repl_"):
             thread_updates.add_repl(self, item, kind, level)
 
@@ -433,91 +433,6 @@ class ThreadBuilder:
         self._view_of[node_id] = view
         self._append(level, view)
 
-    def _add_text(self, node_id: str, run_id: str, item: Any, is_reasoning: bool, level: Level) -> None:
-        if is_reasoning and self.options.hide_reasoning:
-            return
-        text: str = item.content
-        signature: str | None = item.signature if is_reasoning else None
-        redacted: str | None = item.redacted_data if is_reasoning else None
-        if self.track_changes:
-            self._texts[node_id] = text
-            self._signatures[node_id] = signature
-        items = level.items
-        if items:
-            last = items[-1]
-            content: Any = last.content
-            # A signed or redacted thinking block is a view of its own: its signature covers exactly
-            # its text (the Anthropic history sends it back verbatim), so merging would void it.
-            if (
-                last.run_id == run_id
-                and type(content) is (_ReasoningContent if is_reasoning else _TextContent)
-                and (not is_reasoning or _unsealed(signature, redacted, content))
-            ):
-                self._merge_text(last, content, node_id, text)
-                return
-        new: Any = (
-            _ReasoningContent(text=text, signature=signature, redacted_data=redacted)
-            if is_reasoning
-            else _TextContent(text=text)
-        )
-        view = self._new_view(node_id, run_id, new)
-        if self.track_changes:
-            self._members[id(view)] = [node_id]
-        self._view_of[node_id] = view
-        self._append(level, view)
-
-    def _merge_text(self, view: ViewNode, content: Any, node_id: str, text: str) -> None:
-        """Merge ``text`` (of node ``node_id``) into ``view``: at once when tracking changes, else
-        joined once when read (merging n pieces stays O(total length))."""
-        self._view_of[node_id] = view
-        if self.track_changes:
-            self._members[id(view)].append(node_id)
-            content.text += text
-            self.changed.add(view.id)
-            return
-        entry = self._pieces.get(id(view))
-        if entry is None:
-            self._pieces[id(view)] = (content, [content.text, text])
-        else:
-            entry[1].append(text)
-
-    def _add_tool_call(self, call_id: str, run_id: str, item: Any, level: Level) -> None:
-        self._call_nodes.add(call_id)
-        existing = self._calls.get(call_id)
-        if existing is not None:  # the result came first and already shows the call
-            self._view_of[call_id] = existing
-            thread_updates.update_tool_call(self, call_id, item)
-            return
-        content = self._call_content(item.name, item.input)
-        if call_id in self._results:
-            self._set_output(content, self._results[call_id])
-        if call_id in self._progress and not self.options.collapse_tools:
-            content.progress = self.fold_progress(call_id)
-        view = self._new_view(call_id, run_id, content)
-        self._calls[call_id] = view
-        self._view_of[call_id] = view
-        self._append(level, view)
-
-    def _add_tool_result(self, node_id: str, run_id: str, item: Any, level: Level) -> None:
-        call_id = _call_id_of_result(node_id)
-        output = item.output
-        self._results[call_id] = output
-        view = self._calls.get(call_id)
-        if view is not None:
-            self._set_output(view.content, output)
-            if self.track_changes:
-                self.changed.add(view.id)
-            return
-        # No call seen: a denied call (input from its relay) or an orphan result.
-        content = self._call_content(item.name, self._relay_params.get(call_id))
-        self._set_output(content, output)
-        if call_id in self._progress and not self.options.collapse_tools:
-            content.progress = self.fold_progress(call_id)
-        view = self._new_view(call_id, run_id, content)
-        self._calls[call_id] = view
-        self._calls_from_results.add(call_id)
-        self._append(level, view)
-
     def _call_content(self, name: str, tool_input: Any) -> ToolCallContent:
         if self.options.collapse_tools:
             return _ToolCallContent(name=name)
@@ -525,27 +440,6 @@ class ThreadBuilder:
 
     def _set_output(self, content: Any, output: Any) -> None:
         content.output = True if self.options.collapse_tools else output
-
-    def _add_progress(self, node_id: str, item: Any) -> None:
-        if self._skip_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
-            return
-        call_id: str = item.tool_call_id
-        view = self._calls.get(call_id)
-        if view is None or self.track_changes:  # folded when the call arrives / kept for updates
-            entries = self._progress.get(call_id)
-            if entries is None:
-                entries = self._progress[call_id] = {}
-            entries[node_id] = (item.name, item.content)
-        if view is None:
-            return
-        fold = self._fold_step(item.name)
-        if fold is None:
-            return
-        content: Any = view.content
-        state = content.progress
-        content.progress = fold(self.accumulator(item.name).init() if state is None else state, item.content)
-        if self.track_changes:
-            self.changed.add(view.id)
 
     def accumulator(self, tool: str) -> Any:
         """The registry's accumulator for ``tool`` (looked up once per tool)."""
@@ -562,31 +456,6 @@ class ThreadBuilder:
         accumulator = self.accumulator(tool)
         step = self._fold_steps[tool] = None if accumulator is None else fold_step(accumulator)
         return step
-
-    def fold_progress(self, call_id: str) -> Any:
-        """The progress state of call ``call_id`` from every progress node kept for it."""
-        entries = self._progress.get(call_id)
-        if not entries:
-            return None
-        name = next(iter(entries.values()))[0]
-        return self.registry.accumulate(name, [content for _, content in entries.values()])
-
-    def _add_lifecycle(self, kind: str, node_id: str, run_id: str, item: Any, level: Level) -> None:
-        run = self._run(run_id)
-        if kind == "harness_start":
-            run.started = True
-        elif kind == "harness_end":
-            run.ended = True
-        else:
-            run.errored = True
-        if self._settle is None:  # (a one-shot fill settles every status at the end)
-            self._restamp(run_id)
-        if kind == "error":
-            self._add_view(node_id, run_id, _ErrorContent(message=item.message), level)
-        elif kind == "harness_start" and not run.ended and not run.errored:
-            pending = self._new_view(node_id, run_id, _PendingContent())
-            self._append(level, pending)
-            self._pending[run_id] = (level, pending)
 
     # -- lists ---------------------------------------------------------------------------------------
 
@@ -683,60 +552,11 @@ class ThreadBuilder:
             current = run.parent
         return "complete"
 
-    def _restamp(self, run_id: str) -> None:
-        """Give the views of ``run_id``, and of its descendant runs without lifecycle, their
-        current status."""
-        stack = [run_id]
-        seen: set[str] = set()
-        while stack:
-            current = stack.pop()
-            run = self._runs.get(current)
-            if current in seen or run is None:
-                continue
-            seen.add(current)
-            status = self._status[current] = self._compute_status(current)
-            for view in run.views or ():
-                if view.role != "user" and view.status != status:
-                    view.status = status
-                    if self.track_changes:
-                        self.changed.add(view.id)
-            for child in run.children or ():
-                child_run = self._runs.get(child)
-                if child_run is not None and not (child_run.started or child_run.ended or child_run.errored):
-                    stack.append(child)
-
-    def _settle_statuses(self, views: list[ViewNode]) -> None:
-        """Give every non-user view of ``views`` its run's final status: the re-stamps of an
-        incremental build, done once. With the builder's own flags and no run open or failed,
-        every view is ``complete`` already (O(runs)). O(runs + views)."""
-        self._status.clear()
-        if self._external_status is None and not any(_open_or_failed(run) for run in self._runs.values()):
-            return
-        last_run = ""
-        status: Status = "complete"
-        for view in views:  # (asked once per stretch of views of one run)
-            if view.role != "user":
-                if view.run_id != last_run:
-                    last_run = view.run_id
-                    status = self.status_of(last_run)
-                view.status = status
-
-
-def _open_or_failed(run: Run) -> bool:
-    """A run whose own status is not ``complete``."""
-    return run.errored or (run.started and not run.ended)
-
 
 def _kind(node: Any) -> str:
     """A node's kind (a flat node's by its type: no property call)."""
     kind: str | None = _KIND_OF_TYPE.get(type(node))
     return node.kind if kind is None else kind
-
-
-def _unsealed(signature: str | None, redacted: str | None, content: Any) -> bool:
-    """True when a reasoning node (its ``signature`` and ``redacted`` data) may merge into the
-    reasoning view ``content``: neither is signed or redacted."""
-    return signature is None and redacted is None and content.signature is None and content.redacted_data is None
 
 
 def _remove(items: list[ViewNode], view: ViewNode) -> None:

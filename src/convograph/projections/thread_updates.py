@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convograph.projections import thread_views
 from convograph.projections.thread_nodes import call_id_of_result
 from convograph.projections.view import ErrorContent, RelayContent, ReplContent, UserContent
 
 if TYPE_CHECKING:
     from convograph.projections.placement import Level, ThreadBuilder
 
-__all__ = ["add_repl", "relay_content", "update", "update_tool_call"]
+__all__ = ["add_repl", "relay_content", "update"]
 
 
 def relay_content(node: Any) -> RelayContent:
@@ -33,7 +34,7 @@ def update(builder: ThreadBuilder, node: Any) -> None:
     if kind in ("text", "reasoning"):
         _update_text(builder, node, kind == "reasoning")
     elif kind == "tool_call":
-        update_tool_call(builder, node.id, node)
+        thread_views.update_tool_call(builder, node.id, node)
     elif kind == "tool_result":
         _update_tool_result(builder, node)
     elif kind == "tool_progress":
@@ -77,19 +78,6 @@ def _update_text(builder: ThreadBuilder, node: Any, is_reasoning: bool) -> None:
     _changed(builder, view.id)
 
 
-def update_tool_call(builder: ThreadBuilder, call_id: str, item: Any) -> None:
-    """The call's name and input (``item``'s), into its view (also when its result made the view
-    first)."""
-    view = builder._calls.get(call_id)
-    if view is None:
-        return
-    content: Any = view.content
-    content.name = item.name
-    if not builder.options.collapse_tools:
-        content.input = item.input
-    _changed(builder, view.id)
-
-
 def _update_tool_result(builder: ThreadBuilder, node: Any) -> None:
     call_id = call_id_of_result(node.id)
     builder._results[call_id] = node.output
@@ -107,7 +95,7 @@ def _update_progress(builder: ThreadBuilder, node: Any) -> None:
     view = builder._calls.get(node.tool_call_id)
     if view is not None and not builder.options.collapse_tools:
         content: Any = view.content
-        content.progress = builder.fold_progress(node.tool_call_id)
+        content.progress = thread_views.fold_progress(builder, node.tool_call_id)
         _changed(builder, view.id)
 
 
