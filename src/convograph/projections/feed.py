@@ -52,6 +52,7 @@ class ChunkWalk:
         self.later: list[tuple[int, int, Any]] = []
         """``(chunk index, tie-breaker, block)`` of the later chunks of split blocks."""
         self.waiting: Waiting = []
+        self.joined_text = queries().joined_text
 
     def _next_cut(self) -> int:
         return self.summaries[-1].seq - 1 if self.summaries else self.n_chunks + 1
@@ -105,7 +106,7 @@ class ChunkWalk:
             text: str = event.content
             signature: str | None = event.signature if kind == "reasoning" else None
         else:
-            text, signature = queries().joined_text(self.events, chunks, kind == "reasoning")
+            text, signature = self.joined_text(self.events, chunks, kind == "reasoning")
         self._place(block.id, kind, block.run, event, text, signature)
 
     def _place(

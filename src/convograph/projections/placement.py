@@ -140,6 +140,8 @@ class ThreadBuilder:
         self._moved: dict[str, int] = {}
         """node id -> the index of its list, for nodes not in their run's (`_run_level`)."""
         self._last_id = ""
+        self._last_run = ""
+        self._last_first = -1
         self._last: Any = None
         """The node placed last (and its id): most nodes' parent, found without a lookup."""
         self._stamp_in_fill = status_of is not None and not self._top_level_only
@@ -149,8 +151,8 @@ class ThreadBuilder:
         """Effective status per run (memo, kept current by `thread_views.restamp`)."""
         self._pending: dict[str, tuple[Level, ViewNode]] = {}
         """run -> its pending view and that view's list."""
-        self._settle: list[ViewNode] | None = None
-        """During a one-shot fill (`add_placed`): every view made, for `thread_views.settle_statuses`."""
+        self._filling = False
+        """During a one-shot fill (`start_fill` .. `finish_fill`)."""
         self._view_of: dict[str, ViewNode] = {}
         self._has_continuation: set[str] = set()
         self._promoted: set[str] = set()
@@ -282,14 +284,25 @@ class ThreadBuilder:
         when the fill ends (or, with the source's statuses of one version, when it is made)."""
         if self.track_changes:
             raise RuntimeError("ThreadBuilder.add_placed is the one-shot path: use add / add_in")
-        self._settle = []
+        self._filling = True
 
     def finish_fill(self) -> None:
         """End a one-shot fill: every view made gets its run's final status."""
-        settle = self._settle
-        self._settle = None
-        if settle is not None and not self._top_level_only and not self._stamp_in_fill:
-            thread_views.settle_statuses(self, settle)
+        if self._filling and not self._top_level_only and not self._stamp_in_fill:
+            thread_views.settle_statuses(self, self.shown_views())
+        self._filling = False
+
+    def shown_views(self) -> list[ViewNode]:
+        """Every view of the shown tree: the top-level list, then the branches below each view,
+        depth first. O(views)."""
+        out: list[ViewNode] = []
+        stack = [self._top.items]
+        while stack:
+            for view in stack.pop():
+                out.append(view)
+                if view.branches:
+                    stack.extend(view.branches)
+        return out
 
     def update(self, node: Any) -> None:
         """Refresh the views of an already placed node whose value changed (``track_changes``)."""
@@ -319,11 +332,14 @@ class ThreadBuilder:
             level = self.level_for_parent(run_id, parent_id)
         if self._record:
             self._recorded[node_id] = item
-        first = self._run_level.get(run_id)
-        if first is None:
-            self._run_level[run_id] = level.index
+        # the run's list (a run's nodes mostly come in a row: the last node's run is remembered)
+        first = self._last_first if run_id == self._last_run else self._run_level.get(run_id, -1)
+        if first == -1:
+            first = self._run_level[run_id] = level.index
         elif first != level.index:
             self._moved[node_id] = level.index
+        self._last_run = run_id
+        self._last_first = first
         self._last_id = node_id
         self._last = item
         self.place_in(kind, node_id, run_id, item, level)
@@ -383,7 +399,7 @@ class ThreadBuilder:
         if run.parent is None and parent_run_id != run_id:
             run.parent = parent_run_id
             self._status.pop(run_id, None)
-            if self._settle is not None:  # (children are read by `thread_views.restamp` only, never one-shot)
+            if self._filling:  # (children are read by `thread_views.restamp` only, never one-shot)
                 return
             spawner = self._run(parent_run_id)
             if spawner.children is None:
@@ -416,7 +432,7 @@ class ThreadBuilder:
     def _new_view(self, view_id: str, run_id: str, content: Any) -> ViewNode:
         role: Role = "user" if type(content) is _UserContent else "assistant"
         status: Status = "complete"  # (a fill settles it at the end, expecting "complete")
-        if role != "user" and (self._settle is None or self._stamp_in_fill):
+        if role != "user" and (not self._filling or self._stamp_in_fill):
             status = self.status_of(run_id)
         branches = self._shared_branches
         return _ViewNode(
@@ -478,9 +494,7 @@ class ThreadBuilder:
             level.attached = True
             if self.track_changes:
                 self.changed.add(owner.id)
-        if self._settle is not None:
-            self._settle.append(view)
-        else:
+        if not self._filling:  # (a fill settles statuses over the shown tree: `finish_fill`)
             run = self._run(view.run_id)
             if run.views is None:
                 run.views = [view]

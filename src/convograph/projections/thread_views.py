@@ -177,7 +177,7 @@ def add_lifecycle(
         run.ended = True
     else:
         run.errored = True
-    if builder._settle is None:  # (a one-shot fill settles every status at the end)
+    if not builder._filling:  # (a one-shot fill settles every status at the end)
         restamp(builder, run_id)
     if kind == "error":
         builder._add_view(node_id, run_id, _ErrorContent(message=item.message), level)
