@@ -25,6 +25,7 @@ from convograph.graph.nodes import Fragments, TextNode
 from convograph.projections.feed_records import FedChunk
 from convograph.projections.feeder import ConversationFeeder, queries
 from convograph.projections.history import SUMMARY_RUN_PREFIX
+from convograph.projections.placement import Level
 
 __all__ = ["place_shown"]
 
@@ -53,6 +54,8 @@ class ChunkWalk:
         """``(chunk index, tie-breaker, block)`` of the later chunks of split blocks."""
         self.waiting: Waiting = []
         self.joined_text = queries().joined_text
+        self.last_run = ""
+        self.last_level: Level | None = None
 
     def _next_cut(self) -> int:
         return self.summaries[-1].seq - 1 if self.summaries else self.n_chunks + 1
@@ -102,11 +105,10 @@ class ChunkWalk:
     def _place_text(self, block: Any, kind: str, chunks: Sequence[int]) -> None:
         """A text or reasoning block, once, with its whole text and newest signature."""
         event = self.events[chunks[0]]
-        if len(chunks) == 1:
-            text: str = event.content
-            signature: str | None = event.signature if kind == "reasoning" else None
-        else:
-            text, signature = self.joined_text(self.events, chunks, kind == "reasoning")
+        if len(chunks) == 1:  # the chunk's own text and signature are the block's
+            self._place(block.id, kind, block.run, event, None, None)
+            return
+        text, signature = self.joined_text(self.events, chunks, kind == "reasoning")
         self._place(block.id, kind, block.run, event, text, signature)
 
     def _place(
@@ -114,8 +116,12 @@ class ChunkWalk:
     ) -> None:
         """Place one chunk, or queue it while its spawner is not placed."""
         feeder = self.feeder
-        level = feeder.level_of_run(run)
-        if level is None:
+        # (a run's list never changes once known: the last chunk's run is remembered)
+        level = self.last_level if run == self.last_run else feeder.level_of_run(run)
+        if level is not None:
+            self.last_run = run
+            self.last_level = level
+        else:
             self.waiting.append((FedChunk(block_id, event, kind, run), whole))
             return
         feeder.place_chunk(kind, event, block_id, run, whole, signature, level)

@@ -195,10 +195,12 @@ class ConversationFeeder:
     ) -> None:
         """Place one chunk of block ``block_id`` (of ``kind``, run ``run``) in ``level`` with
         `ThreadBuilder.place`: the event itself gives the content of the kinds whose fields are a
-        node's (`_EVENT_KINDS`), a node (`chunk_node`) that of the others. ``whole`` and
-        ``signature``: a text or reasoning block's whole text and newest signature."""
+        node's (`_EVENT_KINDS`, and a text or reasoning chunk that is its block's whole text in a
+        one-shot build), a node (`chunk_node`) that of the others. ``whole`` and ``signature``: a
+        text or reasoning block's whole text and newest signature, when not the chunk's own."""
         item: Any = event
-        if kind in _EVENT_KINDS:
+        one_shot_text = whole is None and self.triggers is not None and (kind == "text" or kind == "reasoning")
+        if kind in _EVENT_KINDS or one_shot_text:  # (a one-shot build's text is never continued)
             node_id: str | None = self.chunk_id(kind, event, run)
         else:
             item = self.chunk_node(kind, event, block_id, run, whole, signature)
@@ -250,7 +252,7 @@ class ConversationFeeder:
     def chunk_id(self, kind: str, event: Any, run: str) -> str:
         """The id of the node a chunk of one of `_EVENT_KINDS` becomes, unique per conversation (a
         repeated id gets ``#2``, ``#3``, ...; a usage chunk is numbered in its run)."""
-        if kind == "tool_progress":
+        if kind == "tool_progress" or kind == "text" or kind == "reasoning":
             return self._unique(event.id)
         if kind == "tool_call":
             call_id: str = event.id
