@@ -1,15 +1,18 @@
-"""Records of a hypergraph feed: `FedChunk` (what the feeder reads of a chunk) and `RunStatuses`
-(the statuses of one conversation version). A NamedTuple and a dict subclass, kept apart from the
-compiled feeder modules (mypyc compiles neither kind of class as a native one).
+"""Records of a hypergraph feed: `FedChunk` (what the feeder reads of a chunk), `BlockText` (a
+text block's content) and `RunStatuses` (the statuses of one conversation version). A NamedTuple,
+a msgspec Struct and a dict subclass, kept apart from the compiled feeder modules (mypyc compiles
+none of them as a native class).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import msgspec
+
 from convograph.projections.view import Status
 
-__all__ = ["FedChunk", "RunStatuses"]
+__all__ = ["BlockText", "FedChunk", "RunStatuses"]
 
 
 def _queries() -> Any:
@@ -26,6 +29,17 @@ class FedChunk(NamedTuple):
     event: Any
     kind: str
     run_id: str
+
+
+class BlockText(msgspec.Struct, frozen=True, gc=False):
+    """A text or reasoning block's content as a one-shot build places it (`ThreadBuilder.place`
+    reads ``content``, ``signature`` and ``redacted_data``, as of a node): its whole text, newest
+    signature and first chunk's redacted data. A one-shot build continues no block, so it needs
+    no node (untracked by the cyclic GC)."""
+
+    content: str
+    signature: str | None
+    redacted_data: str | None
 
 
 class RunStatuses(dict[str, Status]):

@@ -20,6 +20,7 @@ from convograph.graph.nodes import (
     RelayNode,
     TextNode,
 )
+from convograph.projections.feed_records import BlockText
 from convograph.projections.placement import Level, ThreadBuilder
 from convograph.projections.thread_nodes import ReplInputNode, ReplOutputNode, ReplProgressNode
 from convograph.projections.view import ReplResult, Status
@@ -44,6 +45,7 @@ def queries() -> Any:
 
 # Node types made per chunk, bound once: compiled, a `Final` name is a C static, while an
 # imported name is looked up in the module's dict at each use.
+_BlockText: Final = BlockText
 _Fragments: Final = Fragments
 _TextNode: Final = TextNode
 _ReasoningNode: Final = ReasoningNode
@@ -195,13 +197,18 @@ class ConversationFeeder:
     ) -> None:
         """Place one chunk of block ``block_id`` (of ``kind``, run ``run``) in ``level`` with
         `ThreadBuilder.place`: the event itself gives the content of the kinds whose fields are a
-        node's (`_EVENT_KINDS`, and a text or reasoning chunk that is its block's whole text in a
-        one-shot build), a node (`chunk_node`) that of the others. ``whole`` and ``signature``: a
+        node's (`_EVENT_KINDS`, and in a one-shot build a text or reasoning chunk, or its block's
+        whole text as a `BlockText`), a node (`chunk_node`) that of the others. ``whole`` and ``signature``: a
         text or reasoning block's whole text and newest signature, when not the chunk's own."""
         item: Any = event
-        one_shot_text = whole is None and self.triggers is not None and (kind == "text" or kind == "reasoning")
+        one_shot_text = self.triggers is not None and (kind == "text" or kind == "reasoning")
         if kind in _EVENT_KINDS or one_shot_text:  # (a one-shot build's text is never continued)
             node_id: str | None = self.chunk_id(kind, event, run)
+            if one_shot_text and whole is not None:  # (else the chunk's own text is the block's)
+                if kind == "reasoning":
+                    item = _BlockText(whole, signature or event.signature, event.redacted_data)
+                else:
+                    item = _BlockText(whole, None, None)
         else:
             item = self.chunk_node(kind, event, block_id, run, whole, signature)
             node_id = None if item is None else item.id
