@@ -15,17 +15,11 @@ MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 
 KNOWN_LONG_FUNCTIONS = {
-    "convograph/projections/sources.py:_fill_blocks",
-    "convograph/projections/thread.py:_place_flat",
     "convograph/projections/dag.py:_layout",
-    "convograph/projections/thread.py:_place_many",
-    "convograph/projections/sources.py:_placements",
     "convograph/projections/history.py:build_history",
 }
 KNOWN_LONG_MODULES = {
-    "convograph/projections/thread.py",
     "convograph/hypergraph/queries.py",
-    "convograph/projections/sources.py",
     "convograph/projections/dag.py",
     "convograph/hypergraph/reducer.py",
 }
@@ -34,12 +28,7 @@ KNOWN_CYCLES = {
         {"convograph.hypergraph.active", "convograph.hypergraph.model", "convograph.hypergraph.queries"}
     ),
     frozenset(
-        {
-            "convograph.projections.dag",
-            "convograph.projections.dag_model",
-            "convograph.projections.sources",
-            "convograph.projections.thread",
-        }
+        {"convograph.projections.dag", "convograph.projections.dag_model", "convograph.projections.sources"}
     ),
 }
 LAYERS = {

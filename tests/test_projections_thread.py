@@ -576,13 +576,13 @@ def test_one_shot_statuses_of_views_made_while_their_run_streamed() -> None:
 
 
 def test_flat_loop_equals_the_general_loop() -> None:
-    """`build_thread` fills from a flat graph with `ThreadBuilder._fill_flat` (placement per run,
-    parent info from the previous node or `Graph.node_map`); it gives what the general one-shot
-    loop (`add_placed`) gives, for every option, full and top level only, over generated,
+    """`build_thread` fills from a flat graph through `ThreadBuilder.add_placed` (the one placement,
+    `ThreadBuilder.place`) fed by the graph's arrival order; it gives what `add_placed` over
+    `graph_arrival_order` gives, for every option, full and top level only, over generated,
     shuffled (late parents, results before calls) and redelivered streams, and over an older
     version of a graph (`node_map` then copies). An input that is not run-shaped (a run's later
-    node with a parent in another run, which the reducer never makes) is refused, and
-    `build_thread` then takes the general loop."""
+    node with a parent in another run, which the reducer never makes) is placed by the same
+    rules."""
     import random
 
     import msgspec
@@ -629,18 +629,12 @@ def test_flat_loop_equals_the_general_loop() -> None:
     nodes = list(graph.iter_nodes())
     not_run_shaped = [None, "u:user", "t1"]  # t2 then t1's run again, by a cross-run parent
     moved = [nodes[0], nodes[1], nodes[2], msgspec.structs.replace(nodes[1], id="t3")]
-    moved_ids = [node.id for node in moved]
-    assert not ThreadBuilder()._fill_flat(moved, moved_ids, [*not_run_shaped, "t2"], {n.id: n for n in moved})
-    original = thread_module._flat_arrival
+    original = thread_module._arrival_lists
     try:
-        thread_module._flat_arrival = lambda _graph: (
-            moved,
-            [node.id for node in moved],
-            [*not_run_shaped, "t2"],
-        )
+        thread_module._arrival_lists = lambda _graph: (moved, [*not_run_shaped, "t2"])
         views = build_thread(graph).views
     finally:
-        thread_module._flat_arrival = original
+        thread_module._arrival_lists = original
     builder = ThreadBuilder()
     builder.add_placed(zip(moved, [*not_run_shaped, "t2"], [None] * 4, strict=True))
     assert to_jsonable(views) == to_jsonable(builder.views)

@@ -37,7 +37,14 @@ __all__ = [
     "stale_reason",
 ]
 
-COMPILED_MODULES: Final = ("convograph.projections.dag",)
+COMPILED_MODULES: Final = (
+    "convograph.projections.dag",
+    "convograph.projections.placement",
+    "convograph.projections.feeder",
+    "convograph.projections.feed",
+    "convograph.projections.thread_updates",
+    "convograph.projections.thread_views",
+)
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
 with class keywords or a metaclass): mypyc builds native classes and drops those options."""
 

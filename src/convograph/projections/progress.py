@@ -10,13 +10,15 @@ Built in, registered for ``exec``: `ExecAccumulator` (seed/spec §4.1): state
 "data": str}`` appends to that channel, a content with a numeric ``pid`` replaces ``metrics``
 (latest snapshot wins), anything else is ignored.
 
-Reducers must not mutate ``state``; return a new value. Cost: one ``reduce`` call per progress
+Reducers must not mutate ``state``; return a new value. An accumulator may also offer
+``fold(state, content)``, which updates a state only its caller holds in place (`fold_step`: a
+thread build folds each call view's own state so, making no copy per chunk). Cost: one ``reduce`` call per progress
 event (the thread projection indexes progress by call id, so nothing rescans the graph).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "KeepLatest",
     "ProgressRegistry",
     "default_registry",
+    "fold_step",
     "register_accumulator",
 ]
 
@@ -50,26 +53,48 @@ class ExecAccumulator:
         return _EXEC_INIT.copy()  # (a copy of a small dict is cheaper than building it)
 
     def reduce(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
+        if not _changes(content):
+            return state
+        return self.fold(state.copy(), content)  # (a new state: reducers never mutate theirs)
+
+    def fold(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
+        """`reduce` that updates ``state`` in place and returns it: for a state only its caller
+        holds (`fold_step`), so a long stream makes no copy per chunk."""
         if not isinstance(content, dict):
             return state
         channel = content.get("channel")
         if channel == "stdout" or channel == "stderr":
             data = content.get("data")
             if isinstance(data, str):
-                grown = state.copy()  # (a new state: reducers never mutate theirs)
-                grown[channel] = state[channel] + data
-                return grown
+                state[channel] = state[channel] + data
+                return state
         pid = content.get("pid")
         if isinstance(pid, (int, float)) and not isinstance(pid, bool):
-            replaced = state.copy()
-            replaced["metrics"] = {
+            state["metrics"] = {
                 "pid": pid,
                 "cpuPercent": content.get("cpuPercent"),
                 "rssKb": content.get("rssKb"),
                 "wallMs": content.get("wallMs"),
             }
-            return replaced
         return state
+
+
+def _changes(content: Any) -> bool:
+    """Whether `ExecAccumulator` changes its state for ``content``."""
+    if not isinstance(content, dict):
+        return False
+    if content.get("channel") in ("stdout", "stderr") and isinstance(content.get("data"), str):
+        return True
+    pid = content.get("pid")
+    return isinstance(pid, (int, float)) and not isinstance(pid, bool)
+
+
+def fold_step(accumulator: Accumulator) -> Callable[[Any, Any], Any]:
+    """``step(state, content) -> state`` for ``accumulator``: its in-place ``fold`` when it has one
+    (`ExecAccumulator`), else its ``reduce``. For a caller that alone holds the state it folds
+    (a thread build's call view)."""
+    step: Callable[[Any, Any], Any] = getattr(accumulator, "fold", accumulator.reduce)
+    return step
 
 
 class KeepLatest:
