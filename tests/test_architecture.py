@@ -17,7 +17,6 @@ MAX_MODULE_LINES = 600
 KNOWN_LONG_FUNCTIONS = {
     "convograph/projections/sources.py:_fill_blocks",
     "convograph/projections/thread.py:_place_flat",
-    "convograph/projections/dag.py:_layout",
     "convograph/intelligence/http.py:create_intelligence_router",
     "convograph/projections/thread.py:_place_many",
     "convograph/intelligence/kernel.py:fold_kernel",
@@ -32,7 +31,6 @@ KNOWN_LONG_MODULES = {
     "convograph/projections/thread.py",
     "convograph/hypergraph/queries.py",
     "convograph/projections/sources.py",
-    "convograph/projections/dag.py",
     "convograph/intelligence/journal.py",
     "convograph/intelligence/ingest.py",
     "convograph/hypergraph/reducer.py",
@@ -46,7 +44,6 @@ KNOWN_CYCLES = {
     frozenset(
         {
             "convograph.projections.dag",
-            "convograph.projections.dag_model",
             "convograph.projections.sources",
             "convograph.projections.thread",
         }

@@ -37,7 +37,15 @@ __all__ = [
     "stale_reason",
 ]
 
-COMPILED_MODULES: Final = ("convograph.projections.dag",)
+COMPILED_MODULES: Final = (
+    "convograph.projections.dag",
+    "convograph.projections.dag_coordinates",
+    "convograph.projections.dag_input",
+    "convograph.projections.dag_labels",
+    "convograph.projections.dag_lanes",
+    "convograph.projections.dag_layering",
+    "convograph.projections.dag_svg",
+)
 """The modules `scripts/build-native` compiles. Each must define no msgspec Struct (or other class
 with class keywords or a metaclass): mypyc builds native classes and drops those options."""
 
