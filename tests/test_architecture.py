@@ -29,7 +29,6 @@ KNOWN_LONG_FUNCTIONS = {
 }
 KNOWN_LONG_MODULES = {
     "convograph/projections/thread.py",
-    "convograph/hypergraph/queries.py",
     "convograph/projections/sources.py",
     "convograph/intelligence/journal.py",
     "convograph/intelligence/ingest.py",
@@ -38,9 +37,6 @@ KNOWN_LONG_MODULES = {
     "convograph/store/redis.py",
 }
 KNOWN_CYCLES = {
-    frozenset(
-        {"convograph.hypergraph.active", "convograph.hypergraph.model", "convograph.hypergraph.queries"}
-    ),
     frozenset(
         {
             "convograph.projections.dag",

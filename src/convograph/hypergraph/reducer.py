@@ -53,13 +53,13 @@ from convograph.events.types import (
     User,
     _Event,
 )
-from convograph.hypergraph.model import (
+from convograph.hypergraph.model import Conversation, snapshot_of
+from convograph.hypergraph.store import (
     BLOCK_HEAD,
     EMPTY,
     MAIN_THREAD,
     PAGE,
     STREAM_RUN_ID,
-    Conversation,
     Diagnostic,
     RelayDecision,
     _Block,
@@ -69,7 +69,6 @@ from convograph.hypergraph.model import (
     _Store,
     _Thread,
     link_at,
-    snapshot_of,
 )
 
 __all__ = [
