@@ -32,7 +32,6 @@ KNOWN_LONG_MODULES = {
     "convograph/projections/sources.py",
     "convograph/intelligence/journal.py",
     "convograph/intelligence/ingest.py",
-    "convograph/hypergraph/reducer.py",
     "convograph/store/postgres.py",
     "convograph/store/redis.py",
 }

@@ -7,7 +7,7 @@ docs/hypergraph.md for the model, invariants and deviations from upstream.
 Modules, in dependency order: `store` (storage, `ViewOptions`), `records` (the query records and
 their builders), `active` (active path, walk), `tiers`, `runs`, `tools`, `views` and `shown` (typed
 reads by concern, all in the `queries` namespace), `model` (the `Conversation` value), `reducer`
-(events), `operations` (edit, regenerate, switch, summarize, close), `edges` (hyperedges derived
+(events; its writes into the store in `writer`), `operations` (edit, regenerate, switch, summarize, close), `edges` (hyperedges derived
 from the tier indexes).
 """
 

@@ -25,7 +25,7 @@ from convograph.events.types import ContentPart, Text, User
 from convograph.hypergraph.active import default_active, raw_path
 from convograph.hypergraph.model import Conversation
 from convograph.hypergraph.records import Message, message_record, stored_message
-from convograph.hypergraph.reducer import add_block, commit, new_message, reduce_conversation, set_tip
+from convograph.hypergraph.reducer import commit, reduce_conversation
 from convograph.hypergraph.store import (
     MAIN_THREAD,
     Diagnostic,
@@ -38,6 +38,7 @@ from convograph.hypergraph.store import (
 )
 from convograph.hypergraph.tiers import siblings_of
 from convograph.hypergraph.views import message_health
+from convograph.hypergraph.writer import add_block, new_message, set_tip
 
 __all__ = [
     "OperationError",
