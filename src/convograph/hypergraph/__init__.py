@@ -6,9 +6,9 @@ docs/hypergraph.md for the model, invariants and deviations from upstream.
 
 Modules, in dependency order: `store` (storage, `ViewOptions`), `records` (the query records and
 their builders), `active` (active path, walk), `tiers`, `runs`, `tools`, `views` and `shown` (typed
-reads by concern, all in the `queries` namespace), `model` (the `Conversation` value), `reducer`
-(events; its writes into the store in `writer`), `operations` (edit, regenerate, switch, summarize, close), `edges` (hyperedges derived
-from the tier indexes).
+reads by concern, all in the `queries` namespace), `model` (the `Conversation` value), `writer`
+(the reducer's writes into the store), `reducer` (events), `operations` (edit, regenerate, switch,
+summarize, close), `edges` (hyperedges derived from the tier indexes).
 """
 
 from convograph.hypergraph.active import Active, default_active, walk

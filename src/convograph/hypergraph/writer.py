@@ -1,37 +1,29 @@
-"""The reducer's writes into a lineage's `_Store` (see `convograph.hypergraph.reducer` for the rules):
-block keys, runs and their spawn links, messages and thread tips, blocks, and the per-type effects
-run after a chunk is placed. O(1) amortised per call at the head of a lineage.
+"""The reducer's structural writes into a lineage's `_Store` (see `convograph.hypergraph.reducer` for
+the rules): control events (``connected``, ``relay_resolved``), new runs and their spawn links,
+messages and thread tips, new blocks. O(1) amortised per call at the head of a lineage.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
 from typing import Any, Final
 
 from convograph.events.types import (
-    Error,
+    Connected,
     Event,
-    HarnessEnd,
     HarnessStart,
     Reasoning,
-    Relay,
-    ReplInput,
+    RelayResolved,
     ReplOutput,
-    ReplProgress,
     Text,
-    ToolCall,
-    ToolProgress,
     ToolResult,
-    Usage,
     User,
 )
 from convograph.hypergraph.store import (
-    EMPTY,
     MAIN_THREAD,
     PAGE,
-    STREAM_RUN_ID,
     Diagnostic,
+    RelayDecision,
     _Block,
     _Message,
     _Run,
@@ -42,67 +34,16 @@ from convograph.hypergraph.store import (
 )
 
 __all__ = [
-    "BLOCK_KEYS",
-    "EFFECTS",
     "SPAWNING_KINDS",
     "add_block",
+    "apply_control",
     "new_message",
     "new_run",
     "reopen",
     "set_tip",
     "start_block",
+    "tool_error_call",
 ]
-
-
-# --- block keys -------------------------------------------------------------------------------------
-
-
-def _key_run_id(event: Any) -> str:
-    return f"{event.run_id}:{event.id}"
-
-
-def _key_id(event: Any) -> str:
-    key: str = event.id
-    return key
-
-
-def _key_result(event: Any) -> str:
-    return f"{event.id}:result"
-
-
-def _key_tool_progress(event: Any) -> str:
-    return f"{event.tool_call_id}:progress"
-
-
-def _key_repl_progress(event: Any) -> str:
-    return f"{event.id}:progress"
-
-
-def _key_repl_output(event: Any) -> str:
-    return f"{event.id}:output"
-
-
-def _key_lifecycle(event: Any) -> str:
-    run_id = event.run_id if event.run_id is not None else STREAM_RUN_ID
-    return f"{run_id}:{event.type}"
-
-
-BLOCK_KEYS: Final[dict[type[Any], Callable[[Any], str]]] = {
-    Text: _key_run_id,
-    Reasoning: _key_run_id,
-    ToolCall: _key_id,
-    Relay: _key_id,
-    ReplInput: _key_id,
-    ToolProgress: _key_tool_progress,
-    ToolResult: _key_result,
-    ReplProgress: _key_repl_progress,
-    ReplOutput: _key_repl_output,
-    HarnessStart: _key_lifecycle,
-    HarnessEnd: _key_lifecycle,
-    Error: _key_lifecycle,
-    Usage: _key_lifecycle,
-    User: _key_lifecycle,
-}
 
 SPAWNING_KINDS: Final = frozenset({"tool_call", "relay", "tool_progress", "repl_input"})
 """Block kinds whose id, named as a ``parentId``, starts a nested thread."""
@@ -121,6 +62,47 @@ def reopen(s: _Store, run_id: str) -> None:
         s.status.delete(run_id, s.version + 1)
     else:
         s.status.set(run_id, previous, s.version + 1)
+
+
+def apply_control(s: _Store, event: Event) -> bool:
+    stamp = s.version + 1
+    if isinstance(event, Connected):
+        if event.session_id is None:
+            return False
+        s.meta.set("session_id", event.session_id, stamp)
+        return True
+    if isinstance(event, RelayResolved):
+        decision = RelayDecision(
+            relay_id=event.relay_id, approved=event.approved, reason=event.reason, tool=event.tool
+        )
+        if s.decisions.get_at(event.relay_id, s.version) == decision:
+            return False
+        s.decisions.set(event.relay_id, decision, stamp)
+        if event.relay_id not in s.relay_block:
+            s.diagnostics.append(
+                Diagnostic(
+                    code="unknown_relay",
+                    subject=event.relay_id,
+                    message=f"relay_resolved names relay {event.relay_id!r}, which has not arrived",
+                ),
+                stamp,
+            )
+        return True
+    return False  # pragma: no cover - every event type is handled above
+
+
+def tool_error_call(s: _Store, run_id: str, event: Any) -> str | None:
+    """The tool call an ``error`` reports on, if it is a tool exception rather than a run failure:
+    an explicit ``toolCallId`` extra field, else the run's newest unresolved tool call."""
+    extra = event.extra
+    if extra is not None:
+        call_id = extra.get("toolCallId")
+        if isinstance(call_id, str) and call_id in s.call_blocks:
+            return call_id
+    open_calls = s.outstanding.get(run_id)
+    if open_calls:
+        return open_calls[-1]
+    return None
 
 
 def new_run(s: _Store, run_id: str, event: Any) -> _Run:
@@ -326,131 +308,3 @@ def start_block(
     if (cls in _RESULTS or tool_error is not None) and message is thread.open:
         thread.after_result = True
     return block
-
-
-# --- per-type effects (run after the chunk is placed) ------------------------------------------------
-
-Effect = Callable[[_Store, _Run, _Block, Any, int, bool, "str | None"], None]
-
-
-def _on_harness_start(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    run.ended = False
-    if s.status.get_at(run.id, s.version) != "streaming":
-        s.status.set(run.id, "streaming", s.version + 1)
-
-
-def _on_harness_end(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    run.ended = True
-    current = s.status.get_at(run.id, s.version)
-    # An error before the end fails the run, unless the run itself reports it finished normally
-    # (``reason: "final"``: an RLM recovered from e.g. a code-extraction error).
-    if current != "complete" and (current != "error" or event.reason == "final"):
-        s.status.set(run.id, "complete", s.version + 1)
-    thread = s.threads[run.thread]
-    if thread.open is not None and thread.open.index == block.message:
-        thread.open = None
-
-
-def _on_error(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    if tool_error is not None:
-        _record_result(s, run, tool_error, block, new)
-        return
-    if s.status.get_at(run.id, s.version) != "error":
-        s.status.set(run.id, "error", s.version + 1)
-
-
-def _on_usage(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    sums = s.usage_sums
-    i, o, r, c = sums[-1] if sums else (0, 0, 0, 0)
-    sums.append(
-        (
-            i + event.input_tokens,
-            o + event.output_tokens,
-            r + (event.cache_read_tokens or 0),
-            c + (event.cache_creation_tokens or 0),
-        )
-    )
-    s.usage_chunks.append(index)
-    s.run_usage.setdefault(run.id, array("q")).append(index)
-
-
-def _on_tool_call(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    if not new:
-        return
-    call_id: str = event.id
-    calls = s.call_blocks.setdefault(call_id, array("q"))
-    calls.append(block.index)
-    if len(s.result_blocks.get(call_id, EMPTY)) < len(calls):  # not answered before it arrived
-        s.outstanding.setdefault(run.id, []).append(call_id)
-
-
-def _record_result(s: _Store, run: _Run, call_id: str, block: _Block, new: bool) -> None:
-    if not new:
-        return
-    results = s.result_blocks.setdefault(call_id, array("q"))
-    results.append(block.index)
-    if len(results) > max(1, len(s.call_blocks.get(call_id, EMPTY))):
-        s.diagnostics.append(
-            Diagnostic(
-                code="duplicate_result",
-                subject=call_id,
-                message=f"tool call {call_id!r} already has a result; {block.id} is kept as a second one",
-            ),
-            s.version + 1,
-        )
-        return
-    open_calls = s.outstanding.get(run.id)
-    if open_calls and call_id in open_calls:
-        open_calls.remove(call_id)
-
-
-def _on_tool_result(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    _record_result(s, run, event.id, block, new)
-
-
-def _on_tool_progress(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    s.progress.setdefault(event.tool_call_id, array("q")).append(index)
-
-
-def _on_relay(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    if not new or event.id in s.relay_block:
-        return
-    s.relay_block[event.id] = block.index
-    s.relays.append(block.index)
-    s.relays_by_call.setdefault(event.tool_call_id, array("q")).append(block.index)
-
-
-def _on_user(
-    s: _Store, run: _Run, block: _Block, event: Any, index: int, new: bool, tool_error: str | None
-) -> None:
-    if s.status.get_at(run.id, s.version) is None:
-        s.status.set(run.id, "complete", s.version + 1)
-
-
-EFFECTS: Final[dict[type[Any], Effect]] = {
-    HarnessStart: _on_harness_start,
-    HarnessEnd: _on_harness_end,
-    Error: _on_error,
-    Usage: _on_usage,
-    ToolCall: _on_tool_call,
-    ToolResult: _on_tool_result,
-    ToolProgress: _on_tool_progress,
-    Relay: _on_relay,
-    User: _on_user,
-}
