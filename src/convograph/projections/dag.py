@@ -121,8 +121,9 @@ def _layout(data: LayoutInput) -> DAGLayout:
         return DAGLayout(nodes=[], edges=[], groups=[], width=0, height=0)
     edges = edge_lists(data)
     chains = layer_chains(data, edges)
-    chain_start = list(map(chains.layer.__getitem__, chains.head))
-    chain_end = list(map(chains.layer.__getitem__, chains.tail))
+    layer = chains.layer
+    chain_start = [layer[v] for v in chains.head]
+    chain_end = [layer[v] for v in chains.tail]
     chain_lane, n_lanes = assign_lanes(chains.parent, chain_start, chain_end)
     return place(data, edges, chains, chain_lane, n_lanes)
 

@@ -45,12 +45,13 @@ def assign_lanes(
             lane_ends[lane].insert(k, end)
         chain_lane[c] = lane
         child = first_child[c]
-        children: list[int] = []
-        while child >= 0:
-            children.append(child)
-            child = next_sibling[child]
-        children.reverse()
-        stack.extend(children)
+        if child >= 0:  # children go on the stack last first, so the first is visited next
+            children: list[int] = []
+            while child >= 0:
+                children.append(child)
+                child = next_sibling[child]
+            children.reverse()
+            stack.extend(children)
     return chain_lane, len(lane_starts)
 
 
