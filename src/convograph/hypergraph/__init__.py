@@ -4,8 +4,10 @@ Chunks (events) -> blocks -> messages, typed hyperedges (``sequence``, ``block``
 ``summary``, ``spawn``), persistent versions, an incremental active path and chat operations. See
 docs/hypergraph.md for the model, invariants and deviations from upstream.
 
-Modules: `model` (storage, `Conversation`, `ViewOptions`), `reducer` (events), `queries` (typed
-reads for projections), `active` (active path, walk), `operations` (edit, regenerate, switch,
+Modules, in dependency order: `store` (storage, `ViewOptions`), `records` (the query records and
+their builders), `active` (active path, walk), `tiers`, `runs`, `tools`, `views` and `shown` (typed
+reads by concern, all in the `queries` namespace), `model` (the `Conversation` value), `writer`
+(the reducer's writes into the store), `reducer` (events), `operations` (edit, regenerate, switch,
 summarize, close), `edges` (hyperedges derived from the tier indexes).
 """
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from convograph.hypergraph.model import MAIN_THREAD, Conversation, prefix
-from convograph.hypergraph.queries import Message, _message_record
+from convograph.hypergraph.records import Message, message_record
+from convograph.hypergraph.store import MAIN_THREAD, prefix
+
+if TYPE_CHECKING:
+    from convograph.hypergraph.model import Conversation
 
 __all__ = ["Active", "default_active", "raw_path", "walk"]
 
@@ -151,4 +155,4 @@ def walk(conv: Conversation, active: Active | None = None) -> Iterator[Message]:
         index = s.message_ids.get(message_id)
         if index is None or index >= conv._n_messages:
             raise KeyError(f"no message {message_id!r} in this conversation version")
-        yield _message_record(conv, s.messages[index])
+        yield message_record(conv, s.messages[index])

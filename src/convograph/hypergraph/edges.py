@@ -26,24 +26,10 @@ from typing import Literal
 
 import msgspec
 
-from convograph.hypergraph.model import (
-    EMPTY,
-    Conversation,
-    Ints,
-    _Block,
-    _Message,
-    link_at,
-    prefix,
-    spawns_at,
-)
-from convograph.hypergraph.queries import (
-    _block,
-    _chunk_index,
-    _message,
-    _spawn_record,
-    chunk_id,
-    run_chunk_indexes,
-)
+from convograph.hypergraph.model import Conversation
+from convograph.hypergraph.records import chunk_id, chunk_index, stored_block, stored_message
+from convograph.hypergraph.runs import run_chunk_indexes, spawn_record
+from convograph.hypergraph.store import EMPTY, Ints, _Block, _Message, link_at, prefix, spawns_at
 
 __all__ = ["EdgeType", "HyperEdge", "edges_of", "find_edges", "iter_edges"]
 
@@ -96,7 +82,7 @@ def _summary_edge(conv: Conversation, summary: _Message) -> HyperEdge:
 def _spawn_edges_of_block(conv: Conversation, block: _Block) -> list[HyperEdge]:
     out = []
     for spawn in spawns_at(conv._store, block.index, conv._version):
-        info = _spawn_record(conv, spawn)
+        info = spawn_record(conv, spawn)
         out.append(
             HyperEdge(
                 id=info.id,
@@ -135,7 +121,7 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
     s = conv._store
     out: list[HyperEdge] = []
     if node_id.startswith("chunk:"):
-        index = _chunk_index(conv, node_id)
+        index = chunk_index(conv, node_id)
         block = s.blocks[s.chunk_block[index]]
         out.append(_block_edge(conv, block))
         run = s.runs[block.run]
@@ -150,7 +136,7 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
                 out.extend(e for e in _spawn_edges_of_block(conv, s.blocks[spawn.trigger]) if node_id in e.id)
         return tuple(out)
     if node_id.startswith("block:"):
-        block = _block(conv, node_id)
+        block = stored_block(conv, node_id)
         out.append(_block_edge(conv, block))
         out.append(_message_edge(conv, s.messages[block.message]))
         prev, nxt = _neighbours(s.runs[block.run].blocks, block.index, conv._n_blocks)
@@ -160,7 +146,7 @@ def edges_of(conv: Conversation, node_id: str) -> tuple[HyperEdge, ...]:
             out.append(_seq("block", block.id, s.blocks[nxt].id))
         out.extend(_spawn_edges_of_block(conv, block))
         return tuple(out)
-    message = _message(conv, node_id)
+    message = stored_message(conv, node_id)
     out.append(_message_edge(conv, message))
     if message.summary is not None:
         out.append(_summary_edge(conv, message))

@@ -23,9 +23,11 @@ import msgspec
 
 from convograph.events.types import ContentPart, Text, User
 from convograph.hypergraph.active import default_active, raw_path
-from convograph.hypergraph.model import (
+from convograph.hypergraph.model import Conversation
+from convograph.hypergraph.records import Message, message_record, stored_message
+from convograph.hypergraph.reducer import commit, reduce_conversation
+from convograph.hypergraph.store import (
     MAIN_THREAD,
-    Conversation,
     Diagnostic,
     SummaryInfo,
     _Message,
@@ -34,14 +36,9 @@ from convograph.hypergraph.model import (
     link_at,
     prefix,
 )
-from convograph.hypergraph.queries import (
-    Message,
-    _message,
-    _message_record,
-    message_health,
-    siblings_of,
-)
-from convograph.hypergraph.reducer import add_block, commit, new_message, reduce_conversation, set_tip
+from convograph.hypergraph.tiers import siblings_of
+from convograph.hypergraph.views import message_health
+from convograph.hypergraph.writer import add_block, new_message, set_tip
 
 __all__ = [
     "OperationError",
@@ -228,13 +225,13 @@ def fork_point(conv: Conversation, message_id: str) -> Message | None:
     """Where a sibling of ``message_id`` starts: its parent, moved up past unclean turns
     (errored, aborted, or with an unresolved tool call). None: a new root. O(path)."""
     s = conv._store
-    current = _message(conv, message_id).parent
+    current = stored_message(conv, message_id).parent
     seen: set[int] = set()
     while current >= 0 and current not in seen:
         seen.add(current)
         candidate = s.messages[current]
         if candidate.role != "assistant" or message_health(conv, candidate.id).clean:
-            return _message_record(conv, candidate)
+            return message_record(conv, candidate)
         current = candidate.parent
     return None
 
@@ -245,7 +242,7 @@ def _fork_parent_index(conv: Conversation, message_id: str) -> int:
 
 
 def _editable(conv: Conversation, message_id: str) -> Any:
-    message = _message(conv, message_id)
+    message = stored_message(conv, message_id)
     if message.role == "summary":
         raise OperationError(f"message {message_id!r} is a summary; summarize again instead of editing it")
     return message
@@ -315,7 +312,7 @@ def list_siblings(conv: Conversation, message_id: str) -> tuple[Message, ...]:
 def switch_branch(conv: Conversation, message_id: str) -> Conversation:
     """Select the branch through ``message_id``: the path continues below it along the choice made
     last time (else the newest child). The choice is part of the conversation state. O(path)."""
-    message = _message(conv, message_id)
+    message = stored_message(conv, message_id)
     if message.role == "summary":
         raise OperationError(f"message {message_id!r} is a summary, not a branch")
     s = conv._store

@@ -29,7 +29,7 @@ import msgspec
 
 from convograph.hypergraph.active import default_active
 from convograph.hypergraph.model import Conversation
-from convograph.hypergraph.queries import get_block, get_message
+from convograph.hypergraph.tiers import get_block, get_message
 
 __all__ = ["PendingTurn", "pending_turn", "user_claim"]
 

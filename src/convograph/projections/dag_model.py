@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
+from convograph.projections.dag_svg import render_svg
+
 __all__ = ["DAGEdge", "DAGGroup", "DAGLayout", "DAGNode"]
 
 
@@ -58,6 +60,4 @@ class DAGLayout(msgspec.Struct, kw_only=True, rename="camel"):
 
     def to_svg(self) -> str:
         """A standalone SVG document of the layout. O(nodes + edges)."""
-        from convograph.projections.dag import render_svg
-
         return render_svg(self)

@@ -23,13 +23,8 @@ from itertools import compress, repeat
 from operator import ge
 from typing import Any
 
-from convograph.projections.dag import (
-    LayoutInput,
-    add_spawn_edges,
-    block_labels,
-    compact,
-    run_sequence_edges,
-)
+from convograph.projections.dag_input import LayoutInput, add_spawn_edges, run_sequence_edges
+from convograph.projections.dag_labels import block_labels, compact
 from convograph.projections.feed import place_shown
 from convograph.projections.feed_records import RunStatuses
 from convograph.projections.feeder import ConversationFeeder, queries
