@@ -69,6 +69,7 @@ def test_seed_example_thread() -> None:
         "name": "bash",
         "input": {"command": "ls"},
         "output": {"context": "file1.txt\nfile2.txt"},
+        "hasOutput": True,
         "progress": None,
     }
     relay = to_jsonable(views[3])
@@ -101,8 +102,14 @@ def test_result_before_call_still_merges() -> None:
 
 
 def test_output_is_absent_until_the_result_arrives() -> None:
+    """Absent is None with ``hasOutput`` false (a result may itself be null)."""
     views = thread(SEED_EXAMPLE[:4])
-    assert "output" not in to_jsonable(views[-1].content)
+    content = to_jsonable(views[-1].content)
+    assert (content["output"], content["hasOutput"]) == (None, False)
+    result = {**SEED_EXAMPLE[6], "output": None}  # a tool that returned null
+    assert result["type"] == "tool_result"
+    done = to_jsonable(thread([*SEED_EXAMPLE[:4], result])[-1].content)
+    assert (done["output"], done["hasOutput"]) == (None, True)
 
 
 def test_result_merges_across_levels() -> None:
@@ -147,6 +154,7 @@ def test_denied_and_orphan_results_are_visible() -> None:
         "name": "rm",
         "input": {"path": "/"},
         "output": {"status": "denied", "reason": "no"},
+        "hasOutput": True,
         "progress": None,
     }
     assert orphan.id == "ghost"
@@ -424,6 +432,7 @@ def test_view_options() -> None:
         "name": "agent",
         "input": None,
         "output": True,
+        "hasOutput": True,
         "progress": None,
     }
     assert thread(events, options=ViewOptions(hide_subagents=True))[1].branches == []

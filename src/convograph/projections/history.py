@@ -41,7 +41,6 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any, Final, Literal
 
 import msgspec
-from msgspec import UNSET
 
 from convograph.events.types import ContentPart, TextPart
 from convograph.projections.view import (
@@ -207,9 +206,8 @@ def build_history(
             if include_call is not None and not include_call(call_id):
                 continue
             is_open = True
-            output = content.output  # type: ignore[union-attr]
-            if output is not UNSET:  # `content.has_output`
-                calls.append(ToolExchange(call_id, content.name, content.input, output))  # type: ignore[union-attr]
+            if content.has_output:  # type: ignore[union-attr]
+                calls.append(ToolExchange(call_id, content.name, content.input, content.output))  # type: ignore[union-attr]
             else:
                 calls.append(
                     ToolExchange(call_id, content.name, content.input, PLACEHOLDER_OUTPUT, missing=True)  # type: ignore[union-attr]

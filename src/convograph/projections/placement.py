@@ -456,6 +456,7 @@ class ThreadBuilder:
 
     def _set_output(self, content: Any, output: Any) -> None:
         content.output = True if self.options.collapse_tools else output
+        content.has_output = True
 
     def accumulator(self, tool: str) -> Any:
         """The registry's accumulator for ``tool`` (looked up once per tool)."""

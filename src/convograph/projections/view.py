@@ -62,7 +62,8 @@ class ReasoningContent(_Content, tag="reasoning"):
 
 
 class ToolCallContent(_Content, tag="tool_call"):
-    """A tool call with its result merged in (``output`` is unset until the result arrives).
+    """A tool call with its result merged in: ``has_output`` is False and ``output`` None until the
+    result arrives (a result may itself be ``null``: ``has_output`` tells them apart).
 
     ``input`` is ``None`` for a call known only from its result (an orphan result, or a denied call
     whose relay is unknown); a denied call takes its input from the relay's ``params``.
@@ -70,12 +71,9 @@ class ToolCallContent(_Content, tag="tool_call"):
 
     name: str
     input: Any = None
-    output: Any = msgspec.UNSET
+    output: Any = None
+    has_output: bool = False
     progress: Any = None
-
-    @property
-    def has_output(self) -> bool:
-        return self.output is not msgspec.UNSET
 
 
 class UserContent(_Content, tag="user"):

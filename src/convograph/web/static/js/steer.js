@@ -211,7 +211,7 @@ export function modelFromThread(json, live, Level) {
       if (c.kind === "user") view.content = c.content;
       if (c.kind === "error") view.message = c.message;
       if (c.kind === "tool_call") {
-        Object.assign(view, { name: c.name, input: c.input ?? null, hasOutput: "output" in c, output: c.output });
+        Object.assign(view, { name: c.name, input: c.input ?? null, hasOutput: c.hasOutput ?? "output" in c, output: c.output });
         const p = c.progress;
         view.progress =
           live.progress.get(v.id) ??
