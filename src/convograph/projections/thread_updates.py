@@ -64,9 +64,12 @@ def _update_text(builder: ThreadBuilder, node: Any, is_reasoning: bool) -> None:
     view = builder._view_of.get(node.id)
     if view is None:
         return
+    members = builder._members.get(id(view))
+    if members is None:  # the id names another kind's view too (ids are the producers'): rebuild
+        builder.needs_rebuild = True
+        return
     builder._texts[node.id] = node.content
     content: Any = view.content
-    members = builder._members[id(view)]
     if is_reasoning and node.signature is not None:  # (a later None keeps it)
         builder._signatures[node.id] = node.signature
         if len(members) > 1:  # signed after it merged: it needs a view of its own
