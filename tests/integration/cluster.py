@@ -43,6 +43,23 @@ def _wait_port(port: int, timeout: float) -> None:
     raise TimeoutError(f"nothing listens on port {port} after {timeout:g} s")
 
 
+def _wait_graph_module(port: int, timeout: float) -> None:
+    """Until the server answers a graph command: it accepts connections before it is ready (a
+    loaded machine once reset the first client's connection while the module was loading)."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with redis.Redis(port=port, socket_timeout=2) as client:
+                client.execute_command("GRAPH.LIST")
+                return
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 class FalkorServer:
     """A standalone FalkorDB server on a free port (no persistence)."""
 
@@ -66,6 +83,7 @@ class FalkorServer:
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         _wait_port(self.port, 20)
+        _wait_graph_module(self.port, 30)
 
     @property
     def url(self) -> str:

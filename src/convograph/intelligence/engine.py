@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -543,11 +544,17 @@ def engine_client(url: str, **overrides: Any) -> redis.Redis:
     return redis.Redis(unix_socket_path=parsed.path, **options)
 
 
-def connect_engine(url: str, *, limits: ReadLimits | None = None) -> FalkorEngine:
-    """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``."""
+def connect_engine(url: str, *, limits: ReadLimits | None = None, wait_s: float = 5.0) -> FalkorEngine:
+    """Engine for ``falkordb://host:port``, ``redis://host:port`` or ``unix:///path/to.sock``. A
+    server that is still starting (it resets connections or answers LOADING while its modules
+    load) is asked again for up to ``wait_s``; then `EngineUnavailable` names it."""
     client = engine_client(url)
-    try:
-        client.ping()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise EngineUnavailable(f"cannot reach FalkorDB at {url}: {exc}") from None
-    return FalkorEngine(client, limits=limits)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            client.ping()
+            return FalkorEngine(client, limits=limits)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if time.monotonic() >= deadline:
+                raise EngineUnavailable(f"cannot reach FalkorDB at {url}: {exc}") from None
+            time.sleep(0.2)
