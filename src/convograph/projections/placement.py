@@ -129,7 +129,8 @@ class ThreadBuilder:
         self._external_status = status_of
         self._top_level_only = top_level_only and not track_changes
         self._shared_branches: list[list[ViewNode]] | None = [] if self._top_level_only else None
-        self._skip_progress = self.registry.folds_nothing or self.options.collapse_tools
+        self.skips_progress = self.registry.folds_nothing or self.options.collapse_tools
+        """Progress shows nowhere (nothing folds, or tools are collapsed): it changes no view."""
         self._levels: list[Level] = []
         self._top = self._new_level(None, True)
         self._sink = self._new_level(None, False)

@@ -147,7 +147,7 @@ def add_tool_result(builder: ThreadBuilder, node_id: str, run_id: str, item: Any
 
 
 def add_progress(builder: ThreadBuilder, node_id: str, item: Any) -> None:
-    if builder._skip_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
+    if builder.skips_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
         return
     call_id: str = item.tool_call_id
     view = builder._calls.get(call_id)
