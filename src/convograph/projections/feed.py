@@ -4,11 +4,13 @@
 chunk) and places each chunk with `ConversationFeeder.place_chunk` (`ThreadBuilder.place`): the
 one-shot build (between `ThreadBuilder.start_fill` and `finish_fill`) and the incremental one place
 the same chunks in the same order. A text or reasoning block is placed once, at its first chunk,
-with its whole text. Any other block places its chunks in turn; when other chunks come between
-them (runs streaming concurrently), its later chunks wait in a heap by chunk index and are placed
-at their own positions. A summary on the path is placed before the first chunk at or after its
-``seq``. A chunk whose spawner has not been placed waits and is retried, in arrival order, after
-each placement of a spawn trigger; a spawner never shown puts its thread at the top level.
+with its whole text (a one-shot build places a usage block by its first chunk too, and folds a
+progress block's later chunks into their call). Any other block places its chunks in turn; when
+other chunks come between them (runs streaming concurrently), its later chunks wait in a heap by
+chunk index and are placed at their own positions. A summary on the path is placed before the
+first chunk at or after its ``seq``. A chunk whose spawner has not been placed waits and is
+retried, in arrival order, after each placement of a spawn trigger; a spawner never shown puts
+its thread at the top level.
 
 O(1) amortised per chunk (O(log k) per chunk of a split block). Compiled with mypyc
 (`convograph._native`).
@@ -78,13 +80,29 @@ class ChunkWalk:
                 for i in chunks[1:]:
                     heappush(self.later, (i, len(self.later), block))
             else:
-                for i in chunks[1:]:
-                    self._place(block.id, kind, block.run, events[i], None, None)
+                self._place_rest(block, kind, chunks)
         self._flush(self.n_chunks + 2)
         feeder = self.feeder
         for chunk, whole in self.waiting:  # spawner never shown: the top level rather than nowhere
             feeder.show_at_top(chunk.run_id)
             feeder.feed(chunk, whole_block_text=whole)
+
+    def _place_rest(self, block: Any, kind: str, chunks: Sequence[int]) -> None:
+        """The later chunks of a block, placed in a row after its first. When the first was placed
+        in a one-shot build, those of a usage block change nothing, and those of a progress block
+        only fold into their call's view (`ConversationFeeder.place_progress`): the first dropped
+        the run's pending view and recorded the block, and nothing comes between."""
+        feeder = self.feeder
+        events = self.events
+        one_shot = feeder.triggers is not None and self.last_run == block.run  # (first placed)
+        if one_shot and kind == "usage":
+            return
+        if one_shot and kind == "tool_progress":
+            for i in chunks[1:]:
+                feeder.place_progress(events[i])
+            return
+        for i in chunks[1:]:
+            self._place(block.id, kind, block.run, events[i], None, None)
 
     def _flush(self, until: int) -> None:
         """Place the parts of split blocks and the summaries that stand before chunk ``until``."""

@@ -20,6 +20,7 @@ from convograph.graph.nodes import (
     RelayNode,
     TextNode,
 )
+from convograph.projections import thread_views
 from convograph.projections.feed_records import BlockText
 from convograph.projections.placement import Level, ThreadBuilder
 from convograph.projections.thread_nodes import ReplInputNode, ReplOutputNode, ReplProgressNode
@@ -217,6 +218,11 @@ class ConversationFeeder:
             self._blocks[block_id] = (node_id, kind, level)
         if node_id is not None:
             self.builder.place(kind, node_id, run, item, None, level)
+
+    def place_progress(self, event: Any) -> None:
+        """A later chunk of a progress block placed in a row by a one-shot build (`feed`): its
+        node id (counted as placing it would count it), then its fold into its call's view."""
+        thread_views.add_progress(self.builder, self._unique(event.id), event)
 
     def use_one_version(self) -> None:
         """Set up a one-shot build over this version: keep records of spawn triggers only (no

@@ -178,26 +178,8 @@ def build_history(
     (`ThreadBuilder.text_parts`), kept apart as paragraphs; ``None``: each view one paragraph.
     An assistant turn's consecutive paragraphs make one `TextBlock`.
     """
-    history: History = []
-    blocks: list[TextBlock | ThinkingBlock] = []
-    paragraphs: list[str] = []  # the open turn's text since its last thinking block
-    calls: list[ToolExchange] = []
-    is_open = False  # a turn is open (its blocks and calls are collected in the lists)
-
-    def flush_text() -> None:
-        if paragraphs:
-            blocks.append(TextBlock(PARAGRAPH_BREAK.join(paragraphs)))
-            paragraphs.clear()
-
-    def close() -> None:
-        nonlocal blocks, calls, is_open
-        flush_text()
-        if is_open and (blocks or calls):
-            history.append(AssistantTurn(tuple(blocks), tuple(calls)))
-            blocks = []
-            calls = []
-        is_open = False
-
+    turns = _Turns()
+    calls = turns.calls
     for view in views:
         content = view.content
         kind = type(content)  # the content types are final: dispatch on the exact type
@@ -205,7 +187,7 @@ def build_history(
             call_id = view.id
             if include_call is not None and not include_call(call_id):
                 continue
-            is_open = True
+            turns.is_open = True
             if content.has_output:  # type: ignore[union-attr]
                 calls.append(ToolExchange(call_id, content.name, content.input, content.output))  # type: ignore[union-attr]
             else:
@@ -213,45 +195,83 @@ def build_history(
                     ToolExchange(call_id, content.name, content.input, PLACEHOLDER_OUTPUT, missing=True)  # type: ignore[union-attr]
                 )
         elif kind is TextContent:
-            if view.run_id.startswith(SUMMARY_RUN_PREFIX):
-                close()  # a summary stands alone: it replaces whole turns
-                if content.text:  # type: ignore[union-attr]
-                    history.append(AssistantTurn(blocks=(TextBlock(content.text),)))  # type: ignore[union-attr]
-                continue
-            if is_open and calls:
-                close()
-            is_open = True
-            parts = text_parts(view) if text_parts is not None else None
-            if parts is not None:
-                paragraphs.extend(part for part in parts if part)
-            elif content.text:  # type: ignore[union-attr]
-                paragraphs.append(content.text)  # type: ignore[union-attr]
+            turns.add_text(view, content.text, text_parts)  # type: ignore[union-attr]
         elif kind is ReasoningContent:
-            if is_open and calls:
-                close()
-            is_open = True
-            flush_text()
-            blocks.append(ThinkingBlock(content.text, content.signature, content.redacted_data))  # type: ignore[union-attr]
+            turns.open_after_calls()
+            turns.flush_text()
+            turns.blocks.append(ThinkingBlock(content.text, content.signature, content.redacted_data))  # type: ignore[union-attr]
         elif kind is UserContent:
-            close()
-            history.append(UserTurn(_user_content(content.content)))  # type: ignore[union-attr]
+            turns.close()
+            turns.history.append(UserTurn(_user_content(content.content)))  # type: ignore[union-attr]
         elif kind is ReplContent:
-            if is_open and calls:
-                close()
-            is_open = True
-            code = content.code  # type: ignore[union-attr]
-            written = any(code in text for text in paragraphs) or any(
-                type(block) is TextBlock and code in block.text for block in blocks
-            )
-            if code and not written:  # (a model's own fenced block already shows it)
-                paragraphs.append(fenced_code(code))
-            close()
-            history.append(UserTurn(repl_feedback(content)))  # type: ignore[arg-type]
+            turns.add_repl(content)  # type: ignore[arg-type]
         # error, relay, pending: not model context
-    close()
+        calls = turns.calls  # (a closed turn starts a new list)
+    turns.close()
+    history = turns.history
     if history and type(history[0]) is not UserTurn:
         history.insert(0, UserTurn(OPENING_USER_TEXT))
     return history
+
+
+class _Turns:
+    """The history being built (`build_history`): the open assistant turn's blocks, paragraphs
+    (its text since its last thinking block) and calls, collected until the turn closes."""
+
+    def __init__(self) -> None:
+        self.history: History = []
+        self.blocks: list[TextBlock | ThinkingBlock] = []
+        self.paragraphs: list[str] = []
+        self.calls: list[ToolExchange] = []
+        self.is_open = False
+        """A turn is open (its blocks and calls are collected in the lists)."""
+
+    def flush_text(self) -> None:
+        if self.paragraphs:
+            self.blocks.append(TextBlock(PARAGRAPH_BREAK.join(self.paragraphs)))
+            self.paragraphs.clear()
+
+    def close(self) -> None:
+        self.flush_text()
+        if self.is_open and (self.blocks or self.calls):
+            self.history.append(AssistantTurn(tuple(self.blocks), tuple(self.calls)))
+            self.blocks = []
+            self.calls = []
+        self.is_open = False
+
+    def open_after_calls(self) -> None:
+        """Open a turn for text or reasoning: a new one when the open turn has calls already."""
+        if self.is_open and self.calls:
+            self.close()
+        self.is_open = True
+
+    def add_text(
+        self, view: ViewNode, text: str, text_parts: Callable[[ViewNode], list[str] | None] | None
+    ) -> None:
+        if view.run_id.startswith(SUMMARY_RUN_PREFIX):
+            self.close()  # a summary stands alone: it replaces whole turns
+            if text:
+                self.history.append(AssistantTurn(blocks=(TextBlock(text),)))
+            return
+        self.open_after_calls()
+        parts = text_parts(view) if text_parts is not None else None
+        if parts is not None:
+            self.paragraphs.extend(part for part in parts if part)
+        elif text:
+            self.paragraphs.append(text)
+
+    def add_repl(self, content: ReplContent) -> None:
+        """A REPL turn: its code after the turn's text (unless written there), its output as the
+        next user message."""
+        self.open_after_calls()
+        code = content.code
+        written = any(code in text for text in self.paragraphs) or any(
+            type(block) is TextBlock and code in block.text for block in self.blocks
+        )
+        if code and not written:  # (a model's own fenced block already shows it)
+            self.paragraphs.append(fenced_code(code))
+        self.close()
+        self.history.append(UserTurn(repl_feedback(content)))
 
 
 def fenced_code(code: str, language: str = REPL_FENCE_LANGUAGE) -> str:

@@ -69,6 +69,8 @@ __all__ = ["CONTENT_KINDS", "Level", "ThreadBuilder"]
 CONTENT_KINDS: Final = frozenset({"text", "reasoning", "tool_call", "user", "error", "relay"})
 """Kinds whose node emits a view (or merges into one)."""
 LIFECYCLE_KINDS: Final = frozenset({"harness_start", "harness_end", "error"})
+VIEW_KINDS: Final = frozenset({*CONTENT_KINDS, "repl_input"})
+"""Kinds whose node `place_in` always gives a view (made or merged into), but hidden reasoning."""
 
 # Names from interpreted modules that placement uses per node, bound once: compiled, a `Final`
 # name is a C static, while an imported name is looked up in the module's dict at each use.
@@ -93,6 +95,9 @@ class Level:
         self.owner = owner
         self.attached = attached
         self.index = index
+        self.pending_run: str | None = None
+        """The run whose pending view a fill deferred (`thread_views.defer_pending`): it stands
+        last in this list, not made unless it stays there to the end."""
 
 
 class ThreadBuilder:
@@ -124,7 +129,8 @@ class ThreadBuilder:
         self._external_status = status_of
         self._top_level_only = top_level_only and not track_changes
         self._shared_branches: list[list[ViewNode]] | None = [] if self._top_level_only else None
-        self._skip_progress = self.registry.folds_nothing or self.options.collapse_tools
+        self.skips_progress = self.registry.folds_nothing or self.options.collapse_tools
+        """Progress shows nowhere (nothing folds, or tools are collapsed): it changes no view."""
         self._levels: list[Level] = []
         self._top = self._new_level(None, True)
         self._sink = self._new_level(None, False)
@@ -141,9 +147,11 @@ class ThreadBuilder:
         """node id -> the index of its list, for nodes not in their run's (`_run_level`)."""
         self._last_id = ""
         self._last_run = ""
+        self._last_kind = ""
         self._last_first = -1
+        self._last_index = -1
         self._last: Any = None
-        """The node placed last (and its id): most nodes' parent, found without a lookup."""
+        """The node placed last (its id, run, kind, list): most nodes' parent, without a lookup."""
         self._stamp_in_fill = status_of is not None and not self._top_level_only
         """A fill gives views the source's statuses when made (those of one version: final)."""
         self._runs: dict[str, Run] = {}
@@ -151,6 +159,10 @@ class ThreadBuilder:
         """Effective status per run (memo, kept current by `thread_views.restamp`)."""
         self._pending: dict[str, tuple[Level, ViewNode]] = {}
         """run -> its pending view and that view's list."""
+        self._deferred: dict[str, tuple[Level, str]] = {}
+        """During a fill: run -> the list and node id of its pending view, made at the end."""
+        self._index_views = not self._top_level_only
+        """Keep ``_view_of`` (a top-level-only build tells a view's presence by kind instead)."""
         self._filling = False
         """During a one-shot fill (`start_fill` .. `finish_fill`)."""
         self._view_of: dict[str, ViewNode] = {}
@@ -288,6 +300,8 @@ class ThreadBuilder:
 
     def finish_fill(self) -> None:
         """End a one-shot fill: every view made gets its run's final status."""
+        if self._deferred:
+            thread_views.make_deferred(self)
         if self._filling and not self._top_level_only and not self._stamp_in_fill:
             thread_views.settle_statuses(self, self.shown_views())
         self._filling = False
@@ -328,6 +342,8 @@ class ThreadBuilder:
         (`place_in`). Anything of a run first drops that run's pending view. O(1) amortised."""
         if self._pending and run_id in self._pending:
             self._drop_pending(run_id)
+        if self._deferred and run_id in self._deferred:
+            thread_views.drop_deferred(self, run_id)
         if level is None:
             level = self.level_for_parent(run_id, parent_id)
         if self._record:
@@ -339,7 +355,9 @@ class ThreadBuilder:
         elif first != level.index:
             self._moved[node_id] = level.index
         self._last_run = run_id
+        self._last_kind = kind
         self._last_first = first
+        self._last_index = level.index
         self._last_id = node_id
         self._last = item
         self.place_in(kind, node_id, run_id, item, level)
@@ -349,20 +367,25 @@ class ThreadBuilder:
         docstring). A cross-run parent also records which run spawned ``run_id``."""
         if parent_id is None:
             return self._top
-        parent = self._last if parent_id == self._last_id else self._nodes.get(parent_id)
-        if parent is None:  # a parent not placed: a root
-            return self._top
-        parent_run: str = parent.run_id
-        level = self._level_of(parent_id, parent_run)
+        if parent_id == self._last_id:
+            parent_run = self._last_run
+            parent_kind = self._last_kind
+            level: Level | None = self._levels[self._last_index]
+        else:
+            parent = self._nodes.get(parent_id)
+            if parent is None:  # a parent not placed: a root
+                return self._top
+            parent_run = parent.run_id
+            parent_kind = _kind(parent)
+            level = self._level_of(parent_id, parent_run)
         if level is None:
             return self._top
-        parent_kind = _kind(parent)
         if parent_run == run_id:
             if parent_kind in CONTENT_KINDS:  # (read only for content parents)
                 self._has_continuation.add(parent_id)
             return level
         self.link_run(run_id, parent_run)
-        parent_view = self._view_of.get(parent_id)
+        parent_view = self.view_of(parent_id, parent_kind)
         if parent_kind == "tool_call":
             if self.options.hide_subagents:
                 return self._sink
@@ -390,8 +413,18 @@ class ThreadBuilder:
             return level
         if trigger_kind == "tool_call" and self.options.hide_subagents:
             return self._sink
-        view = self._view_of.get(trigger_id)
+        view = self.view_of(trigger_id, trigger_kind)
         return level if view is None else self._new_level(view, False)
+
+    def view_of(self, node_id: str, kind: str) -> ViewNode | None:
+        """The view placed node ``node_id`` (of ``kind``) made or merged into, if any. A
+        top-level-only build keeps no index (its nested lists have no owner: only whether there is
+        a view matters, told by `VIEW_KINDS`): `_NO_VIEW` stands for any."""
+        if self._index_views:
+            return self._view_of.get(node_id)
+        if kind not in VIEW_KINDS or (kind == "reasoning" and self.options.hide_reasoning):
+            return None
+        return _NO_VIEW
 
     def link_run(self, run_id: str, parent_run_id: str) -> None:
         """Record that ``run_id`` was spawned by ``parent_run_id`` (status inheritance)."""
@@ -446,7 +479,8 @@ class ThreadBuilder:
 
     def _add_view(self, node_id: str, run_id: str, content: Any, level: Level) -> None:
         view = self._new_view(node_id, run_id, content)
-        self._view_of[node_id] = view
+        if self._index_views:
+            self._view_of[node_id] = view
         self._append(level, view)
 
     def _call_content(self, name: str, tool_input: Any) -> ToolCallContent:
@@ -486,7 +520,9 @@ class ThreadBuilder:
         """Append ``view`` to ``level`` (after dropping a pending view standing last), attach the
         list to its owner on its first view, and record the view for its status."""
         items = level.items
-        if items and type(items[-1].content) is _PendingContent:
+        if level.pending_run is not None:
+            thread_views.drop_deferred(self, level.pending_run)
+        elif items and type(items[-1].content) is _PendingContent:
             self._drop_pending(items[-1].run_id)
         items.append(view)
         owner = level.owner
@@ -513,10 +549,10 @@ class ThreadBuilder:
         if items and items[-1] is view:
             items.pop()
         else:
-            _remove(items, view)
+            thread_views.remove_view(items, view)
         run_views = self._run(run_id).views
         if run_views is not None:
-            _remove(run_views, view)
+            thread_views.remove_view(run_views, view)
         if not items and level.attached and level.owner is not None:
             self._detach(level, level.owner)
         if self.track_changes:
@@ -545,38 +581,15 @@ class ThreadBuilder:
         """Effective status of a run (own lifecycle, else inherited from its spawner). O(1)."""
         status = self._status.get(run_id)
         if status is None:
-            status = self._status[run_id] = self._compute_status(run_id)
+            status = self._status[run_id] = thread_views.compute_status(self, run_id)
         return status
 
-    def _compute_status(self, run_id: str) -> Status:
-        if self._external_status is not None:
-            return self._external_status(run_id)
-        seen: set[str] = set()
-        current: str | None = run_id
-        while current is not None and current not in seen:
-            seen.add(current)
-            run = self._runs.get(current)
-            if run is None:
-                return "complete"
-            if run.errored:
-                return "error"
-            if run.ended:
-                return "complete"
-            if run.started:
-                return "streaming"
-            current = run.parent
-        return "complete"
+
+_NO_VIEW: Final = ViewNode(id="", run_id="", role="assistant", content=PendingContent(), status="complete")
+"""Stands for "a view" where a top-level-only build keeps none (`ThreadBuilder.view_of`)."""
 
 
 def _kind(node: Any) -> str:
     """A node's kind (a flat node's by its type: no property call)."""
     kind: str | None = _KIND_OF_TYPE.get(type(node))
     return node.kind if kind is None else kind
-
-
-def _remove(items: list[ViewNode], view: ViewNode) -> None:
-    """Remove ``view`` (by identity) from ``items``, the last occurrence, if there."""
-    for i in range(len(items) - 1, -1, -1):
-        if items[i] is view:
-            del items[i]
-            return

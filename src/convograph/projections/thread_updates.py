@@ -107,7 +107,8 @@ def add_repl(builder: ThreadBuilder, node: Any, kind: str, level: Level) -> None
     run's latest); ``repl_output`` gives its turn's cell its result."""
     if kind == "repl_input":
         view = builder._new_view(node.id, node.run_id, ReplContent(code=node.code, iteration=node.iteration))
-        builder._view_of[node.id] = view
+        if builder._index_views:
+            builder._view_of[node.id] = view
         builder._repls[node.id] = view
         builder._latest_repl[node.run_id] = view
         builder._append(level, view)

@@ -32,7 +32,12 @@ __all__ = [
     "add_text",
     "add_tool_call",
     "add_tool_result",
+    "compute_status",
+    "defer_pending",
+    "drop_deferred",
     "fold_progress",
+    "make_deferred",
+    "remove_view",
     "restamp",
     "settle_statuses",
     "update_tool_call",
@@ -57,7 +62,7 @@ def add_text(
         builder._texts[node_id] = text
         builder._signatures[node_id] = signature
     items = level.items
-    if items:
+    if items and level.pending_run is None:  # (a deferred pending view stands last: no merge)
         last = items[-1]
         content: Any = last.content
         # A signed or redacted thinking block is a view of its own: its signature covers exactly
@@ -77,14 +82,16 @@ def add_text(
     view = builder._new_view(node_id, run_id, new)
     if builder.track_changes:
         builder._members[id(view)] = [node_id]
-    builder._view_of[node_id] = view
+    if builder._index_views:
+        builder._view_of[node_id] = view
     builder._append(level, view)
 
 
 def merge_text(builder: ThreadBuilder, view: ViewNode, content: Any, node_id: str, text: str) -> None:
     """Merge ``text`` (of node ``node_id``) into ``view``: at once when tracking changes, else
     joined once when read (merging n pieces stays O(total length))."""
-    builder._view_of[node_id] = view
+    if builder._index_views:
+        builder._view_of[node_id] = view
     if builder.track_changes:
         builder._members[id(view)].append(node_id)
         content.text += text
@@ -98,10 +105,11 @@ def merge_text(builder: ThreadBuilder, view: ViewNode, content: Any, node_id: st
 
 
 def add_tool_call(builder: ThreadBuilder, call_id: str, run_id: str, item: Any, level: Level) -> None:
-    builder._call_nodes.add(call_id)
     existing = builder._calls.get(call_id)
     if existing is not None:  # the result came first and already shows the call
-        builder._view_of[call_id] = existing
+        builder._call_nodes.add(call_id)  # (a call view made by its call node is real already)
+        if builder._index_views:
+            builder._view_of[call_id] = existing
         update_tool_call(builder, call_id, item)
         return
     content = builder._call_content(item.name, item.input)
@@ -111,15 +119,17 @@ def add_tool_call(builder: ThreadBuilder, call_id: str, run_id: str, item: Any, 
         content.progress = fold_progress(builder, call_id)
     view = builder._new_view(call_id, run_id, content)
     builder._calls[call_id] = view
-    builder._view_of[call_id] = view
+    if builder._index_views:
+        builder._view_of[call_id] = view
     builder._append(level, view)
 
 
 def add_tool_result(builder: ThreadBuilder, node_id: str, run_id: str, item: Any, level: Level) -> None:
     call_id = _call_id_of_result(node_id)
     output = item.output
-    builder._results[call_id] = output
     view = builder._calls.get(call_id)
+    if view is None or builder.track_changes:  # (read when the call arrives later / updates)
+        builder._results[call_id] = output
     if view is not None:
         builder._set_output(view.content, output)
         if builder.track_changes:
@@ -137,7 +147,7 @@ def add_tool_result(builder: ThreadBuilder, node_id: str, run_id: str, item: Any
 
 
 def add_progress(builder: ThreadBuilder, node_id: str, item: Any) -> None:
-    if builder._skip_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
+    if builder.skips_progress:  # nothing folds (or tools are collapsed): progress shows nowhere
         return
     call_id: str = item.tool_call_id
     view = builder._calls.get(call_id)
@@ -181,6 +191,8 @@ def add_lifecycle(
         restamp(builder, run_id)
     if kind == "error":
         builder._add_view(node_id, run_id, _ErrorContent(message=item.message), level)
+    elif kind == "harness_start" and not run.ended and not run.errored and builder._filling:
+        defer_pending(builder, node_id, run_id, level)
     elif kind == "harness_start" and not run.ended and not run.errored:
         pending = builder._new_view(node_id, run_id, _PendingContent())
         builder._append(level, pending)
@@ -220,7 +232,7 @@ def restamp(builder: ThreadBuilder, run_id: str) -> None:
         if current in seen or run is None:
             continue
         seen.add(current)
-        status = builder._status[current] = builder._compute_status(current)
+        status = builder._status[current] = compute_status(builder, current)
         for view in run.views or ():
             if view.role != "user" and view.status != status:
                 view.status = status
@@ -252,3 +264,72 @@ def settle_statuses(builder: ThreadBuilder, views: list[ViewNode]) -> None:
 def _open_or_failed(run: Run) -> bool:
     """A run whose own status is not ``complete``."""
     return run.errored or (run.started and not run.ended)
+
+
+def compute_status(builder: ThreadBuilder, run_id: str) -> Status:
+    """A run's status from the source's statuses, else its own lifecycle flags, else its
+    spawner's (`ThreadBuilder.status_of` memoises it). O(spawner chain)."""
+    if builder._external_status is not None:
+        return builder._external_status(run_id)
+    seen: set[str] = set()
+    current: str | None = run_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        run = builder._runs.get(current)
+        if run is None:
+            return "complete"
+        if run.errored:
+            return "error"
+        if run.ended:
+            return "complete"
+        if run.started:
+            return "streaming"
+        current = run.parent
+    return "complete"
+
+
+def defer_pending(builder: ThreadBuilder, node_id: str, run_id: str, level: Level) -> None:
+    """A fill's pending view of ``run_id`` (its ``harness_start`` ``node_id``) at the end of
+    ``level``, not made yet: anything of the run, or any view appended to ``level``, drops it
+    (`drop_deferred`); one left standing is made when the fill ends (`make_deferred`). The list is
+    attached to its owner now, as the view would attach it, so branches keep their order."""
+    if level.pending_run is not None:
+        drop_deferred(builder, level.pending_run)
+    elif level.items and type(level.items[-1].content) is _PendingContent:
+        builder._drop_pending(level.items[-1].run_id)
+    level.pending_run = run_id
+    builder._deferred[run_id] = (level, node_id)
+    owner = level.owner
+    if not level.attached and owner is not None:
+        owner.branches.append(level.items)
+        level.attached = True
+
+
+def drop_deferred(builder: ThreadBuilder, run_id: str) -> None:
+    """Drop the deferred pending view of ``run_id`` (detaching its list if that leaves it empty)."""
+    entry = builder._deferred.pop(run_id, None)
+    if entry is None:
+        return
+    level = entry[0]
+    if level.pending_run == run_id:
+        level.pending_run = None
+    if not level.items and level.attached and level.owner is not None:
+        builder._detach(level, level.owner)
+
+
+def make_deferred(builder: ThreadBuilder) -> None:
+    """Make the pending views still standing at the end of a fill, last in their lists."""
+    for run_id, (level, node_id) in builder._deferred.items():
+        level.pending_run = None
+        view = builder._new_view(node_id, run_id, _PendingContent())
+        level.items.append(view)
+        builder._pending[run_id] = (level, view)
+    builder._deferred.clear()
+
+
+def remove_view(items: list[ViewNode], view: ViewNode) -> None:
+    """Remove ``view`` (by identity) from ``items``, the last occurrence, if there."""
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is view:
+            del items[i]
+            return
