@@ -80,7 +80,8 @@ def _label(name: str) -> str:
 def _create_index(engine: GraphEngine, graph: str, label: str, attempts: int = 50) -> None:
     """The shared graph's ``(node_id, workspace)`` index on ``label``, present already or made now.
     Instances starting together race to create the graph: FalkorDB answers "Encountered an empty
-    key" to the one that opens the key while the other creates it; that one tries again."""
+    key (or a different graph value) when opened key" to one that opens the key while another
+    creates it; that one tries again."""
     for attempt in range(attempts):
         try:
             engine.execute(graph, f"CREATE INDEX FOR (n:{label}) ON (n.node_id, n.workspace)")
@@ -89,7 +90,7 @@ def _create_index(engine: GraphEngine, graph: str, label: str, attempts: int = 5
             message = str(exc).lower()
             if "already indexed" in message:
                 return
-            if "empty key" not in message or attempt == attempts - 1:
+            if "when opened key" not in message or attempt == attempts - 1:
                 raise
             time.sleep(0.02 * (attempt + 1))
 
