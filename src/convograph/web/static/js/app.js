@@ -383,17 +383,24 @@ function conversationPage(cid, tab) {
     }
     if (dag && !graphPanel.hidden) scheduleDag();
     if (find.active && !serverMode) scheduleFind();
-    // New tools for the find bar's list: at most every 2 s (it walks every call).
-    if (model.calls.size !== toolCount && performance.now() - toolsAt > 2000) {
-      toolCount = model.calls.size;
-      toolsAt = performance.now();
-      find.refreshTools();
-    }
+    // New tools for the find bar's list: at most every 2 s (it walks every call), and once more
+    // after the last change (calls that arrive within the 2 s would otherwise never be listed).
+    if (model.calls.size !== toolCount) scheduleTools();
     if (target) goToTarget();
     if (timeline && !timelinePanel.hidden) scheduleTimeline();
   }
   let toolCount = 0; // tool calls known when the find bar's tool list was last made
   let toolsAt = -Infinity;
+  let toolsTimer = null;
+  function scheduleTools() {
+    if (toolsTimer) return;
+    toolsTimer = setTimeout(() => {
+      toolsTimer = null;
+      toolCount = model.calls.size;
+      toolsAt = performance.now();
+      find.refreshTools();
+    }, Math.max(0, 2000 - (performance.now() - toolsAt)));
+  }
   // While a search is shown, new events are searched too (at most twice a second).
   let findTimer = null;
   function scheduleFind() {
