@@ -88,12 +88,11 @@ export class Steering {
     }
     const kept = new Set();
     for (const [sig, controls, text] of placeholders) {
-      let el = loose.get(sig);
-      if (!el || el.nextElementSibling) {
-        if (el) el.remove();
-        el = h("div", { class: "turn steer-loose", role: "status", "data-sig": sig }, h("p", { class: "muted" }, text), controls());
-        root.append(el);
-      }
+      // The same placeholder element while it says the same thing, even across a re-render of the
+      // thread: moved to the end rather than made again (a new status element is announced again).
+      let el = loose.get(sig) ?? (this.awaiting?.dataset.sig === sig ? this.awaiting : undefined);
+      if (!el) el = h("div", { class: "turn steer-loose", role: "status", "data-sig": sig }, h("p", { class: "muted" }, text), controls());
+      if (!el.isConnected || el.parentNode !== root || el.nextElementSibling) root.append(el);
       kept.add(el);
       const inner = el.querySelector(".steer");
       if (inner) keep.add(inner);
