@@ -17,6 +17,7 @@ from convograph.projections import (
     project_thread,
     register_accumulator,
 )
+from convograph.projections.progress import fold_step
 
 
 def test_exec_accumulator_rules() -> None:
@@ -55,12 +56,16 @@ def test_exec_accumulator_matches_its_rules(contents: list[Any]) -> None:
     """Folding any contents equals the rules stated plainly, and no state is mutated."""
     acc = ExecAccumulator()
     state = acc.init()
+    folded = acc.init()  # the same contents through `fold_step`, in place (a thread build's path)
+    step = fold_step(acc)
     expected: dict[str, Any] = {"stdout": "", "stderr": "", "metrics": None}
     for content in contents:
         before = dict(state)
         new = acc.reduce(state, content)
         assert state == before
         state = new
+        assert step(folded, content) is folded
+        assert folded == state
         if not isinstance(content, dict):
             continue
         channel, data, pid = content.get("channel"), content.get("data"), content.get("pid")

@@ -8,6 +8,7 @@ import pytest
 
 from convograph import create_graph, reduce_events, to_jsonable
 from convograph.projections import (
+    NO_BRANCHES,
     CollectAll,
     ProgressRegistry,
     ViewNode,
@@ -81,6 +82,27 @@ def test_seed_example_thread() -> None:
         "tool": "bash",
         "params": {"command": "ls"},
     }
+
+
+def test_views_without_branches_share_one_empty_list_that_refuses_to_grow() -> None:
+    """Leaves share `NO_BRANCHES` (no tracked empty list per view): it reads and encodes as ``[]``,
+    refuses in-place growth with an error that says what to do, and ``+=`` gives a list of its own,
+    so one leaf can never change another's branches."""
+    views = thread(SEED_EXAMPLE)
+    first, second = views[0], views[1]
+    assert first.branches is NO_BRANCHES
+    assert second.branches is NO_BRANCHES
+    assert first.branches == []
+    assert to_jsonable(first)["branches"] == []
+    with pytest.raises(TypeError, match="assign a new list"):
+        first.branches.append([])
+    with pytest.raises(TypeError, match="assign a new list"):
+        first.branches.extend([[]])
+    first.branches += [[second]]
+    assert first.branches == [[second]]
+    assert type(first.branches) is list
+    assert second.branches is NO_BRANCHES
+    assert NO_BRANCHES == []
 
 
 def test_structural_nodes_are_filtered() -> None:

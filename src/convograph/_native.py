@@ -44,6 +44,7 @@ COMPILED_MODULES: Final = (
     "convograph.projections.feed",
     "convograph.projections.thread_updates",
     "convograph.projections.thread_views",
+    "convograph.projections.exec_progress",
     "convograph.projections.dag_coordinates",
     "convograph.projections.dag_input",
     "convograph.projections.dag_labels",

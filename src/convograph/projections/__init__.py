@@ -40,7 +40,9 @@ from convograph.projections.repl import (
 )
 from convograph.projections.thread import ThreadBuilder, project_thread
 from convograph.projections.view import (
+    NO_BRANCHES,
     ErrorContent,
+    NoBranches,
     PendingContent,
     ReasoningContent,
     RelayContent,
@@ -56,6 +58,7 @@ from convograph.projections.view import (
 
 __all__ = [
     "FORMATS",
+    "NO_BRANCHES",
     "Accumulator",
     "CollectAll",
     "ConversationProjector",
@@ -66,6 +69,7 @@ __all__ = [
     "ErrorContent",
     "ExecAccumulator",
     "KeepLatest",
+    "NoBranches",
     "PendingContent",
     "ProgressRegistry",
     "ReasoningContent",

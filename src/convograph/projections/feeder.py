@@ -72,7 +72,9 @@ class ConversationFeeder:
         """Set by a one-shot build over one version (`use_one_version`): the blocks that spawned a
         thread, the only ones whose record it reads."""
         self._texts: dict[str, Fragments] = {}
-        self._used_ids: dict[str, int] = {}
+        self._used_ids: set[str] = set()
+        self._repeated_ids: dict[str, int] = {}
+        """Node ids given out (`_unique`), and how often those given more than once were asked."""
         self._usage: dict[str, int] = {}
         self._statuses: dict[str, Status] = {}
         self._statuses_of: Any = None
@@ -118,7 +120,7 @@ class ConversationFeeder:
                 self.orphans.add(thread_id)
             else:
                 spawn_kind, trigger_block_id = spawn
-                if spawn_kind in _SPAWNED_THREAD_KINDS and self.builder.options.hide_subagents:
+                if spawn_kind in _SPAWNED_THREAD_KINDS and self.builder.hide_subagents:
                     level = self.builder.sink_level
                 else:
                     trigger = self._blocks.get(trigger_block_id)
@@ -156,12 +158,16 @@ class ConversationFeeder:
     # -- chunks --------------------------------------------------------------------------------------
 
     def _unique(self, node_id: str) -> str:
-        count = self._used_ids.get(node_id)
-        if count is None:
-            self._used_ids[node_id] = 1
+        """``node_id`` the first time it is asked, then ``node_id#2``, ``#3``, ... One set probe
+        for a first use (the usual case)."""
+        used = self._used_ids
+        size = len(used)
+        used.add(node_id)
+        if len(used) != size:
             return node_id
-        self._used_ids[node_id] = count + 1
-        return f"{node_id}#{count + 1}"
+        count = self._repeated_ids.get(node_id, 1) + 1
+        self._repeated_ids[node_id] = count
+        return f"{node_id}#{count}"
 
     def feed(self, chunk: Any, *, whole_block_text: str | None = None) -> bool:
         """Place one chunk (`queries.Chunk` or `FedChunk`); False when its thread's spawner has not

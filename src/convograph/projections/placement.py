@@ -52,6 +52,7 @@ from convograph.projections import thread_updates, thread_views
 from convograph.projections.progress import ProgressRegistry, default_registry, fold_step
 from convograph.projections.thread_nodes import Run, call_id_of_result
 from convograph.projections.view import (
+    NO_BRANCHES,
     ErrorContent,
     PendingContent,
     ReasoningContent,
@@ -62,6 +63,7 @@ from convograph.projections.view import (
     UserContent,
     ViewNode,
     ViewOptions,
+    add_branch,
 )
 
 __all__ = ["CONTENT_KINDS", "Level", "ThreadBuilder"]
@@ -84,6 +86,8 @@ _PendingContent: Final = PendingContent
 _ErrorContent: Final = ErrorContent
 _Run: Final = Run
 _call_id_of_result: Final = call_id_of_result
+_NO_BRANCHES: Final = NO_BRANCHES
+_add_branch: Final = add_branch
 
 
 class Level:
@@ -107,8 +111,8 @@ class ThreadBuilder:
     the views of a node that changed (a streamed delta, a redelivered call). ``views`` is the live
     top-level list. ``track_changes=True`` (incremental projectors) records changed view ids and
     what updates need. ``top_level_only`` (one-shot, `project_messages`): nested lists are built by
-    the same rules but never attached, every view shares one empty ``branches`` list and statuses
-    are not settled; such views must not leave the caller. ``status_of``: the source's statuses
+    the same rules but never attached and statuses are not settled; such views must not leave the
+    caller. ``status_of``: the source's statuses
     (the hypergraph's) instead of the builder's own lifecycle flags.
     """
 
@@ -128,8 +132,10 @@ class ThreadBuilder:
         self.registry: ProgressRegistry = registry if registry is not None else default_registry
         self._external_status = status_of
         self._top_level_only = top_level_only and not track_changes
-        self._shared_branches: list[list[ViewNode]] | None = [] if self._top_level_only else None
-        self.skips_progress = self.registry.folds_nothing or self.options.collapse_tools
+        self.hide_reasoning = self.options.hide_reasoning  # (flags read per node: native attributes,
+        self.collapse_tools = self.options.collapse_tools  # not a Struct field lookup each time)
+        self.hide_subagents = self.options.hide_subagents
+        self.skips_progress = self.registry.folds_nothing or self.collapse_tools
         """Progress shows nowhere (nothing folds, or tools are collapsed): it changes no view."""
         self._levels: list[Level] = []
         self._top = self._new_level(None, True)
@@ -150,15 +156,13 @@ class ThreadBuilder:
         self._last_kind = ""
         self._last_first = -1
         self._last_index = -1
-        self._last: Any = None
         """The node placed last (its id, run, kind, list): most nodes' parent, without a lookup."""
         self._stamp_in_fill = status_of is not None and not self._top_level_only
         """A fill gives views the source's statuses when made (those of one version: final)."""
         self._runs: dict[str, Run] = {}
         self._status: dict[str, Status] = {}
         """Effective status per run (memo, kept current by `thread_views.restamp`)."""
-        self._pending: dict[str, tuple[Level, ViewNode]] = {}
-        """run -> its pending view and that view's list."""
+        self._pending: dict[str, tuple[Level, ViewNode]] = {}  # run -> its pending view, its list
         self._deferred: dict[str, tuple[Level, str]] = {}
         """During a fill: run -> the list and node id of its pending view, made at the end."""
         self._index_views = not self._top_level_only
@@ -359,7 +363,6 @@ class ThreadBuilder:
         self._last_first = first
         self._last_index = level.index
         self._last_id = node_id
-        self._last = item
         self.place_in(kind, node_id, run_id, item, level)
 
     def level_for_parent(self, run_id: str, parent_id: str | None) -> Level:
@@ -387,7 +390,7 @@ class ThreadBuilder:
         self.link_run(run_id, parent_run)
         parent_view = self.view_of(parent_id, parent_kind)
         if parent_kind == "tool_call":
-            if self.options.hide_subagents:
+            if self.hide_subagents:
                 return self._sink
             return level if parent_view is None else self._new_level(parent_view, False)
         if parent_kind in CONTENT_KINDS and parent_view is not None:
@@ -411,7 +414,7 @@ class ThreadBuilder:
         hidden."""
         if trigger_id is None:
             return level
-        if trigger_kind == "tool_call" and self.options.hide_subagents:
+        if trigger_kind == "tool_call" and self.hide_subagents:
             return self._sink
         view = self.view_of(trigger_id, trigger_kind)
         return level if view is None else self._new_level(view, False)
@@ -422,7 +425,7 @@ class ThreadBuilder:
         a view matters, told by `VIEW_KINDS`): `_NO_VIEW` stands for any."""
         if self._index_views:
             return self._view_of.get(node_id)
-        if kind not in VIEW_KINDS or (kind == "reasoning" and self.options.hide_reasoning):
+        if kind not in VIEW_KINDS or (kind == "reasoning" and self.hide_reasoning):
             return None
         return _NO_VIEW
 
@@ -467,14 +470,8 @@ class ThreadBuilder:
         status: Status = "complete"  # (a fill settles it at the end, expecting "complete")
         if role != "user" and (not self._filling or self._stamp_in_fill):
             status = self.status_of(run_id)
-        branches = self._shared_branches
         return _ViewNode(
-            id=view_id,
-            run_id=run_id,
-            role=role,
-            content=content,
-            status=status,
-            branches=[] if branches is None else branches,
+            id=view_id, run_id=run_id, role=role, content=content, status=status, branches=_NO_BRANCHES
         )
 
     def _add_view(self, node_id: str, run_id: str, content: Any, level: Level) -> None:
@@ -484,12 +481,12 @@ class ThreadBuilder:
         self._append(level, view)
 
     def _call_content(self, name: str, tool_input: Any) -> ToolCallContent:
-        if self.options.collapse_tools:
+        if self.collapse_tools:
             return _ToolCallContent(name=name)
         return _ToolCallContent(name=name, input=tool_input)
 
     def _set_output(self, content: Any, output: Any) -> None:
-        content.output = True if self.options.collapse_tools else output
+        content.output = True if self.collapse_tools else output
         content.has_output = True
 
     def accumulator(self, tool: str) -> Any:
@@ -527,7 +524,7 @@ class ThreadBuilder:
         items.append(view)
         owner = level.owner
         if not level.attached and owner is not None:
-            owner.branches.append(items)
+            _add_branch(owner, items)
             level.attached = True
             if self.track_changes:
                 self.changed.add(owner.id)

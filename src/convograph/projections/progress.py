@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from convograph.projections.exec_progress import changes_exec, fold_exec
+
 __all__ = [
     "Accumulator",
     "CollectAll",
@@ -53,46 +55,22 @@ class ExecAccumulator:
         return _EXEC_INIT.copy()  # (a copy of a small dict is cheaper than building it)
 
     def reduce(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
-        if not _changes(content):
+        if not changes_exec(content):
             return state
         return self.fold(state.copy(), content)  # (a new state: reducers never mutate theirs)
 
     def fold(self, state: dict[str, Any], content: Any) -> dict[str, Any]:
         """`reduce` that updates ``state`` in place and returns it: for a state only its caller
         holds (`fold_step`), so a long stream makes no copy per chunk."""
-        if not isinstance(content, dict):
-            return state
-        channel = content.get("channel")
-        if channel == "stdout" or channel == "stderr":
-            data = content.get("data")
-            if isinstance(data, str):
-                state[channel] = state[channel] + data
-                return state
-        pid = content.get("pid")
-        if isinstance(pid, (int, float)) and not isinstance(pid, bool):
-            state["metrics"] = {
-                "pid": pid,
-                "cpuPercent": content.get("cpuPercent"),
-                "rssKb": content.get("rssKb"),
-                "wallMs": content.get("wallMs"),
-            }
-        return state
-
-
-def _changes(content: Any) -> bool:
-    """Whether `ExecAccumulator` changes its state for ``content``."""
-    if not isinstance(content, dict):
-        return False
-    if content.get("channel") in ("stdout", "stderr") and isinstance(content.get("data"), str):
-        return True
-    pid = content.get("pid")
-    return isinstance(pid, (int, float)) and not isinstance(pid, bool)
+        return fold_exec(state, content)
 
 
 def fold_step(accumulator: Accumulator) -> Callable[[Any, Any], Any]:
     """``step(state, content) -> state`` for ``accumulator``: its in-place ``fold`` when it has one
     (`ExecAccumulator`), else its ``reduce``. For a caller that alone holds the state it folds
     (a thread build's call view)."""
+    if type(accumulator) is ExecAccumulator:
+        return fold_exec  # (the compiled function itself: no method call per chunk)
     step: Callable[[Any, Any], Any] = getattr(accumulator, "fold", accumulator.reduce)
     return step
 

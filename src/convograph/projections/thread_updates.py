@@ -96,7 +96,7 @@ def _update_progress(builder: ThreadBuilder, node: Any) -> None:
         return
     entries[node.id] = (node.name, node.content)
     view = builder._calls.get(node.tool_call_id)
-    if view is not None and not builder.options.collapse_tools:
+    if view is not None and not builder.collapse_tools:
         content: Any = view.content
         content.progress = thread_views.fold_progress(builder, node.tool_call_id)
         _changed(builder, view.id)

@@ -21,6 +21,7 @@ from convograph.projections.view import (
     Status,
     TextContent,
     ViewNode,
+    add_branch,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ _call_id_of_result: Final = call_id_of_result
 def add_text(
     builder: ThreadBuilder, node_id: str, run_id: str, item: Any, is_reasoning: bool, level: Level
 ) -> None:
-    if is_reasoning and builder.options.hide_reasoning:
+    if is_reasoning and builder.hide_reasoning:
         return
     text: str = item.content
     signature: str | None = item.signature if is_reasoning else None
@@ -115,7 +116,7 @@ def add_tool_call(builder: ThreadBuilder, call_id: str, run_id: str, item: Any, 
     content = builder._call_content(item.name, item.input)
     if call_id in builder._results:
         builder._set_output(content, builder._results[call_id])
-    if call_id in builder._progress and not builder.options.collapse_tools:
+    if call_id in builder._progress and not builder.collapse_tools:
         content.progress = fold_progress(builder, call_id)
     view = builder._new_view(call_id, run_id, content)
     builder._calls[call_id] = view
@@ -138,7 +139,7 @@ def add_tool_result(builder: ThreadBuilder, node_id: str, run_id: str, item: Any
     # No call seen: a denied call (input from its relay) or an orphan result.
     content = builder._call_content(item.name, builder._relay_params.get(call_id))
     builder._set_output(content, output)
-    if call_id in builder._progress and not builder.options.collapse_tools:
+    if call_id in builder._progress and not builder.collapse_tools:
         content.progress = fold_progress(builder, call_id)
     view = builder._new_view(call_id, run_id, content)
     builder._calls[call_id] = view
@@ -158,12 +159,15 @@ def add_progress(builder: ThreadBuilder, node_id: str, item: Any) -> None:
         entries[node_id] = (item.name, item.content)
     if view is None:
         return
-    fold = builder._fold_step(item.name)
+    name: str = item.name
+    fold = builder._fold_step(name)
     if fold is None:
         return
     content: Any = view.content
     state = content.progress
-    content.progress = fold(builder.accumulator(item.name).init() if state is None else state, item.content)
+    if state is None:
+        state = builder.accumulator(name).init()
+    content.progress = fold(state, item.content)
     if builder.track_changes:
         builder.changed.add(view.id)
 
@@ -215,7 +219,7 @@ def update_tool_call(builder: ThreadBuilder, call_id: str, item: Any) -> None:
         return
     content: Any = view.content
     content.name = item.name
-    if not builder.options.collapse_tools:
+    if not builder.collapse_tools:
         content.input = item.input
     if builder.track_changes:
         builder.changed.add(view.id)
@@ -301,7 +305,7 @@ def defer_pending(builder: ThreadBuilder, node_id: str, run_id: str, level: Leve
     builder._deferred[run_id] = (level, node_id)
     owner = level.owner
     if not level.attached and owner is not None:
-        owner.branches.append(level.items)
+        add_branch(owner, level.items)
         level.attached = True
 
 

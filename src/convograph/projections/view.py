@@ -16,7 +16,8 @@ cycle would never be collected).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -131,11 +132,46 @@ ViewContent = (
 )
 
 
+class NoBranches(list[list["ViewNode"]]):
+    """The ``branches`` of a projected view that has none: one empty list shared by every such view
+    (`NO_BRANCHES`), so a 100k-node thread leaves no tracked empty list per view for the cyclic
+    garbage collector (~41k fewer objects, and the full collections they set off). Read it as any
+    empty list (it equals ``[]``, encodes as ``[]``); it refuses to grow, since every leaf shares it:
+    give a view branches by assigning a list (``view.branches = [...]``; ``+=`` does that)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError(
+            "this view has no branches and shares its empty list with every view that has none: "
+            "assign a new list (view.branches = [...]) instead of changing it in place"
+        )
+
+    append = extend = insert = __setitem__ = __delitem__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def __iadd__(self, other: Iterable[list[ViewNode]]) -> list[list[ViewNode]]:  # type: ignore[override,misc]
+        return [*other]
+
+
+NO_BRANCHES: Final = NoBranches()
+"""The shared empty ``branches`` of projected views without branches (see `NoBranches`)."""
+
+
+def add_branch(view: ViewNode, branch: list[ViewNode]) -> None:
+    """Append ``branch`` to ``view``'s branches (a new list in place of the shared `NO_BRANCHES`)."""
+    if view.branches is NO_BRANCHES:
+        view.branches = [branch]
+    else:
+        view.branches.append(branch)
+
+
 class ViewNode(msgspec.Struct, kw_only=True, rename="camel", gc=False):
     """One renderable block of a conversation thread.
 
     ``branches`` holds one list per child run spawned from this block (subagents), nested to any
-    depth. ``status`` is the status of ``run_id`` (see `convograph.projections.thread`).
+    depth; a projected view without branches holds `NO_BRANCHES`, a shared empty list that refuses
+    to grow (assign a new list to add branches). ``status`` is the status of ``run_id`` (see
+    `convograph.projections.thread`).
     """
 
     id: str
