@@ -42,18 +42,25 @@ def place_shown(feeder: ConversationFeeder, shown: Any) -> None:
 
 class ChunkWalk:
     """One walk of `place_shown`: the blocks in order, the parts of split blocks (a heap by chunk
-    index), the summaries still to place, and the chunks waiting for their spawner."""
+    index), the summaries still to place, and the chunks waiting for their spawner. A block's id,
+    kind, run and first chunk are read from the shown paths' columns (`ShownPaths.block_table`,
+    C-level copies: plain list reads here), its record only for its chunk list."""
 
     def __init__(self, feeder: ConversationFeeder, shown: Any) -> None:
         self.feeder = feeder
         self.shown = shown
-        self.events: Sequence[Any] = shown.chunk_events
+        self.events: tuple[Any, ...] = shown.chunk_events
         self.n_chunks = len(self.events)
+        table = shown.block_table()
+        self.ids: list[str] = table.ids
+        self.kinds: list[str] = table.kinds
+        self.runs: list[str] = table.run_ids
+        self.firsts: list[int] = table.first_chunks
         self.summaries: list[Any] = list(reversed(shown.summaries))
         self.cut = self._next_cut()
         """Chunk index before which the next summary goes (past the end when none is left)."""
-        self.later: list[tuple[int, int, Any]] = []
-        """``(chunk index, tie-breaker, block)`` of the later chunks of split blocks."""
+        self.later: list[tuple[int, int, int]] = []
+        """``(chunk index, tie-breaker, block position)`` of the later chunks of split blocks."""
         self.waiting: Waiting = []
         self.last_run = ""
         self.last_level: Level | None = None
@@ -63,38 +70,46 @@ class ChunkWalk:
 
     def run(self) -> None:
         events = self.events
+        firsts = self.firsts
+        position = 0
         for block in self.shown.blocks():
+            at = position
+            position += 1
+            first = firsts[at]
+            self._flush(first)
+            block_id = self.ids[at]
+            run = self.runs[at]
+            kind = self.kinds[at]
             chunks: Sequence[int] = block.chunks
+            if len(chunks) == 1:  # (the usual case: nothing more to read)
+                self._place(block_id, _shown_kind(kind), run, events[first], None, None)
+                continue
             if chunks[-1] >= self.n_chunks:  # (a block of an older version may have newer chunks)
                 chunks = [i for i in chunks if i < self.n_chunks]
-            first = chunks[0]
-            self._flush(first)
-            kind: str = block.kind
             if kind == "text" or kind == "reasoning":
-                self._place_text(block, kind, chunks)
+                self._place_text(block_id, kind, run, chunks)
                 continue
-            if kind == "tool_error":
-                kind = "error"
-            self._place(block.id, kind, block.run, events[first], None, None)
+            kind = _shown_kind(kind)
+            self._place(block_id, kind, run, events[first], None, None)
             if len(chunks) > 1 and chunks[-1] - first >= len(chunks):  # others come between: split
                 for i in chunks[1:]:
-                    heappush(self.later, (i, len(self.later), block))
+                    heappush(self.later, (i, len(self.later), at))
             else:
-                self._place_rest(block, kind, chunks)
+                self._place_rest(block_id, kind, run, chunks)
         self._flush(self.n_chunks + 2)
         feeder = self.feeder
         for chunk, whole in self.waiting:  # spawner never shown: the top level rather than nowhere
             feeder.show_at_top(chunk.run_id)
             feeder.feed(chunk, whole_block_text=whole)
 
-    def _place_rest(self, block: Any, kind: str, chunks: Sequence[int]) -> None:
+    def _place_rest(self, block_id: str, kind: str, run: str, chunks: Sequence[int]) -> None:
         """The later chunks of a block, placed in a row after its first. When the first was placed
         in a one-shot build, those of a usage block change nothing, and those of a progress block
         only fold into their call's view (`ConversationFeeder.place_progress`): the first dropped
         the run's pending view and recorded the block, and nothing comes between."""
         feeder = self.feeder
         events = self.events
-        one_shot = feeder.triggers is not None and self.last_run == block.run  # (first placed)
+        one_shot = feeder.triggers is not None and self.last_run == run  # (first placed)
         if one_shot and kind == "usage":
             return
         if one_shot and kind == "tool_progress":
@@ -102,7 +117,7 @@ class ChunkWalk:
                 feeder.place_progress(events[i])
             return
         for i in chunks[1:]:
-            self._place(block.id, kind, block.run, events[i], None, None)
+            self._place(block_id, kind, run, events[i], None, None)
 
     def _flush(self, until: int) -> None:
         """Place the parts of split blocks and the summaries that stand before chunk ``until``."""
@@ -113,20 +128,17 @@ class ChunkWalk:
                 self._place_summary(self.summaries.pop())
                 self.cut = self._next_cut()
             elif later and part_at < until:
-                _, _, block = heappop(later)
-                kind = "error" if block.kind == "tool_error" else block.kind
-                self._place(block.id, kind, block.run, self.events[part_at], None, None)
+                at = heappop(later)[2]
+                kind = _shown_kind(self.kinds[at])
+                self._place(self.ids[at], kind, self.runs[at], self.events[part_at], None, None)
             else:
                 return
 
-    def _place_text(self, block: Any, kind: str, chunks: Sequence[int]) -> None:
-        """A text or reasoning block, once, with its whole text and newest signature."""
-        event = self.events[chunks[0]]
-        if len(chunks) == 1:  # the chunk's own text and signature are the block's
-            self._place(block.id, kind, block.run, event, None, None)
-            return
+    def _place_text(self, block_id: str, kind: str, run: str, chunks: Sequence[int]) -> None:
+        """A text or reasoning block of several chunks, once, with its whole text and newest
+        signature."""
         text, signature = _block_text(self.events, chunks, kind == "reasoning")
-        self._place(block.id, kind, block.run, event, text, signature)
+        self._place(block_id, kind, run, self.events[chunks[0]], text, signature)
 
     def _place(
         self, block_id: str, kind: str, run: str, event: Any, whole: str | None, signature: str | None
@@ -175,7 +187,12 @@ def _place_waiting(feeder: ConversationFeeder, waiting: Waiting) -> Waiting:
     return skipped
 
 
-def _block_text(events: Sequence[Any], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
+def _shown_kind(kind: str) -> str:
+    """The kind a block's chunks are placed as (a tool exception, ``tool_error``, as an error)."""
+    return "error" if kind == "tool_error" else kind
+
+
+def _block_text(events: tuple[Any, ...], chunks: Sequence[int], reasoning: bool) -> tuple[str, str | None]:
     """A text or reasoning block's text (its chunks' contents joined) and, for reasoning, the newest
     signature sent in it: `queries.joined_text`, compiled here, where it runs once per block of
     several chunks. O(chunks)."""
