@@ -313,8 +313,9 @@ async def test_records_whose_span_never_comes_are_written_after_the_hold_or_at_c
 
 
 async def test_a_call_whose_records_stop_short_keeps_them_and_its_tool_until_the_hold_ends() -> None:
-    """The first call's span arrived, then only its user message (its choice is late): the tool
-    it requested waits for the choice; when the hold ends, the tool is written all the same."""
+    """The first call's span arrived, then only its user message (its choice is late): the call's
+    end (its usage) and the tool it requested wait for the choice; when the hold ends, both are
+    written all the same, the usage first, as if the messages had come."""
     spans, records = logged(weather_trace(subagent=False))
     now = [0.0]
     log = MemoryEventLog()
@@ -327,12 +328,13 @@ async def test_a_call_whose_records_stop_short_keeps_them_and_its_tool_until_the
     await ingestor.ingest_logs(first_call[:-1])
     report = await ingestor.ingest([tool])
     assert report.held == 1
-    assert [type(e).__name__ for e in await stored(log, TRACE)] == ["Usage", "User"]
+    assert [type(e).__name__ for e in await stored(log, TRACE)] == ["User"]
     now[0] = 10.0
     assert await ingestor.release_expired() == 0
     now[0] = 31.0
-    assert await ingestor.release_expired() == 2  # the tool, and the call's kept records
-    assert [type(e).__name__ for e in await stored(log, TRACE)][2:] == [
+    assert await ingestor.release_expired() == 3  # the call's end, the tool, the call's kept records
+    assert [type(e).__name__ for e in await stored(log, TRACE)][1:] == [
+        "Usage",
         "ToolCall",
         "ToolProgress",
         "ToolResult",

@@ -70,6 +70,7 @@ __all__ = [
     "TOOL_OPERATIONS",
     "Kind",
     "agent_events",
+    "call_end_events",
     "carries_messages",
     "classify",
     "content_parent",
@@ -192,20 +193,34 @@ def inference_events(
     known: Container[str] = frozenset(),
     logged: Sequence[SpanEvent] = (),
     memo: HistoryMemo | None = None,
+    *,
+    with_end: bool = True,
 ) -> list[Event]:
-    """A model call: its messages as content events, then its ``usage`` (and ``error``). Content
-    events whose ids are in ``known`` are left out (`content_events`, which ``memo`` speeds up).
-    ``logged``: the message events sent for the span as log records (`logs`), read when the span
-    carries no messages itself."""
+    """A model call: its messages as content events, then its ``usage`` (and ``error``,
+    `call_end_events`; left out when not ``with_end``). Content events whose ids are in ``known``
+    are left out (`content_events`, which ``memo`` speeds up). ``logged``: the message events sent
+    for the span as log records (`logs`), read when the span carries no messages itself."""
     found = span_messages(span, logged, memo.prefixes if memo is not None else None)
     events = content_events(span, found, known, memo)
+    if with_end:
+        events += call_end_events(span, found)
+    return events
+
+
+def call_end_events(span: Span, found: SpanMessages | None = None) -> list[Event]:
+    """What ends a model call: its ``usage`` (a model call's end marks where the next one's tool
+    calls begin, docs/projections.md), and an ``error`` when it failed. ``found``: its messages
+    (`span_messages`; read from the span when not given), whose attributes the ``otel`` extra
+    leaves out."""
+    if found is None:
+        found = span_messages(span)
     run = run_id(span.span_id)
     usage = _usage_numbers(span.attributes)
     consumed = found.consumed_attributes
     meta = _meta(span, _USAGE_KEYS | consumed if consumed else _USAGE_KEYS, found)
     meta["usageReported"] = usage is not None
     numbers = usage if usage is not None else {}
-    events.append(
+    events: list[Event] = [
         Usage(
             run_id=run,
             parent_id=content_parent(span),
@@ -217,7 +232,7 @@ def inference_events(
             timestamp=iso(span.end_ns),
             extra={"otel": meta},
         )
-    )
+    ]
     if span.status_code == STATUS_ERROR:
         events.append(
             Error(

@@ -327,8 +327,11 @@ class OtlpIngestor:
             batch = self._batch(batches, cid)
             if kind == "inference":
                 logged = kept.events if kept is not None else ()
-                batch.add(genai.inference_events(span, batch, logged, self._memo))
-                self._expect_logged(span, kept)
+                awaited = self._expect_logged(span, kept)
+                batch.add(genai.inference_events(span, batch, logged, self._memo, with_end=not awaited))
+                if awaited:  # its end follows its messages, as it would with them (`_emit_held`)
+                    ends = self._trace(span.trace_id).tools_held.setdefault(span.span_id, [])
+                    ends.insert(0, Held(span, prefix, self.clock() + self.hold_seconds, span.span_id))
             else:
                 batch.add(genai.tool_events(span))
                 if kept is not None:
@@ -336,18 +339,21 @@ class OtlpIngestor:
             batch.spans.append((span.trace_id, prefix + span.span_id))
         return released
 
-    def _expect_logged(self, span: Span, kept: SpanLogs | None) -> None:
+    def _expect_logged(self, span: Span, kept: SpanLogs | None) -> bool:
         """Note a model call without messages of its own (and not all logged yet) whose messages
-        are expected as log records: its trace sent some, or its source sent some before."""
+        are expected as log records: its trace sent some, or its source sent some before. True
+        when noted (its end, and the tools it requested, are then held until they come)."""
         trace = self._traces.get(span.trace_id)
         if trace is None or (kept is not None and kept.final):
-            return
+            return False
         if not trace.logged and (
             not self._logging_sources or _source(span.resource, span.scope_name) not in self._logging_sources
         ):
-            return
-        if not genai.carries_messages(span):
-            trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
+            return False
+        if genai.carries_messages(span):
+            return False
+        trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
+        return True
 
     def _hold_tool(self, span: Span, prefix: str) -> bool:
         """Hold a tool span while the logged messages of the model call that requested it are
@@ -414,12 +420,16 @@ class OtlpIngestor:
         batch.add(genai.logged_content(span, kept.events, batch, self._memo))
 
     def _emit_held(self, item: Held, batches: dict[str, Batch], *, final: bool) -> None:
-        """Write a released agent (`_emit_agent`) or tool span."""
+        """Write a released agent (`_emit_agent`), tool span, or model call's end (its usage and
+        error, after its logged messages: held under its own span id)."""
         if not item.waiting_for:
             self._emit_agent(item, batches, final=final)
             return
         span = item.span
         batch = self._batch(batches, self._conversation(span.trace_id, span.attributes, item.prefix))
+        if item.waiting_for == span.span_id:
+            batch.add(genai.call_end_events(span))
+            return
         batch.add(genai.tool_events(span))
         batch.spans.append((span.trace_id, item.prefix + span.span_id))
 

@@ -61,8 +61,9 @@ class Known(msgspec.Struct, frozen=True):
 
 
 class Held(msgspec.Struct):
-    """An agent span waiting for an ancestor, or a tool span waiting for the logged messages of
-    the model call that requested it (``waiting_for``: that call's span id); ``prefix`` of its
+    """An agent span waiting for an ancestor, a tool span waiting for the logged messages of the
+    model call that requested it (``waiting_for``: that call's span id), or a model call's end
+    (usage, error) waiting for its own (``waiting_for``: its own span id); ``prefix`` of its
     conversation id (the id itself is decided when it is written: the trace may learn its name)."""
 
     span: Span
@@ -92,7 +93,7 @@ class TraceState:
         self.held: dict[str, list[Held]] = {}
         """Missing ancestor span id -> the agent spans waiting for it."""
         self.tools_held: dict[str, list[Held]] = {}
-        """Model call span id -> the tool spans waiting for its logged messages."""
+        """Model call span id -> its own end, then the tool spans, waiting for its logged messages."""
         self.awaiting: dict[str, float] = {}
         """Model call span id -> until when its logged messages are expected (the call arrived
         without messages from a source that sends them as log records, `OtlpIngestor`)."""
