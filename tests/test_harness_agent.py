@@ -139,6 +139,46 @@ def _conversation(events: list[Event]) -> tuple[Any, Any]:
     return conv, default_active(conv)
 
 
+@pytest.mark.parametrize("message_format", ["openai", "anthropic"])
+@pytest.mark.parametrize("ask", [False, True])
+async def test_consecutive_tool_only_turns_reach_the_model_as_the_turns_they_were(
+    message_format: str, ask: bool
+) -> None:
+    """Two model calls that answer with a tool call only (each call of the agent's run, each model
+    call's usage between them; with ``ask``, a relay too): the next request holds two assistant
+    turns, each followed by its own result, as the calls were made, not one turn with both."""
+
+    async def approve(relay: Relay) -> Decision:
+        return Decision(True)
+
+    provider = ScriptedProvider(
+        [
+            turn_calling(ScriptedCall("add", {"a": 1, "b": 2})),
+            turn_calling(ScriptedCall("add", {"a": 3, "b": 4})),
+            ScriptedTurn(text="3 and 7"),
+        ],
+        message_format=message_format,
+    )
+    agent = Agent(provider, model="m", tools=[add], permissions={"add": "ask"} if ask else None, ask=approve)
+    async with LogPort(MemoryEventLog(), "conv-t") as port:
+        result = await agent.run(port, "sums")
+        events = await events_of(port)
+    assert result.reason == "final"
+    messages = provider.requests[2].messages
+    if message_format == "openai":
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
+        assert [len(m["tool_calls"]) for m in messages if m["role"] == "assistant"] == [1, 1]
+    else:
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+        assert [[b["type"] for b in m["content"]] for m in messages[1:]] == [
+            ["tool_use"],
+            ["tool_result"],
+            ["tool_use"],
+            ["tool_result"],
+        ]
+    assert messages == project_messages(*_conversation(events), format=message_format)[:5]
+
+
 async def test_anthropic_format_requests_are_valid_too() -> None:
     provider = ScriptedProvider(
         [

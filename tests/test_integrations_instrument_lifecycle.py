@@ -491,27 +491,9 @@ def test_an_edited_question_starts_a_branch(api: str) -> None:
     assert projected_history(api, events) == [*sent_history(api, server.requests[-1].body), second]
 
 
-def merge_tool_only_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The documented normalisation: an assistant message holding only tool calls, right after
-    the results of the previous one's calls, is read as part of that one (its results after)."""
-    out: list[dict[str, Any]] = []
-    open_turn: dict[str, Any] | None = None
-    for message in messages:
-        if message["role"] == "assistant" and not message.get("content") and open_turn is not None:
-            open_turn["tool_calls"] = [*open_turn["tool_calls"], *message["tool_calls"]]
-            continue
-        if message["role"] == "assistant":
-            message = dict(message)
-            open_turn = message if message.get("tool_calls") else None
-        elif message["role"] != "tool":
-            open_turn = None
-        out.append(message)
-    return out
-
-
 def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
     """A model that calls one tool after another without a word: each turn is recorded once, and
-    the projection reads the tool-only turns as one turn with their results after it."""
+    the projection gives back the tool-only turns as they were sent, each with its own results."""
     log = MemoryEventLog()
     replies = [
         Reply(content=[ToolUse(name="weather", arguments={"city": "Paris"})]),
@@ -536,7 +518,7 @@ def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
     assert len([e for e in events if isinstance(e, HarnessStart)]) == 3
     sent = normalise_chat(server.requests[-1].body["messages"])
     answer = {"role": "assistant", "content": "Paris 24 C, Rome 27 C."}
-    assert projected_history("chat", events) == [*merge_tool_only_turns(sent), answer]
+    assert projected_history("chat", events) == [*sent, answer]
 
 
 def test_a_forked_child_records_through_its_own_worker(tmp_path: Any) -> None:

@@ -33,6 +33,11 @@ Re-recorded (2026-11-28) for issue 27 item 3: a tool call's view says ``hasOutpu
 ``output: null`` before its result (was: no ``output`` key, msgspec's UNSET). Checked before
 re-recording: with ``hasOutput`` and a pending ``output: null`` removed, every case gives its old
 digest.
+
+Re-recorded (2026-11-28) when a model call's ``usage`` started to mark a new assistant turn for the
+tool calls after it (`ThreadBuilder.model_call_starts`): shuffled-4, -18, -48 and -62 changed, their
+message outputs only (every thread and DAG digest the same), each by one assistant turn holding
+calls on both sides of a ``usage`` now split in two.
 A deliberate output change re-records them: ``python -m tests.test_projections_golden``.
 """
 
@@ -244,7 +249,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-2": "9bde33788691b856",
     "random-3": "f8917f906e483d25",
     "random-4": "d3f751bbb7791890",
-    "shuffled-4": "82fa4cde807698c8",
+    "shuffled-4": "c1285efba7255657",
     "random-5": "e23ed484ece31ed7",
     "random-6": "d90da61c2371438c",
     "shuffled-6": "ec8c7afb74120a35",
@@ -265,7 +270,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-16": "376a6f6d0d7dc258",
     "random-17": "47df730196da2762",
     "random-18": "8b98a2a870cafad0",
-    "shuffled-18": "dc1ba13af22983cc",
+    "shuffled-18": "be3d8a27310a7150",
     "random-19": "ea431145768f8029",
     "random-20": "fe535230b28d994a",
     "shuffled-20": "afe909ee63219309",
@@ -310,7 +315,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-46": "38a655be9a9d2205",
     "random-47": "147d791b1529fadc",
     "random-48": "3cbfb16e66ba6519",
-    "shuffled-48": "5916cda13e92f187",
+    "shuffled-48": "ed8956c001b91fef",
     "random-49": "f8ca3a7865f386e0",
     "random-50": "058f1f4e3d885dbd",
     "shuffled-50": "c9641b0021783eb1",
@@ -331,7 +336,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-60": "5fb65fcd65e76c21",
     "random-61": "2bd9dde40cdaebdb",
     "random-62": "c19d89934f86e820",
-    "shuffled-62": "41cd6036f71bbef0",
+    "shuffled-62": "740ce70e99fa95cd",
     "random-63": "9dcd2915c777140f",
     "random-64": "ad9ada8e6aea1ef3",
     "shuffled-64": "69a6e190ce178eb5",

@@ -273,6 +273,88 @@ def test_provider_runs_keep_their_turn_order() -> None:
     assert messages[3]["content"] == "Done"
 
 
+def _tool_only_turns(*, parallel: bool = False, relay: bool = False) -> list[dict[str, Any]]:
+    """An agent whose model answers twice with tool calls only (usage at each model call's end;
+    ``parallel``: the second call comes with the first, no usage between; ``relay``: each call
+    asked first), then with text."""
+    second_usage = (
+        []
+        if parallel
+        else [{"type": "usage", "runId": "P2", "parentId": "A", "inputTokens": 2, "outputTokens": 1}]
+    )
+    events: list[dict[str, Any]] = [
+        {"type": "user", "runId": "U", "content": "sums"},
+        {"type": "harness_start", "runId": "A", "parentId": "U:user"},
+        {"type": "usage", "runId": "P1", "parentId": "A", "inputTokens": 1, "outputTokens": 1},
+    ]
+    for n, tail in ((1, []), (2, second_usage)):
+        asks = [
+            {
+                "type": "relay",
+                "kind": "permission",
+                "runId": "A",
+                "id": f"r{n}",
+                "toolCallId": f"A/c{n}",
+                "tool": "add",
+                "params": {"n": n},
+            }
+        ]
+        events += tail + (asks if relay else [])
+        events.append({"type": "tool_call", "runId": "A", "id": f"A/c{n}", "name": "add", "input": {"n": n}})
+        if not parallel:
+            events.append({"type": "tool_result", "runId": "A", "id": f"A/c{n}", "name": "add", "output": n})
+    if parallel:
+        events += [
+            {"type": "tool_result", "runId": "A", "id": f"A/c{n}", "name": "add", "output": n} for n in (1, 2)
+        ]
+    events += [
+        {"type": "text", "runId": "P3", "parentId": "A", "id": "t", "content": "3"},
+        {"type": "usage", "runId": "P3", "parentId": "A", "inputTokens": 3, "outputTokens": 1},
+        {"type": "harness_end", "runId": "A"},
+    ]
+    return events
+
+
+@pytest.mark.parametrize("relay", [False, True])
+def test_consecutive_tool_only_model_calls_stay_apart(relay: bool) -> None:
+    """A model call's ``usage`` between two tool calls marks a new model call: two assistant turns,
+    each followed by its result (was: one turn holding both calls), in both sources and formats,
+    one-shot and kept current by a projector."""
+    from convograph.hypergraph import create_conversation, default_active, reduce_conversation_events
+    from convograph.projections import ConversationProjector
+
+    events = _tool_only_turns(relay=relay)
+    conversation = reduce_conversation_events(create_conversation(), events)
+    projector = ConversationProjector()
+    for event in events:
+        projector.apply(event)
+    for messages in (
+        project_messages(graph_of(events)),
+        project_messages(conversation, default_active(conversation)),
+        projector.messages(),
+    ):
+        assert [m["role"] for m in messages] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
+        assert [m["tool_calls"][0]["id"] for m in messages if m.get("tool_calls")] == ["A/c1", "A/c2"]
+        assert_valid_openai(messages)
+    anthropic = project_messages(graph_of(events), format="anthropic")
+    assert [m["role"] for m in anthropic] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert_valid_anthropic(anthropic)
+
+
+def test_parallel_calls_of_one_model_call_stay_one_turn() -> None:
+    events = _tool_only_turns(parallel=True)
+    messages = project_messages(graph_of(events))
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [call["id"] for call in messages[1]["tool_calls"]] == ["A/c1", "A/c2"]
+
+
 def test_thinking_survives_for_anthropic_with_its_signature() -> None:
     events = [
         {"type": "user", "runId": "u1", "content": "hi"},

@@ -169,6 +169,7 @@ def build_history(
     *,
     include_call: Any = None,
     text_parts: Callable[[ViewNode], list[str] | None] | None = None,
+    starts_turn: Callable[[str], bool] | None = None,
 ) -> History:
     """The neutral history of a top-level thread.
 
@@ -177,6 +178,9 @@ def build_history(
     ``text_parts(view)``: the texts of the nodes merged into a text view
     (`ThreadBuilder.text_parts`), kept apart as paragraphs; ``None``: each view one paragraph.
     An assistant turn's consecutive paragraphs make one `TextBlock`.
+    ``starts_turn(call_id)``: a tool call that opened a new model call's calls
+    (`ThreadBuilder.model_call_starts`) starts a new assistant turn when the open one has calls
+    already (two model calls answering with tool calls only stay two turns); ``None``: none does.
     """
     turns = _Turns()
     calls = turns.calls
@@ -187,6 +191,9 @@ def build_history(
             call_id = view.id
             if include_call is not None and not include_call(call_id):
                 continue
+            if calls and starts_turn is not None and starts_turn(call_id):
+                turns.close()
+                calls = turns.calls
             turns.is_open = True
             if content.has_output:  # type: ignore[union-attr]
                 calls.append(ToolExchange(call_id, content.name, content.input, content.output))  # type: ignore[union-attr]

@@ -47,7 +47,12 @@ def render_views(builder: ThreadBuilder, format: str) -> list[dict[str, Any]]:
     """Messages for the top-level views of a filled `ThreadBuilder` (its REPL turns too, when
     it was built with ``ViewOptions(repl_cells=True)``)."""
     views: list[ViewNode] = builder.views
-    history = build_history(views, include_call=builder.real_call_filter(), text_parts=builder.text_parts())
+    history = build_history(
+        views,
+        include_call=builder.real_call_filter(),
+        text_parts=builder.text_parts(),
+        starts_turn=builder.model_call_starts(),
+    )
     return render_history(history, format)
 
 

@@ -102,6 +102,8 @@ class Level:
         self.pending_run: str | None = None
         """The run whose pending view a fill deferred (`thread_views.defer_pending`): it stands
         last in this list, not made unless it stays there to the end."""
+        self.after_usage = False
+        """A ``usage`` node (a model call's end) was placed in this list since its last view."""
 
 
 class ThreadBuilder:
@@ -182,6 +184,7 @@ class ThreadBuilder:
         self.needs_rebuild = False
         """Set by `update` when a change cannot be patched in place: the projector rebuilds."""
         self._calls: dict[str, ViewNode] = {}
+        self._model_call_starts: set[str] = set()  # (`model_call_starts`)
         self._call_nodes: set[str] = set()
         self._calls_from_results: set[str] = set()
         """Call ids whose view a tool_result made (no call node yet: a denial or an orphan)."""
@@ -223,6 +226,12 @@ class ThreadBuilder:
     def real_call_filter(self) -> Callable[[str], bool] | None:
         """`call_is_real`, or ``None`` when every call view was made by a tool_call node."""
         return self.call_is_real if self._calls_from_results else None
+
+    def model_call_starts(self) -> Callable[[str], bool] | None:
+        """``starts(call_id)``: whether a tool call view opened a model call's calls (a ``usage``
+        node stood between it and the list's previous view: `build_history` starts a new
+        assistant turn there); ``None`` when no call did."""
+        return self._model_call_starts.__contains__ if self._model_call_starts else None
 
     def text_parts(self) -> Callable[[ViewNode], list[str] | None]:
         """``parts(view)``: the texts merged into a text or reasoning view, in order (``None``: one
@@ -307,20 +316,8 @@ class ThreadBuilder:
         if self._deferred:
             thread_views.make_deferred(self)
         if self._filling and not self._top_level_only and not self._stamp_in_fill:
-            thread_views.settle_statuses(self, self.shown_views())
+            thread_views.settle_statuses(self, thread_views.shown_views(self._top.items))
         self._filling = False
-
-    def shown_views(self) -> list[ViewNode]:
-        """Every view of the shown tree: the top-level list, then the branches below each view,
-        depth first. O(views)."""
-        out: list[ViewNode] = []
-        stack = [self._top.items]
-        while stack:
-            for view in stack.pop():
-                out.append(view)
-                if view.branches:
-                    stack.extend(view.branches)
-        return out
 
     def update(self, node: Any) -> None:
         """Refresh the views of an already placed node whose value changed (``track_changes``)."""
@@ -458,6 +455,8 @@ class ThreadBuilder:
         elif kind == "relay":
             self._relay_params[item.tool_call_id] = item.params
             self._add_view(node_id, run_id, thread_updates.relay_content(item), level)
+        elif kind == "usage":
+            level.after_usage = True
         elif kind in LIFECYCLE_KINDS:
             thread_views.add_lifecycle(self, kind, node_id, run_id, item, level)
         elif kind.startswith("repl_"):
@@ -522,6 +521,8 @@ class ThreadBuilder:
         elif items and type(items[-1].content) is _PendingContent:
             self._drop_pending(items[-1].run_id)
         items.append(view)
+        if level.after_usage:
+            thread_views.note_model_call(self, level, view)
         owner = level.owner
         if not level.attached and owner is not None:
             _add_branch(owner, items)

@@ -18,8 +18,10 @@ from convograph.projections.view import (
     ErrorContent,
     PendingContent,
     ReasoningContent,
+    RelayContent,
     Status,
     TextContent,
+    ToolCallContent,
     ViewNode,
     add_branch,
 )
@@ -38,9 +40,11 @@ __all__ = [
     "drop_deferred",
     "fold_progress",
     "make_deferred",
+    "note_model_call",
     "remove_view",
     "restamp",
     "settle_statuses",
+    "shown_views",
     "update_tool_call",
 ]
 
@@ -48,6 +52,8 @@ _TextContent: Final = TextContent
 _ReasoningContent: Final = ReasoningContent
 _PendingContent: Final = PendingContent
 _ErrorContent: Final = ErrorContent
+_ToolCallContent: Final = ToolCallContent
+_RelayContent: Final = RelayContent
 _call_id_of_result: Final = call_id_of_result
 
 
@@ -329,6 +335,32 @@ def make_deferred(builder: ThreadBuilder) -> None:
         level.items.append(view)
         builder._pending[run_id] = (level, view)
     builder._deferred.clear()
+
+
+def note_model_call(builder: ThreadBuilder, level: Level, view: ViewNode) -> None:
+    """``view`` was just appended to ``level`` after a ``usage`` node there (a model call's end): a
+    tool call view opens the next model call's calls (`ThreadBuilder.model_call_starts`); any other
+    view a request history keeps (text, reasoning, user, REPL) opens its turn itself. Relay, error
+    and pending views are not model context: the mark waits for the next view."""
+    kind = type(view.content)
+    if kind is _ToolCallContent:
+        builder._model_call_starts.add(view.id)
+    elif kind is _RelayContent or kind is _ErrorContent or kind is _PendingContent:
+        return
+    level.after_usage = False
+
+
+def shown_views(top: list[ViewNode]) -> list[ViewNode]:
+    """Every view of the tree below the list ``top``: that list, then the branches below each view,
+    depth first. O(views)."""
+    out: list[ViewNode] = []
+    stack = [top]
+    while stack:
+        for view in stack.pop():
+            out.append(view)
+            if view.branches:
+                stack.extend(view.branches)
+    return out
 
 
 def remove_view(items: list[ViewNode], view: ViewNode) -> None:

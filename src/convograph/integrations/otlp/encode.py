@@ -26,7 +26,7 @@ event timestamps are not durations, so no span claims a measured duration.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -45,7 +45,6 @@ from convograph.integrations.otlp.model import (
     SpanEvent,
 )
 from convograph.integrations.otlp.serialize import to_otlp_json, to_otlp_protobuf
-from convograph.projections import project_thread
 from convograph.projections.history import (
     OPENING_USER_TEXT,
     AssistantTurn,
@@ -55,6 +54,7 @@ from convograph.projections.history import (
     UserTurn,
     build_history,
 )
+from convograph.projections.thread import build_thread
 from convograph.projections.view import (
     ErrorContent,
     ReasoningContent,
@@ -101,8 +101,9 @@ def conversation_spans(
 
 def spans_of(conv: Conversation, conversation_id: str, start_ns: int) -> list[Span]:
     """`conversation_spans` of a conversation already reduced, its clock starting at ``start_ns``."""
-    exporter = _Exporter(conv, conversation_id, start_ns)
-    exporter.thread(project_thread(conv, default_active(conv)), parent=None, key="main")
+    builder = build_thread(conv, default_active(conv))
+    exporter = _Exporter(conv, conversation_id, start_ns, builder.model_call_starts())
+    exporter.thread(builder.views, parent=None, key="main")
     exporter.close_agents()
     return exporter.spans
 
@@ -124,8 +125,16 @@ class _Agent:
 
 
 class _Exporter:
-    def __init__(self, conv: Conversation, conversation_id: str, base_ns: int) -> None:
+    def __init__(
+        self,
+        conv: Conversation,
+        conversation_id: str,
+        base_ns: int,
+        starts_turn: Callable[[str], bool] | None,
+    ) -> None:
         self.conv = conv
+        self.starts_turn = starts_turn
+        """Tool calls that opened a model call's calls: a new ``chat`` span (`build_history`)."""
         self.cid = conversation_id
         self.trace = trace_id_for(conversation_id)
         self.clock = base_ns
@@ -226,8 +235,8 @@ class _Exporter:
 
     def thread(self, views: list[ViewNode], parent: str | None, key: str) -> None:
         """Spans for one level of the thread projection (the main thread, or a subagent branch)."""
-        history = build_history(views)
-        owners, failures = _turn_owners(views, self.owner)
+        history = build_history(views, starts_turn=self.starts_turn)
+        owners, failures = _turn_owners(views, self.owner, self.starts_turn)
         relays = {view.content.tool_call_id: view for view in views if isinstance(view.content, RelayContent)}
         messages: list[dict[str, Any]] = []
         calls_by_id = {view.id: view for view in views if isinstance(view.content, ToolCallContent)}
@@ -400,10 +409,13 @@ class _Exporter:
         )
 
 
-def _turn_owners(views: list[ViewNode], owner: Any) -> tuple[list[str | None], dict[int, list[ViewNode]]]:
+def _turn_owners(
+    views: list[ViewNode], owner: Any, starts_turn: Callable[[str], bool] | None
+) -> tuple[list[str | None], dict[int, list[ViewNode]]]:
     """The agent run of each assistant turn, split as `build_history` splits them (a user message,
-    or text / reasoning after tool calls, starts a new turn); and the errors of provider runs
-    (runs without a lifecycle) by the number of turns before them."""
+    text / reasoning after tool calls, or a call that opened a model call's calls after others,
+    starts a new turn); and the errors of provider runs (runs without a lifecycle) by the number of
+    turns before them."""
     owners: list[str | None] = []
     failures: dict[int, list[ViewNode]] = {}
     open_turn = False
@@ -421,6 +433,8 @@ def _turn_owners(views: list[ViewNode], owner: Any) -> tuple[list[str | None], d
                 open_turn = has_calls = False
         elif not isinstance(content, ToolCallContent):
             continue
+        elif open_turn and has_calls and starts_turn is not None and starts_turn(view.id):
+            open_turn = has_calls = False
         if not open_turn:
             owners.append(owner(view.run_id))
             open_turn = True
