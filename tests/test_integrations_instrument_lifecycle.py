@@ -20,7 +20,17 @@ from convograph.instrument import conversation, instrument, uninstrument
 from convograph.integrations.instrument import anthropic_sdk, openai_sdk
 from convograph.store import MemoryEventLog
 from convograph.testing import ModelServer, Reply, Say, ToolUse
-from tests.support.instrument_apps import APPS, QUESTION, THANKS, chat_after, chat_start, chat_turn, script
+from tests.support.instrument_apps import (
+    APPS,
+    CHAT_TOOLS,
+    QUESTION,
+    THANKS,
+    ChatAccumulator,
+    chat_after,
+    chat_start,
+    chat_turn,
+    script,
+)
 from tests.test_integrations_instrument import (
     check_recording,
     last_answer,
@@ -491,9 +501,22 @@ def test_an_edited_question_starts_a_branch(api: str) -> None:
     assert projected_history(api, events) == [*sent_history(api, server.requests[-1].body), second]
 
 
-def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
+def _streamed_without_usage(client: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A streamed call without ``stream_options.include_usage`` (the SDK's default): no usage."""
+    accumulator = ChatAccumulator()
+    for chunk in client.chat.completions.create(
+        model="gpt-test", messages=messages, tools=CHAT_TOOLS, stream=True
+    ):
+        accumulator.add(chunk)
+    message: dict[str, Any] = accumulator.message()
+    return message
+
+
+@pytest.mark.parametrize("mode", ["plain", "stream", "stream without usage"])
+def test_an_agent_loop_of_tool_only_turns_is_recorded_once(mode: str) -> None:
     """A model that calls one tool after another without a word: each turn is recorded once, and
-    the projection gives back the tool-only turns as they were sent, each with its own results."""
+    the projection gives back the tool-only turns as they were sent, each with its own results
+    (each call is a run of its own, whose start marks the turn when no usage was reported)."""
     log = MemoryEventLog()
     replies = [
         Reply(content=[ToolUse(name="weather", arguments={"city": "Paris"})]),
@@ -505,7 +528,10 @@ def test_an_agent_loop_of_tool_only_turns_is_recorded_once() -> None:
         with instrument(client, sink=log, conversation_id="agent-loop") as recording:
             messages: list[dict[str, Any]] = [{"role": "user", "content": "Paris and Rome?"}]
             while True:
-                message = chat_turn(client, messages, "plain")
+                if mode == "stream without usage":
+                    message = _streamed_without_usage(client, messages)
+                else:
+                    message = chat_turn(client, messages, mode)
                 messages.append(message)
                 if not message.get("tool_calls"):
                     break

@@ -34,10 +34,12 @@ Re-recorded (2026-11-28) for issue 27 item 3: a tool call's view says ``hasOutpu
 re-recording: with ``hasOutput`` and a pending ``output: null`` removed, every case gives its old
 digest.
 
-Re-recorded (2026-11-28) when a model call's ``usage`` started to mark a new assistant turn for the
-tool calls after it (`ThreadBuilder.model_call_starts`): shuffled-4, -18, -48 and -62 changed, their
-message outputs only (every thread and DAG digest the same), each by one assistant turn holding
-calls on both sides of a ``usage`` now split in two.
+Re-recorded (2026-11-28) when a model call's ``usage``, or a run's ``harness_start`` /
+``harness_end``, in a list started to mark a new assistant turn for the tool calls after it
+(`ThreadBuilder.model_call_starts`): shuffled-4, -6, -8, -18, -34, -44, -48, -52, -54, -58 and -62
+changed, their message outputs only (every thread and DAG digest the same, and every ordered
+stream's, random-* and agent-harness-25, unchanged), each by assistant turns holding calls on both
+sides of such a node now split there.
 A deliberate output change re-records them: ``python -m tests.test_projections_golden``.
 """
 
@@ -252,10 +254,10 @@ GOLDEN: dict[str, str] = {
     "shuffled-4": "c1285efba7255657",
     "random-5": "e23ed484ece31ed7",
     "random-6": "d90da61c2371438c",
-    "shuffled-6": "ec8c7afb74120a35",
+    "shuffled-6": "dbbc03fa54b6ed81",
     "random-7": "7a5d3a5b75ff9f50",
     "random-8": "6d567a79f272e9be",
-    "shuffled-8": "b35ddf3ad607b09e",
+    "shuffled-8": "10b583f3724e375a",
     "random-9": "13ed03fd96661478",
     "random-10": "8b43ee0fd885f9cb",
     "shuffled-10": "1ef2d49f07f6bc28",
@@ -270,7 +272,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-16": "376a6f6d0d7dc258",
     "random-17": "47df730196da2762",
     "random-18": "8b98a2a870cafad0",
-    "shuffled-18": "be3d8a27310a7150",
+    "shuffled-18": "d7a7422db4a63814",
     "random-19": "ea431145768f8029",
     "random-20": "fe535230b28d994a",
     "shuffled-20": "afe909ee63219309",
@@ -294,7 +296,7 @@ GOLDEN: dict[str, str] = {
     "shuffled-32": "5664932aaec1da45",
     "random-33": "285e851be3666fad",
     "random-34": "9fe2d087ca7da466",
-    "shuffled-34": "3ea64282ad9d333e",
+    "shuffled-34": "3a086788db4b27c0",
     "random-35": "ac6e8a3d274d8961",
     "random-36": "f7f6a54866c1a584",
     "shuffled-36": "7a3b983dc9939404",
@@ -309,34 +311,34 @@ GOLDEN: dict[str, str] = {
     "shuffled-42": "8dc502770147d8fb",
     "random-43": "31e62b1cdcc47c57",
     "random-44": "aaf5d4fcac3679a9",
-    "shuffled-44": "6d70e3d46e798ea2",
+    "shuffled-44": "b6419718556fc325",
     "random-45": "8919bb56267ca8c3",
     "random-46": "873764769f0c4e31",
     "shuffled-46": "38a655be9a9d2205",
     "random-47": "147d791b1529fadc",
     "random-48": "3cbfb16e66ba6519",
-    "shuffled-48": "ed8956c001b91fef",
+    "shuffled-48": "ed5b6f4d167f0424",
     "random-49": "f8ca3a7865f386e0",
     "random-50": "058f1f4e3d885dbd",
     "shuffled-50": "c9641b0021783eb1",
     "random-51": "131030adabefb254",
     "random-52": "fde8ee6479d51d99",
-    "shuffled-52": "26eaf0687467599b",
+    "shuffled-52": "973ba244b0f16478",
     "random-53": "eb72c4360464f1dc",
     "random-54": "3afa32461700dbdb",
-    "shuffled-54": "12d15d045afab8ed",
+    "shuffled-54": "0de3cd5e16e3029e",
     "random-55": "65fd75a5e4ee135d",
     "random-56": "9148c697fbb8f3b7",
     "shuffled-56": "98c33e10b826fe5e",
     "random-57": "873764769f0c4e31",
     "random-58": "14ed22dbe420c372",
-    "shuffled-58": "1cfa16891c6296a1",
+    "shuffled-58": "bcde294306de0bee",
     "random-59": "b226971e989c2bda",
     "random-60": "d162eea06bca224d",
     "shuffled-60": "5fb65fcd65e76c21",
     "random-61": "2bd9dde40cdaebdb",
     "random-62": "c19d89934f86e820",
-    "shuffled-62": "740ce70e99fa95cd",
+    "shuffled-62": "a5bddc58921bcdb4",
     "random-63": "9dcd2915c777140f",
     "random-64": "ad9ada8e6aea1ef3",
     "shuffled-64": "69a6e190ce178eb5",

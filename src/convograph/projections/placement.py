@@ -102,8 +102,9 @@ class Level:
         self.pending_run: str | None = None
         """The run whose pending view a fill deferred (`thread_views.defer_pending`): it stands
         last in this list, not made unless it stays there to the end."""
-        self.after_usage = False
-        """A ``usage`` node (a model call's end) was placed in this list since its last view."""
+        self.after_boundary = False
+        """A model call's or run's boundary (a ``usage``, ``harness_start`` or ``harness_end``
+        node) was placed in this list since its last view (`thread_views.note_model_call`)."""
 
 
 class ThreadBuilder:
@@ -229,8 +230,8 @@ class ThreadBuilder:
 
     def model_call_starts(self) -> Callable[[str], bool] | None:
         """``starts(call_id)``: whether a tool call view opened a model call's calls (a ``usage``
-        node stood between it and the list's previous view: `build_history` starts a new
-        assistant turn there); ``None`` when no call did."""
+        node, or a run's start or end, stood between it and the list's previous view:
+        `build_history` starts a new assistant turn there); ``None`` when no call did."""
         return self._model_call_starts.__contains__ if self._model_call_starts else None
 
     def text_parts(self) -> Callable[[ViewNode], list[str] | None]:
@@ -456,8 +457,9 @@ class ThreadBuilder:
             self._relay_params[item.tool_call_id] = item.params
             self._add_view(node_id, run_id, thread_updates.relay_content(item), level)
         elif kind == "usage":
-            level.after_usage = True
+            level.after_boundary = True
         elif kind in LIFECYCLE_KINDS:
+            level.after_boundary = level.after_boundary or kind != "error"
             thread_views.add_lifecycle(self, kind, node_id, run_id, item, level)
         elif kind.startswith("repl_"):
             thread_updates.add_repl(self, item, kind, level)
@@ -521,7 +523,7 @@ class ThreadBuilder:
         elif items and type(items[-1].content) is _PendingContent:
             self._drop_pending(items[-1].run_id)
         items.append(view)
-        if level.after_usage:
+        if level.after_boundary:
             thread_views.note_model_call(self, level, view)
         owner = level.owner
         if not level.attached and owner is not None:

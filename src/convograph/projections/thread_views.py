@@ -338,16 +338,18 @@ def make_deferred(builder: ThreadBuilder) -> None:
 
 
 def note_model_call(builder: ThreadBuilder, level: Level, view: ViewNode) -> None:
-    """``view`` was just appended to ``level`` after a ``usage`` node there (a model call's end): a
-    tool call view opens the next model call's calls (`ThreadBuilder.model_call_starts`); any other
-    view a request history keeps (text, reasoning, user, REPL) opens its turn itself. Relay, error
-    and pending views are not model context: the mark waits for the next view."""
+    """``view`` was just appended to ``level`` after a boundary there (a ``usage`` node: a model
+    call's end; or a run's ``harness_start`` / ``harness_end``: with SDK instrumentation each model
+    call is a run): a tool call view opens the next model call's calls
+    (`ThreadBuilder.model_call_starts`); any other view a request history keeps (text, reasoning,
+    user, REPL) opens its turn itself. Relay, error and pending views are not model context: the
+    mark waits for the next view."""
     kind = type(view.content)
     if kind is _ToolCallContent:
         builder._model_call_starts.add(view.id)
     elif kind is _RelayContent or kind is _ErrorContent or kind is _PendingContent:
         return
-    level.after_usage = False
+    level.after_boundary = False
 
 
 def shown_views(top: list[ViewNode]) -> list[ViewNode]:
