@@ -31,6 +31,7 @@ from convograph.integrations.otlp.wire import (
     json_document,
     json_id,
     json_integer,
+    json_items,
     json_object,
     json_string,
     media_type_of,
@@ -153,20 +154,11 @@ def _decode_json(body: bytes) -> Decoded:
     document = json_document(body, "ExportTraceServiceRequest", "resourceSpans", "resource_spans")
     if document is None:
         return Decoded()  # an empty request is a success (spec: "Full Success")
-    root = JsonPath("")
     out = Decoded()
-    for index, resource_spans in enumerate(json_array(document, "resourceSpans", root)):
-        where = root.key("resourceSpans").index(index)
-        resource_obj = json_object(object_or_empty(resource_spans, where), "resource", where)
-        resource = json_attributes(resource_obj.get("attributes"), where.key("resource").key("attributes"))
-        for scope_index, scope_spans in enumerate(json_array(resource_spans, "scopeSpans", where)):
-            scope_where = where.key("scopeSpans").index(scope_index)
-            scope = json_object(object_or_empty(scope_spans, scope_where), "scope", scope_where)
-            for span_index, raw in enumerate(json_array(scope_spans, "spans", scope_where)):
-                span_where = scope_where.key("spans").index(span_index)
-                span = _json_span(object_or_empty(raw, span_where), span_where, resource, scope, out)
-                if span is not None:
-                    out.spans.append(span)
+    for raw, where, resource, scope in json_items(document, "resourceSpans", "scopeSpans", "spans"):
+        span = _json_span(raw, where, resource, scope, out)
+        if span is not None:
+            out.spans.append(span)
     return out
 
 

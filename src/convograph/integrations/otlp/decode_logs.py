@@ -23,15 +23,13 @@ from convograph.integrations.otlp.wire import (
     ZERO_TRACE,
     JsonPath,
     OtlpError,
-    json_array,
     json_attributes,
     json_document,
     json_id,
     json_integer,
-    json_object,
+    json_items,
     json_string,
     json_value,
-    object_or_empty,
     pb_attributes,
     pb_value,
     unsupported_media,
@@ -135,19 +133,10 @@ def _decode_json(body: bytes) -> DecodedLogs:
     out = DecodedLogs()
     if document is None:
         return out  # an empty request is a success (spec: "Full Success")
-    root = JsonPath("")
-    for index, resource_logs in enumerate(json_array(document, "resourceLogs", root)):
-        where = root.key("resourceLogs").index(index)
-        resource_obj = json_object(object_or_empty(resource_logs, where), "resource", where)
-        resource = json_attributes(resource_obj.get("attributes"), where.key("resource").key("attributes"))
-        for scope_index, scope_logs in enumerate(json_array(resource_logs, "scopeLogs", where)):
-            scope_where = where.key("scopeLogs").index(scope_index)
-            scope = json_object(object_or_empty(scope_logs, scope_where), "scope", scope_where)
-            for record_index, raw in enumerate(json_array(scope_logs, "logRecords", scope_where)):
-                record_where = scope_where.key("logRecords").index(record_index)
-                record = _json_record(object_or_empty(raw, record_where), record_where, resource, scope, out)
-                if record is not None:
-                    out.records.append(record)
+    for raw, where, resource, scope in json_items(document, "resourceLogs", "scopeLogs", "logRecords"):
+        record = _json_record(raw, where, resource, scope, out)
+        if record is not None:
+            out.records.append(record)
     return out
 
 

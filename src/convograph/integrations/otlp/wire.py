@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -266,6 +266,26 @@ def json_object(container: dict[str, Any], name: str, where: JsonPath) -> dict[s
     if not isinstance(value, dict):
         raise OtlpError(400, f"field `{where.key(name).text}`: expected an object, got {kind_of(value)}")
     return value
+
+
+def json_items(
+    document: dict[str, Any], resources: str, scopes: str, items: str
+) -> Iterator[tuple[dict[str, Any], JsonPath, dict[str, Any], dict[str, Any]]]:
+    """Every item of an OTLP/JSON request (spans, log records), in order, with where it sits, its
+    resource's attributes and its scope: the ``resources`` / ``scopes`` / ``items`` arrays walked
+    (``resourceSpans`` / ``scopeSpans`` / ``spans``; ``resourceLogs`` / ``scopeLogs`` /
+    ``logRecords``). A value of the wrong JSON type is an `OtlpError` naming its path."""
+    root = JsonPath("")
+    for index, resource_items in enumerate(json_array(document, resources, root)):
+        where = root.key(resources).index(index)
+        resource_obj = json_object(object_or_empty(resource_items, where), "resource", where)
+        resource = json_attributes(resource_obj.get("attributes"), where.key("resource").key("attributes"))
+        for scope_index, scope_items in enumerate(json_array(resource_items, scopes, where)):
+            scope_where = where.key(scopes).index(scope_index)
+            scope = json_object(object_or_empty(scope_items, scope_where), "scope", scope_where)
+            for item_index, raw in enumerate(json_array(scope_items, items, scope_where)):
+                item_where = scope_where.key(items).index(item_index)
+                yield object_or_empty(raw, item_where), item_where, resource, scope
 
 
 def object_or_empty(value: Any, where: JsonPath) -> dict[str, Any]:
