@@ -95,3 +95,71 @@ async def test_an_always_approval_stands_for_later_matching_calls(port: LogPort)
     events = await events_of(port)
     ran = [e.input for e in events if isinstance(e, ToolCall)]
     assert ran == [{"cmd": "cat a.txt"}, {"cmd": "cat b.txt"}, {"cmd": "cat c.txt"}]
+
+
+def _same_folder(granted: object, asked: object) -> bool:
+    """A file tool's own rule: an always-allowed write approves later writes in the same folder."""
+    assert isinstance(granted, dict)
+    assert isinstance(asked, dict)
+    folder = str(granted["path"]).rsplit("/", 1)[0] + "/"
+    return set(asked) == {"path"} and str(asked["path"]).startswith(folder) and ".." not in str(asked["path"])
+
+
+@tool(policy="ask", always_allows=_same_folder)
+def write(path: str) -> str:
+    """Write a file."""
+    return f"wrote {path}"
+
+
+@tool(policy="ask", always_allows=lambda granted, asked: 1 / 0 > 0)
+def broken(path: str) -> str:
+    """A tool whose rule fails."""
+    return f"ran {path}"
+
+
+def _writes(tool_name: str, *paths: str) -> ScriptedTurn:
+    return ScriptedTurn(
+        tool_calls=[ScriptedCall(tool_name, {"path": p}, id=f"w{n}") for n, p in enumerate(paths)]
+    )
+
+
+async def test_a_tool_gives_its_own_always_allow_rule(port: LogPort) -> None:
+    """``always_allows`` replaces the derived rule (upstream's derivePermission): a grant for
+    ``/tmp/out/a.txt`` approves ``/tmp/out/b.txt`` (which the derived rule, an exact value, would
+    not) and not ``/etc/passwd``."""
+    asked: list[object] = []
+
+    async def decide(relay: Relay) -> Decision:
+        asked.append((relay.params or {})["path"])
+        return Decision(True, always=True)
+
+    provider = ScriptedProvider(
+        [
+            _writes("write", "/tmp/out/a.txt"),
+            _writes("write", "/tmp/out/b.txt", "/etc/passwd"),
+            ScriptedTurn(text="ok"),
+        ]
+    )
+    await Agent(provider, model="m", tools=[write], ask=decide).run(port, "write")
+    assert asked == ["/tmp/out/a.txt", "/etc/passwd"]
+    assert granted([], "write", {"path": "x"}, _same_folder) is None
+
+
+async def test_a_failing_always_allow_rule_asks_instead(
+    port: LogPort, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked: list[object] = []
+
+    async def decide(relay: Relay) -> Decision:
+        asked.append((relay.params or {})["path"])
+        return Decision(True, always=True)
+
+    provider = ScriptedProvider([_writes("broken", "a"), _writes("broken", "a"), ScriptedTurn(text="ok")])
+    await Agent(provider, model="m", tools=[broken], ask=decide).run(port, "go")
+    assert asked == ["a", "a"]  # the rule raised: asked again rather than approved
+    assert "always_allows rule failed" in caplog.text
+
+
+def test_always_allows_must_be_a_function() -> None:
+    with pytest.raises(TypeError, match="always_allows must be a function"):
+        tool(policy="ask", always_allows="cat **")  # type: ignore[call-overload]

@@ -17,12 +17,13 @@ from convograph.harness.repl import ReplHarness, ReplResult, ReplRun
 from convograph.harness.runs import RunHandle
 from convograph.harness.sandbox import ExecResult, Sandbox, SandboxLimits
 from convograph.harness.serving import Servable, ServingPort, serve
-from convograph.harness.tools import Policy, Tool, ToolArgumentError, ToolOutput, tool
+from convograph.harness.tools import AlwaysAllows, Policy, Tool, ToolArgumentError, ToolOutput, tool
 
 __all__ = [
     "Agent",
     "AgentResult",
     "AgentRun",
+    "AlwaysAllows",
     "AskCallback",
     "Budget",
     "ConversationPort",

@@ -488,7 +488,7 @@ class _Loop:
 
     async def _ask(self, call_id: str, tool: Tool, arguments: Any) -> RelayResolved | Decision:
         params = arguments if isinstance(arguments, dict) else {"input": arguments}
-        grant = granted(await self.port.standing_grants(), tool.name, params)
+        grant = granted(await self.port.standing_grants(), tool.name, params, tool.always_allows)
         if grant is not None:
             return Decision(True, f"always allowed (relay {grant.id})")
         relay = Relay(

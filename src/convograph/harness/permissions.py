@@ -18,19 +18,24 @@ the rule derived from the relay's (`derive_rule`, upstream's rule): each paramet
 a value with a space becomes its first word followed by `` **`` (any rest), any other value must be
 equal. ``{"command": "cat /tmp/x"}`` gives ``{"command": "cat **"}``, which approves ``cat
 /etc/hosts`` but not ``rm -rf /``. A call matches when it has the same parameter names and every
-value matches. The grants are read from the conversation's log before each "ask", so they hold
+value matches. A tool may give its own rule (upstream's ``derivePermission``):
+``@tool(policy="ask", always_allows=lambda granted, asked: ...)`` decides from the granted call's
+parameters and the asked call's (`Tool.always_allows`). The grants are read from the conversation's log before each "ask", so they hold
 for every agent serving it and across restarts.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from convograph.events import Relay, RelayResolved
-from convograph.harness.tools import Policy, Tool
+from convograph.harness.tools import AlwaysAllows, Policy, Tool
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "AskCallback",
@@ -110,9 +115,24 @@ def rule_matches(rule: Mapping[str, str], params: Mapping[str, Any]) -> bool:
     return True
 
 
-def granted(grants: Iterable[Relay], tool: str, params: Mapping[str, Any]) -> Relay | None:
-    """The first standing grant (an "always" approved relay) of ``tool`` that approves ``params``."""
+def granted(
+    grants: Iterable[Relay], tool: str, params: Mapping[str, Any], allows: AlwaysAllows | None = None
+) -> Relay | None:
+    """The first standing grant (an "always" approved relay) of ``tool`` that approves ``params``:
+    by ``allows(granted, asked)``, the tool's own rule (`Tool.always_allows`), else by the rule
+    `derive_rule` derives from the grant's parameters. A rule that raises approves nothing (the
+    call is asked, and the error logged)."""
     for relay in grants:
-        if relay.tool == tool and rule_matches(derive_rule(relay.params or {}), params):
+        if relay.tool == tool and _approves(relay.params or {}, params, allows):
             return relay
     return None
+
+
+def _approves(granted: Mapping[str, Any], asked: Mapping[str, Any], allows: AlwaysAllows | None) -> bool:
+    if allows is None:
+        return rule_matches(derive_rule(granted), asked)
+    try:
+        return bool(allows(granted, asked))
+    except Exception:
+        log.exception("a tool's always_allows rule failed: the call is asked instead")
+        return False

@@ -19,6 +19,7 @@ with its compact JSON as ``context``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import inspect
 import json
@@ -35,9 +36,11 @@ from convograph.harness.base import ToolSpec
 if TYPE_CHECKING:
     from convograph.harness.context import ToolContext
 
-__all__ = ["Policy", "Tool", "ToolArgumentError", "ToolOutput", "to_output", "tool"]
+__all__ = ["AlwaysAllows", "Policy", "Tool", "ToolArgumentError", "ToolOutput", "to_output", "tool"]
 
 Policy = Literal["allow", "deny", "ask"]
+AlwaysAllows = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+"""``(granted parameters, asked parameters) -> bool``: a tool's own "Always allow" rule."""
 """Permission policy of a tool: run it, refuse it, or ask a human through a ``relay``."""
 
 
@@ -68,6 +71,10 @@ class Tool:
     """Seconds a call may take (None: the agent's default)."""
     context_parameter: str | None = None
     """Name of the parameter that receives the `ToolContext`, if any."""
+    always_allows: AlwaysAllows | None = None
+    """How an "Always allow" of this tool generalises (upstream's ``derivePermission``):
+    ``always_allows(granted, asked)``, whether the parameters of a call approved with "always"
+    approve a later call's; None: `convograph.harness.permissions.derive_rule`'s rule."""
     _arguments: Any = field(default=None, repr=False, compare=False)
     """The type the arguments are converted to (a msgspec Struct or a pydantic model)."""
 
@@ -120,6 +127,7 @@ def tool(
     description: str | None = None,
     policy: Policy = "allow",
     timeout: float | None = None,
+    always_allows: AlwaysAllows | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -131,14 +139,19 @@ def tool(
     description: str | None = None,
     policy: Policy = "allow",
     timeout: float | None = None,
+    always_allows: AlwaysAllows | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a `Tool` of a function: ``@tool`` or ``@tool(policy="ask", timeout=30)``.
+    """Make a `Tool` of a function: ``@tool`` or ``@tool(policy="ask", timeout=30)``;
+    ``always_allows``: the tool's own "Always allow" rule (`Tool.always_allows`).
 
     Raises `TypeError` naming the parameter when a signature cannot become a schema (``*args``,
     a parameter without annotation, a type with no JSON form)."""
+    if always_allows is not None and not callable(always_allows):
+        raise TypeError("always_allows must be a function (granted parameters, asked parameters) -> bool")
 
     def build(fn: Callable[..., Any]) -> Tool:
-        return _build(fn, name=name, description=description, policy=policy, timeout=timeout)
+        built = _build(fn, name=name, description=description, policy=policy, timeout=timeout)
+        return built if always_allows is None else dataclasses.replace(built, always_allows=always_allows)
 
     return build if function is None else build(function)
 
