@@ -31,6 +31,17 @@ def _line(stream: IO[str], prefix: str) -> str:
     raise AssertionError(f"the server printed no line starting with {prefix!r}")
 
 
+def _ignored_signals(pid: int) -> str:
+    """The ``SigIgn`` mask of process ``pid`` (Linux), for a diagnosis."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "unknown"
+    return next(
+        (line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("SigIgn")), "?"
+    )
+
+
 def test_serves_a_script_file_to_both_sdks(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
@@ -55,8 +66,18 @@ def test_serves_a_script_file_to_both_sdks(tmp_path: Path) -> None:
         completion = chat.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert _line(process.stdout, "#0 POST /v1/messages") == "#0 POST /v1/messages -> 200 (reply 0)"
     finally:
+        ignored = _ignored_signals(process.pid)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            raise AssertionError(
+                f"the model server did not stop on SIGINT within 30 s (its ignored-signal mask "
+                f"{ignored}, this process's SIGINT handler {signal.getsignal(signal.SIGINT)!r}); "
+                f"stdout: {out!r}; stderr: {err!r}"
+            ) from None
     assert message.content[0].type == "text"
     assert message.content[0].text == "hello from the script"
     calls = completion.choices[0].message.tool_calls

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -76,6 +77,10 @@ def model_server(
         on_request=log,
         speed=speed,
     )
+
+    # Runs until Ctrl-C, also when started with SIGINT ignored (a shell's background job, or a
+    # parent that ignores it), which Python would keep ignored: as the demo does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     async def run() -> None:
         try:

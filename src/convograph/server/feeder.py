@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any, Final
 
@@ -50,6 +51,7 @@ class IntelligenceFeeder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._feeding = asyncio.Lock()  # held while a conversation is fed; `forget` waits for it
+        self._save_lock = threading.Lock()  # `_save` runs in worker threads, one at a time
         self.last_error: str | None = None
 
     def _load(self) -> dict[str, int]:
@@ -60,18 +62,21 @@ class IntelligenceFeeder:
         return {str(key): int(value) for key, value in data.items()} if isinstance(data, dict) else {}
 
     def _save(self) -> None:
-        if self._shared is not None:
-            moved, self._moved = self._moved, {}
-            try:
-                self._shared.save_feed_cursors(moved)
-            except Exception:
-                for cid, seq in moved.items():  # saved next time
-                    self._moved[cid] = max(seq, self._moved.get(cid, 0))
-                raise
-            return
-        tmp = self._cursor_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._cursors))
-        os.replace(tmp, self._cursor_path)
+        """Save the cursors (in a worker thread: `forget` and the feed loop may save at once, so
+        saves take turns; two writers of one temporary file lost it, a 500 on an OTLP move)."""
+        with self._save_lock:
+            if self._shared is not None:
+                moved, self._moved = self._moved, {}
+                try:
+                    self._shared.save_feed_cursors(moved)
+                except Exception:
+                    for cid, seq in moved.items():  # saved next time
+                        self._moved[cid] = max(seq, self._moved.get(cid, 0))
+                    raise
+                return
+            tmp = self._cursor_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(dict(self._cursors)))
+            os.replace(tmp, self._cursor_path)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="convograph-intelligence-feeder")
