@@ -20,8 +20,8 @@ equal. ``{"command": "cat /tmp/x"}`` gives ``{"command": "cat **"}``, which appr
 /etc/hosts`` but not ``rm -rf /``. A call matches when it has the same parameter names and every
 value matches. A tool may give its own rule (upstream's ``derivePermission``):
 ``@tool(policy="ask", always_allows=lambda granted, asked: ...)`` decides from the granted call's
-parameters and the asked call's (`Tool.always_allows`). The grants are read from the conversation's log before each "ask", so they hold
-for every agent serving it and across restarts.
+parameters and the asked call's (`Tool.always_allows`). The grants are read from the
+conversation's log before each "ask", so they hold for every agent serving it and across restarts.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["AlwaysAllows", "Policy", "Tool", "ToolArgumentError", "ToolOutput", "to_output", "tool"]
 
 Policy = Literal["allow", "deny", "ask"]
+"""Permission policy of a tool: run it, refuse it, or ask a human through a ``relay``."""
 AlwaysAllows = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
 """``(granted parameters, asked parameters) -> bool``: a tool's own "Always allow" rule."""
-"""Permission policy of a tool: run it, refuse it, or ask a human through a ``relay``."""
 
 
 @dataclass(frozen=True, slots=True)

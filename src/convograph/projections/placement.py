@@ -115,8 +115,8 @@ class ThreadBuilder:
     top-level list. ``track_changes=True`` (incremental projectors) records changed view ids and
     what updates need. ``top_level_only`` (one-shot, `project_messages`): nested lists are built by
     the same rules but never attached and statuses are not settled; such views must not leave the
-    caller. ``status_of``: the source's statuses
-    (the hypergraph's) instead of the builder's own lifecycle flags.
+    caller. ``status_of``: the source's statuses (the hypergraph's) instead of the builder's own
+    lifecycle flags.
     """
 
     def __init__(
@@ -459,7 +459,8 @@ class ThreadBuilder:
         elif kind == "usage":
             level.after_boundary = True
         elif kind in LIFECYCLE_KINDS:
-            level.after_boundary = level.after_boundary or kind != "error"
+            if kind != "error":  # (a run's start or end)
+                level.after_boundary = True
             thread_views.add_lifecycle(self, kind, node_id, run_id, item, level)
         elif kind.startswith("repl_"):
             thread_updates.add_repl(self, item, kind, level)

@@ -327,11 +327,11 @@ class OtlpIngestor:
             batch = self._batch(batches, cid)
             if kind == "inference":
                 logged = kept.events if kept is not None else ()
-                awaited = self._expect_logged(span, kept)
-                batch.add(genai.inference_events(span, batch, logged, self._memo, with_end=not awaited))
-                if awaited:  # its end follows its messages, as it would with them (`_emit_held`)
-                    ends = self._trace(span.trace_id).tools_held.setdefault(span.span_id, [])
-                    ends.insert(0, Held(span, prefix, self.clock() + self.hold_seconds, span.span_id))
+                until = self._expect_logged(span, kept)
+                batch.add(genai.inference_events(span, batch, logged, self._memo, with_end=until is None))
+                if until is not None:  # its end follows its messages, as it would with them (`_emit_held`)
+                    ends = self._traces[span.trace_id].tools_held.setdefault(span.span_id, [])
+                    ends.insert(0, Held(span, prefix, until, span.span_id))
             else:
                 batch.add(genai.tool_events(span))
                 if kept is not None:
@@ -339,21 +339,22 @@ class OtlpIngestor:
             batch.spans.append((span.trace_id, prefix + span.span_id))
         return released
 
-    def _expect_logged(self, span: Span, kept: SpanLogs | None) -> bool:
+    def _expect_logged(self, span: Span, kept: SpanLogs | None) -> float | None:
         """Note a model call without messages of its own (and not all logged yet) whose messages
-        are expected as log records: its trace sent some, or its source sent some before. True
-        when noted (its end, and the tools it requested, are then held until they come)."""
+        are expected as log records: its trace sent some, or its source sent some before. The
+        deadline of the wait when noted (its end, and the tools it requested, are held until
+        then), else None."""
         trace = self._traces.get(span.trace_id)
         if trace is None or (kept is not None and kept.final):
-            return False
+            return None
         if not trace.logged and (
             not self._logging_sources or _source(span.resource, span.scope_name) not in self._logging_sources
         ):
-            return False
+            return None
         if genai.carries_messages(span):
-            return False
-        trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
-        return True
+            return None
+        until = trace.awaiting[span.span_id] = self.clock() + self.hold_seconds
+        return until
 
     def _hold_tool(self, span: Span, prefix: str) -> bool:
         """Hold a tool span while the logged messages of the model call that requested it are
