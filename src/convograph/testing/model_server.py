@@ -21,6 +21,7 @@ or ``base_url=server.anthropic_base_url``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -37,6 +38,8 @@ from convograph.testing.request_check import check_request
 __all__ = ["ModelServer", "RecordedRequest"]
 
 _MAX_BODY: Final = 64 * 1024 * 1024
+CLOSE_WAIT_SECONDS: Final = 5.0
+"""How long `ModelServer.aclose` waits for asyncio to see its dropped connections closed."""
 
 
 @dataclass(slots=True)
@@ -190,13 +193,16 @@ class ModelServer:
         if server is None:
             return
         server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        handlers = [task for task in self._handlers if not task.done()]
-        for task in handlers:
-            task.cancel()  # a handler may be pacing a reply (asleep); it has nobody to talk to now
-        await asyncio.gather(*handlers, return_exceptions=True)
-        await server.wait_closed()
+        for _ in range(3):  # (a connection accepted as the server closed starts its handler late)
+            for writer in list(self._writers):
+                writer.transport.abort()
+            handlers = [task for task in self._handlers if not task.done()]
+            for task in handlers:
+                task.cancel()  # a handler may be pacing a reply (asleep); it has nobody to talk to now
+            await asyncio.gather(*handlers, return_exceptions=True)
+            await asyncio.sleep(0)
+        with contextlib.suppress(TimeoutError):  # every connection was dropped: never wait on one
+            await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT_SECONDS)
 
     async def serve_forever(self) -> None:
         """Start and serve until cancelled."""
